@@ -1,0 +1,1 @@
+"""The benchmark harness: competition timing, providers side by side, tables, files, plots."""

@@ -1,0 +1,83 @@
+"""The competition timing rule: per call synchronize, flush L2, event, Python call, event, sync.
+
+The flush (a write several times the L2) outlasts the Python launch, so a measurement is GPU
+time from the first queued kernel of the call to its last, with cold caches.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import time
+from typing import Callable
+
+import torch
+
+FLUSH_BYTES = 1 << 30
+"""Bytes written to flush L2 before each timed call (the H200's L2 is 60 MB)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """Statistics of one timed callable, in microseconds."""
+
+    mean_us: float
+    std_us: float
+    best_us: float
+    worst_us: float
+    runs: int
+
+    @property
+    def rel_err(self) -> float:
+        """Relative standard error of the mean."""
+        return self.std_us / math.sqrt(self.runs) / self.mean_us if self.runs > 1 and self.mean_us else math.inf
+
+
+class ColdTimer:
+    """Times CUDA callables under the competition rule, reusing one flush buffer."""
+
+    def __init__(self, device: torch.device | str = "cuda", flush_bytes: int = FLUSH_BYTES) -> None:
+        self.device = torch.device(device)
+        self._flush = torch.empty(flush_bytes // 4, dtype=torch.float32, device=self.device)
+
+    def flush(self) -> None:
+        self._flush.fill_(1.0)
+
+    def time(self, fn: Callable[[], object], *, min_runs: int = 10, max_runs: int = 200,
+             target_rel_err: float = 0.01, budget_s: float = 2.0, warmup: int = 2) -> Timing:
+        """Mean GPU time of ``fn()`` with L2 flushed before each call.
+
+        Repeats until the relative error of the mean is below ``target_rel_err`` (after
+        ``min_runs``), ``max_runs`` is reached, or ``budget_s`` of wall time is spent.
+        """
+        for _ in range(warmup):
+            fn()
+        torch.cuda.synchronize(self.device)
+        samples: list[float] = []
+        start_wall = time.perf_counter()
+        while len(samples) < max_runs:
+            torch.cuda.synchronize(self.device)
+            self.flush()
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize(self.device)
+            samples.append(start.elapsed_time(end) * 1e3)
+            if len(samples) >= min_runs:
+                t = summarize(samples)
+                if t.rel_err < target_rel_err or time.perf_counter() - start_wall > budget_s:
+                    break
+        return summarize(samples)
+
+
+def summarize(samples: list[float]) -> Timing:
+    mean = statistics.fmean(samples)
+    std = statistics.stdev(samples) if len(samples) > 1 else 0.0
+    return Timing(mean, std, min(samples), max(samples), len(samples))
+
+
+def geomean(values: list[float]) -> float:
+    values = [v for v in values if v > 0 and math.isfinite(v)]
+    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else math.nan

@@ -1,0 +1,1 @@
+"""@triton.jit kernels, one file per kernel family."""

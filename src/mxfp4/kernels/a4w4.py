@@ -1,0 +1,196 @@
+"""One-launch W4A4 GEMM: quantize bf16 A to MXFP4 in registers, multiply with an MXFP4 weight.
+
+@triton.jit code only; the launcher is :mod:`mxfp4.ops`.
+
+Numerics: e2m1 codes map to e4m3 bytes by bit moves (``s<<7 | eem<<2`` is the e2m1 value times
+2**-6), so a K=32 fp8 dot of one MX block gives sum(a*w) * 2**-12 exactly (products of e2m1
+values are exact, a block sum needs at most 13 bits). Each block's dot is scaled by
+``2**(ea + eb + 12)`` and accumulated in float32. Split-K partials are summed by the last
+program of a tile to arrive, in split order, so the output is bitwise deterministic.
+"""
+import triton
+import triton.language as tl
+
+# (midpoint exponent p, two mantissa bits m2, rounds up on a tie) for the e2m1 midpoints
+# 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5: midpoint = (1 + m2/4) * 2**p.
+
+
+@triton.jit
+def _midpoint_bits(base, P: tl.constexpr, M2: tl.constexpr, UP: tl.constexpr):
+    """float32 bits of (1 + M2/4) * 2**(P + e), minus 1 if ties round up; base = e + 127."""
+    bt = base + P
+    normal = (bt << 23) | (M2 << 21)
+    sub = (4 + M2) << tl.minimum(bt + 20, 20)  # bt <= 0 here; bt >= -2 always
+    bits = tl.where(bt >= 1, normal, sub)
+    if UP:
+        bits = bits - 1
+    return bits
+
+
+@triton.jit
+def quantize_block_fp8(x, BM: tl.constexpr, BK: tl.constexpr, FLOOR_RULE: tl.constexpr):
+    """Quantize x [BM, BK] (any float dtype, BK % 32 == 0) per 1x32 block.
+
+    Returns (e4m3 bytes as uint8 [BM, BK], e8m0 scale bytes as int32 [BM, BK/32],
+    non-finite block mask [BM, BK/32]). Codes of a non-finite block are 0, its scale byte 255.
+    """
+    NB: tl.constexpr = BK // 32
+    bits = x.to(tl.float32).to(tl.int32, bitcast=True)
+    mag = tl.reshape(bits & 0x7FFFFFFF, (BM, NB, 32))
+    amax = tl.max(mag, axis=2)
+    nonfinite = amax >= 0x7F800000
+    amax = tl.where(nonfinite, 0, amax)
+    if FLOOR_RULE:
+        e = tl.minimum(tl.maximum((amax >> 23) - 129, -127), 127)
+    else:
+        biased = (amax + 0x200000) >> 23
+        e = tl.where(biased == 255, 127, tl.minimum(tl.maximum(biased - 129, -127), 127))
+    base = (e + 127)[:, :, None]
+    code = (mag > _midpoint_bits(base, -2, 0, False)).to(tl.int32)
+    code += (mag > _midpoint_bits(base, -1, 2, True)).to(tl.int32)
+    code += (mag > _midpoint_bits(base, 0, 1, False)).to(tl.int32)
+    code += (mag > _midpoint_bits(base, 0, 3, True)).to(tl.int32)
+    code += (mag > _midpoint_bits(base, 1, 1, False)).to(tl.int32)
+    code += (mag > _midpoint_bits(base, 1, 3, True)).to(tl.int32)
+    code += (mag > _midpoint_bits(base, 2, 1, False)).to(tl.int32)
+    sign = (tl.reshape(bits, (BM, NB, 32)) >> 24) & 0x80
+    fp8 = tl.where(nonfinite[:, :, None], 0, (code << 2) | sign)
+    scale = tl.where(nonfinite, 255, e + 127)
+    return tl.reshape(fp8, (BM, BK)).to(tl.uint8), scale, nonfinite
+
+
+@triton.jit
+def fp4x2_to_fp8(packed):
+    """uint8 [R, C] of two e2m1 codes -> e4m3 [R, 2C] (element 2i from the low nibble), value * 2**-6."""
+    lo = ((packed & 0x07) << 2) | ((packed & 0x08) << 4)
+    hi = ((packed >> 2) & 0x1C) | (packed & 0x80)
+    R: tl.constexpr = packed.shape[0]
+    C: tl.constexpr = packed.shape[1]
+    return tl.reshape(tl.join(lo, hi), (R, 2 * C)).to(tl.float8e4nv, bitcast=True)
+
+
+@triton.jit
+def _weight_offsets(offs_n, offs_kb, KB, SHUFFLED: tl.constexpr):
+    """Byte offsets of packed weight bytes (row n, byte kb) in the plain or (16, 16) shuffled layout."""
+    n = offs_n[:, None]
+    kb = offs_kb[None, :]
+    if SHUFFLED:
+        return (n // 16) * (16 * KB) + (kb // 32) * 512 + ((kb % 32) // 16) * 256 + (n % 16) * 16 + (kb % 16)
+    else:
+        return n * KB + kb
+
+
+@triton.jit
+def _scale_offsets(offs_n, offs_s, SCOLS, SHUFFLED: tl.constexpr):
+    """Offsets of e8m0 bytes (row n, block s) in the plain [N, K/32] or aiter-shuffled layout."""
+    n = offs_n[:, None]
+    s = offs_s[None, :]
+    if SHUFFLED:
+        return ((n // 32) * (32 * SCOLS) + (s // 8) * 256 + (s % 4) * 64 + (n % 16) * 4
+                + ((s % 8) // 4) * 2 + (n % 32) // 16)
+    else:
+        return n * SCOLS + s
+
+
+@triton.jit
+def _e8m0_to_f32(byte, extra_exp: tl.constexpr):
+    """2**(byte - 127 + extra_exp) as float32; byte 255 -> NaN. Flushes to 0 below 2**-126."""
+    biased = tl.minimum(tl.maximum(byte + extra_exp, 0), 255)
+    value = (biased << 23).to(tl.float32, bitcast=True)
+    return tl.where(byte == 255, float("nan"), value)
+
+
+@triton.jit
+def f32_to_bf16_rne(x):
+    """float32 -> bf16, round to nearest even, NaN kept quiet. Explicit because the CPU
+    interpreter (triton 3.6) truncates in ``.to(tl.bfloat16)``; on the GPU it costs ~5 int ops."""
+    bits = x.to(tl.int32, bitcast=True)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    nan = (bits & 0x7FFFFFFF) > 0x7F800000
+    out = tl.where(nan, (bits >> 16) | 0x40, rounded)
+    return out.to(tl.int16).to(tl.bfloat16, bitcast=True)
+
+
+@triton.jit
+def a4w4_kernel(
+    a_ptr, stride_am, stride_ak,
+    w_ptr, ws_ptr,
+    c_ptr, stride_cm, stride_cn,
+    part_ptr, cnt_ptr,
+    dbg_q_ptr, dbg_s_ptr,
+    M, N, K,
+    SCOLS,
+    SHUFFLED: tl.constexpr, FLOOR_RULE: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+    SPLIT_K, CHUNKS_PER_SPLIT, USE_SPLIT: tl.constexpr,
+    NUM_STAGES: tl.constexpr, DEBUG_A: tl.constexpr,
+):
+    """C[M, N] (bf16) = quant(A)[M, K] @ W[N, K]^T. Grid: (n tiles, m tiles, SPLIT_K)."""
+    NB: tl.constexpr = BK // 32
+    pid_n = tl.program_id(0)
+    pid_m = tl.program_id(1)
+    pid_k = tl.program_id(2)
+    KB = K // 2
+
+    offs_m = pid_m * BM + tl.arange(0, BM)
+    offs_n = pid_n * BN + tl.arange(0, BN)
+    mask_m = offs_m < M
+    mask_n = offs_n < N
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+
+    k_begin = pid_k * (CHUNKS_PER_SPLIT * BK)
+    for it in tl.range(0, CHUNKS_PER_SPLIT, num_stages=NUM_STAGES):
+        k0 = k_begin + it * BK
+        offs_k = k0 + tl.arange(0, BK)
+        mask_k = offs_k < K
+        a = tl.load(a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak,
+                    mask=mask_m[:, None] & mask_k[None, :], other=0.0)
+        offs_kb = k0 // 2 + tl.arange(0, BK // 2)
+        w = tl.load(w_ptr + _weight_offsets(offs_n, offs_kb, KB, SHUFFLED),
+                    mask=mask_n[:, None] & (offs_kb < KB)[None, :], other=0)
+        offs_s = k0 // 32 + tl.arange(0, NB)
+        wsb = tl.load(ws_ptr + _scale_offsets(offs_n, offs_s, SCOLS, SHUFFLED),
+                      mask=mask_n[:, None] & (offs_s < K // 32)[None, :], other=127).to(tl.int32)
+
+        a8, asb, _ = quantize_block_fp8(a, BM, BK, FLOOR_RULE)
+        if DEBUG_A:
+            if pid_n == 0:
+                q = tl.reshape(a8, (BM, BK // 2, 2))
+                lo, hi = tl.split(q)
+                codes = ((lo >> 2) & 0x7) | ((lo >> 4) & 0x8) | (((hi >> 2) & 0x7) << 4) | (hi & 0x80)
+                tl.store(dbg_q_ptr + offs_m[:, None] * KB + offs_kb[None, :], codes,
+                         mask=mask_m[:, None] & (offs_kb < KB)[None, :])
+                tl.store(dbg_s_ptr + offs_m[:, None] * (K // 32) + offs_s[None, :], asb.to(tl.uint8),
+                         mask=mask_m[:, None] & (offs_s < K // 32)[None, :])
+        sa = _e8m0_to_f32(asb, 0)
+        sb = _e8m0_to_f32(wsb, 12)
+        w8 = fp4x2_to_fp8(w)
+        a8 = a8.to(tl.float8e4nv, bitcast=True)
+        if NB == 1:
+            p = tl.dot(a8, tl.trans(w8), out_dtype=tl.float32)
+            acc += p * (sa * tl.reshape(sb, (1, BN)))
+        else:
+            a3 = tl.permute(tl.reshape(a8, (BM, NB, 32)), (1, 0, 2))
+            w3 = tl.permute(tl.reshape(w8, (BN, NB, 32)), (1, 2, 0))
+            p = tl.dot(a3, w3, out_dtype=tl.float32)
+            s = tl.trans(sa)[:, :, None] * tl.trans(sb)[:, None, :]
+            acc += tl.sum(p * s, axis=0)
+
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    c_mask = mask_m[:, None] & mask_n[None, :]
+    if not USE_SPLIT:
+        tl.store(c_ptrs, f32_to_bf16_rne(acc), mask=c_mask)
+    else:
+        tile = pid_m * tl.num_programs(0) + pid_n
+        tile_elems: tl.constexpr = BM * BN
+        local = tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :]
+        tile_base = part_ptr + tile.to(tl.int64) * (SPLIT_K * tile_elems)
+        tl.store(tile_base + pid_k * tile_elems + local, acc)
+        tl.debug_barrier()
+        arrived = tl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
+        if arrived == SPLIT_K - 1:
+            total = tl.zeros((BM, BN), dtype=tl.float32)
+            for s in range(SPLIT_K):
+                total += tl.load(tile_base + s * tile_elems + local, cache_modifier=".cg")
+            tl.store(c_ptrs, f32_to_bf16_rne(total), mask=c_mask)
+            tl.atomic_xchg(cnt_ptr + tile, 0, sem="relaxed", scope="gpu")

@@ -1,0 +1,115 @@
+"""The packed MXFP4 tensor type, and quantize / dequantize."""
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+import torch
+
+from . import formats, layouts
+from .formats import BLOCK, ScaleRule
+
+
+class Layout(enum.Enum):
+    """Memory layout of an :class:`MXFP4Tensor`'s data and scales.
+
+    PLAIN: data [..., K/2] row-major, scales [..., K/32].
+    AITER_SHUFFLED: 2-D only; data in aiter's (16, 16) weight shuffle (N % 16 == 0, K % 64 == 0),
+        scales in aiter's e8m0 shuffle, padded to [ceil(N/256)*256, ceil(K/32/8)*8].
+    """
+
+    PLAIN = "plain"
+    AITER_SHUFFLED = "aiter_shuffled"
+
+
+@dataclasses.dataclass(frozen=True)
+class MXFP4Tensor:
+    """MXFP4 data with its e8m0 scales, logical shape (..., K), layout and scale rule.
+
+    Validated on construction: a tensor that exists is consistent.
+    """
+
+    data: torch.Tensor
+    scales: torch.Tensor
+    shape: tuple[int, ...]
+    layout: Layout = Layout.PLAIN
+    scale_rule: ScaleRule = ScaleRule.AITER
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
+        for name in ("data", "scales"):
+            t = getattr(self, name)
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"MXFP4Tensor.{name} must be a torch.Tensor, got {type(t).__name__}")
+            if t.dtype != torch.uint8:
+                raise TypeError(f"MXFP4Tensor.{name} must be uint8, got {t.dtype}")
+        if not isinstance(self.layout, Layout):
+            raise TypeError(f"MXFP4Tensor.layout must be a Layout, got {self.layout!r}")
+        if not isinstance(self.scale_rule, ScaleRule):
+            raise TypeError(f"MXFP4Tensor.scale_rule must be a ScaleRule, got {self.scale_rule!r}")
+        if self.data.device != self.scales.device:
+            raise ValueError(
+                f"MXFP4Tensor.data ({self.data.device}) and .scales ({self.scales.device}) must be on one device"
+            )
+        if len(self.shape) < 1 or self.shape[-1] % BLOCK:
+            raise ValueError(f"MXFP4Tensor.shape {self.shape} must end in K with K % {BLOCK} == 0")
+        *lead, k = self.shape
+        if self.layout is Layout.PLAIN:
+            want_data, want_scales = (*lead, k // 2), (*lead, k // BLOCK)
+        else:
+            if len(self.shape) != 2:
+                raise ValueError(f"an AITER_SHUFFLED MXFP4Tensor must be 2-D [N, K], got shape {self.shape}")
+            n = lead[0]
+            if n % 16 or k % 64:
+                raise ValueError(
+                    f"AITER_SHUFFLED needs N % 16 == 0 and K % 64 == 0, got N = {n}, K = {k}"
+                )
+            want_data = (n, k // 2)
+            want_scales = layouts.shuffled_scale_shape(n, k // BLOCK)
+        if tuple(self.data.shape) != want_data:
+            raise ValueError(f"MXFP4Tensor.data must have shape {want_data} for {self.layout.name} "
+                             f"shape {self.shape}, got {tuple(self.data.shape)}")
+        if tuple(self.scales.shape) != tuple(want_scales):
+            raise ValueError(f"MXFP4Tensor.scales must have shape {tuple(want_scales)} for {self.layout.name} "
+                             f"shape {self.shape}, got {tuple(self.scales.shape)} (too small or too large)")
+
+    @property
+    def device(self) -> torch.device:
+        return self.data.device
+
+    def to_layout(self, layout: Layout) -> "MXFP4Tensor":
+        """The same values in another layout (a copy unless the layout is already ``layout``)."""
+        if layout is self.layout:
+            return self
+        if layout is Layout.AITER_SHUFFLED:
+            plain = self
+            return MXFP4Tensor(layouts.shuffle_weight(plain.data), layouts.shuffle_scales(plain.scales),
+                               self.shape, Layout.AITER_SHUFFLED, self.scale_rule)
+        n, k = self.shape
+        return MXFP4Tensor(layouts.unshuffle_weight(self.data), layouts.unshuffle_scales(self.scales, n, k // BLOCK),
+                           self.shape, Layout.PLAIN, self.scale_rule)
+
+
+def quantize(x: torch.Tensor, scale_rule: ScaleRule = ScaleRule.AITER) -> MXFP4Tensor:
+    """Quantize a bf16 / fp16 / fp32 tensor [..., K] (K % 32 == 0) to MXFP4, plain layout.
+
+    Bit-exact with the task's quantizer under ``ScaleRule.AITER``; see :mod:`mxfp4.formats` for
+    the rounding and the special values.
+    """
+    formats._check_float_input(x, "x")
+    if not isinstance(scale_rule, ScaleRule):
+        raise TypeError(f"scale_rule must be a ScaleRule, got {scale_rule!r}")
+    codes, scales = formats.quantize_codes(x, scale_rule)
+    return MXFP4Tensor(formats.pack_codes(codes), scales, tuple(x.shape), Layout.PLAIN, scale_rule)
+
+
+def dequantize(t: MXFP4Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Values of an MXFP4 tensor as float32 (or float64) [..., K]: code value times block scale."""
+    if not isinstance(t, MXFP4Tensor):
+        raise TypeError(f"t must be an MXFP4Tensor, got {type(t).__name__}")
+    if dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
+    t = t.to_layout(Layout.PLAIN)
+    values = formats.e2m1_to_float(formats.unpack_codes(t.data), dtype)
+    scale = formats.e8m0_to_float(t.scales, dtype).repeat_interleave(BLOCK, dim=-1)
+    return values * scale

@@ -1,0 +1,54 @@
+"""Exactness checks shared by the tests, the tuner and the benchmark."""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from .tensor import MXFP4Tensor, dequantize, quantize
+
+
+def ulp_bf16(x: torch.Tensor) -> torch.Tensor:
+    """Spacing of bf16 numbers at |x| (float64); 2**-133 (the smallest subnormal) near zero."""
+    _, exp = torch.frexp(x.abs().to(torch.float64))
+    return torch.pow(2.0, (exp.to(torch.float64) - 8).clamp(min=-133))
+
+
+@dataclasses.dataclass(frozen=True)
+class ExactnessReport:
+    """How a bf16 GEMM output compares with the exact product of the quantized operands."""
+
+    elements: int
+    identical_fraction: float  # bit-identical to the float64 product rounded to bf16
+    violations: int            # elements outside ulp_bf16(exact) + 2**-20 * sum|a_k w_k|
+    max_excess: float          # largest |out - exact| / bound (<= 1 passes)
+    nonfinite_mismatch: int    # NaN/Inf where the exact product has none, or the reverse
+
+    @property
+    def passed(self) -> bool:
+        return self.violations == 0 and self.nonfinite_mismatch == 0 and self.identical_fraction >= 0.999
+
+
+def exact_product(a: torch.Tensor, w: MXFP4Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(exact, magnitude): float64 quant(a) @ w^T and |quant(a)| @ |w|^T, on a's device."""
+    aq = dequantize(quantize(a.reshape(-1, a.shape[-1]), w.scale_rule), torch.float64)
+    wq = dequantize(w, torch.float64)
+    exact = aq @ wq.T
+    magnitude = aq.abs() @ wq.abs().T
+    return exact.reshape(*a.shape[:-1], -1), magnitude.reshape(*a.shape[:-1], -1)
+
+
+def check_gemm(out: torch.Tensor, a: torch.Tensor, w: MXFP4Tensor) -> ExactnessReport:
+    """Compare ``out`` with the exact product under the project's stated bound."""
+    exact, magnitude = exact_product(a, w)
+    out64 = out.to(torch.float64)
+    finite = torch.isfinite(exact)
+    nonfinite_mismatch = int((torch.isfinite(out64) != finite).sum())
+    bound = ulp_bf16(exact) + 2.0 ** -20 * magnitude
+    err = (out64 - exact).abs()
+    ok = finite & torch.isfinite(out64)
+    violations = int((err[ok] > bound[ok]).sum())
+    max_excess = float((err[ok] / bound[ok]).max()) if ok.any() else 0.0
+    same = (out == exact.to(torch.bfloat16)) | (torch.isnan(out) & torch.isnan(exact))
+    return ExactnessReport(out.numel(), float(same.double().mean()) if out.numel() else 1.0,
+                           violations, max_excess, nonfinite_mismatch)
