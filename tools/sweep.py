@@ -22,22 +22,20 @@ from mxfp4.bench.timing import ColdTimer, geomean  # noqa: E402
 
 
 def candidates(m: int, n: int, k: int, quick: bool) -> list[KernelConfig]:
-    bm_opts = [min(64, max(16, 1 << math.ceil(math.log2(m))))]
+    bm_opts = sorted({min(64, max(16, 1 << math.ceil(math.log2(m)))), 16 if m <= 64 else 64})
     if m >= 128:
         bm_opts = [64, 128]
     out = []
-    for bm, bn, bk, stages in itertools.product(bm_opts, (32, 64, 128, 256), (32, 64, 128), (3,)):
-        if bm * bn > 128 * 128:
+    for bm, bn, stages in itertools.product(bm_opts, (32, 64, 128, 256), (2, 4)):
+        if bm * bn > 128 * 128 or bm * bn < 16 * 64:
             continue
         tiles = -(-m // bm) * -(-n // bn)
-        chunks = k // bk
-        for split in (1, 2, 4, 8, 16, 32):
-            progs = tiles * split
-            if split > chunks or progs > 8 * 132 or (progs < 40 and split < chunks):
+        for split in (1, 2, 3, 4, 6, 8, 12, 16):
+            work = tiles * split
+            if split > k // 128 or work > 3 * 132 or (work < 60 and split < 16):
                 continue
-            if quick and not (90 <= progs <= 600 or split == 1 and progs >= 90):
-                continue
-            out.append(KernelConfig(bm, bn, bk, split, 4, stages))
+            warps = 8 if bm * bn >= 64 * 128 else 4
+            out.append(KernelConfig(bm, bn, split, warps, stages))
     return out
 
 
@@ -76,7 +74,7 @@ def main() -> None:
                            passed=rep.passed, ident=rep.identical_fraction, viol=rep.violations,
                            bf16_us=t_bf16)
                 results.append(row)
-                print(f"{m}x{n}x{k} bm{cfg.block_m} bn{cfg.block_n} bk{cfg.block_k} sk{cfg.split_k} "
+                print(f"{m}x{n}x{k} bm{cfg.block_m} bn{cfg.block_n} sk{cfg.split_k} w{cfg.num_warps} "
                       f"st{cfg.num_stages}: {t.mean_us:7.2f} us  pass={rep.passed} ident={rep.identical_fraction:.5f}",
                       flush=True)
                 if rep.passed and (best is None or t.mean_us < best["us"]):
@@ -95,7 +93,7 @@ def main() -> None:
         if kind == "bench":
             ours.append(best["us"])
         print(f"{kind:5s} {m:<5d} {n:<5d} {k:<5d} {tb:7.2f}  {best['us']:7.2f}  {best['us'] / tb:5.2f}  "
-              f"bm{c['block_m']} bn{c['block_n']} bk{c['block_k']} sk{c['split_k']} st{c['num_stages']}")
+              f"bm{c['block_m']} bn{c['block_n']} sk{c['split_k']} w{c['num_warps']} st{c['num_stages']}")
     print(f"geomean of bench shapes (ours): {geomean(ours):.2f} us")
 
 

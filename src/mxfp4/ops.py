@@ -1,6 +1,7 @@
 """Public GEMM op: validation, dispatch between the Triton kernel and the reference, launch."""
 from __future__ import annotations
 
+import math
 import os
 
 import torch
@@ -67,7 +68,9 @@ def validate_gemm_args(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None
 
 
 class _Workspace:
-    """Split-K tile counters, zero between launches (the last program of a tile resets its counter)."""
+    """Launch counters per (device, stream): zero between launches, since the kernel's last
+    program resets what it used. Slot 0/1: the phase-1 meeting point and the exit count;
+    the rest: split-K tile counters. Launches on one stream are ordered, so they never overlap."""
 
     def __init__(self) -> None:
         self._counters: dict[tuple, torch.Tensor] = {}
@@ -83,44 +86,72 @@ class _Workspace:
 
 
 _WORKSPACE = _Workspace()
+_SM_COUNT: dict[int, int] = {}
 
 
-def launch_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig,
-                debug: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
-    """Launch the Triton kernel on 2-D a [M, K] into out [M, N]; no validation here."""
+def _num_programs_cap(device: torch.device) -> int:
+    """Programs that are surely co-resident: one per SM on CUDA; a few under the interpreter."""
+    if device.type != "cuda":
+        return 8
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    if idx not in _SM_COUNT:
+        _SM_COUNT[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
+    return _SM_COUNT[idx]
+
+
+def _quant_chunks(m: int, k: int, programs: int) -> tuple[int, int]:
+    """Chunk shape (QM rows, QK columns) for phase 1: few enough chunks that each program does
+    about one (one DRAM round trip), small enough to keep registers in bounds."""
+    qm = 1 << max(0, math.ceil(math.log2(min(m, 16))))
+    kpow = 1 << math.ceil(math.log2(k))
+    qk = 32
+    while -(-m // qm) * -(-k // qk) > programs and qk < min(kpow, 512):
+        qk *= 2
+    while -(-m // qm) * -(-k // qk) > programs and qm * qk < 8192:
+        qm *= 2
+    return qm, qk
+
+
+def launch_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Launch the Triton kernel on 2-D a [M, K] into out [M, N]; no validation here.
+
+    Returns the phase-1 scratch (fp8 bytes of quantized A [M, K], e8m0 scales [M, K/32]).
+    """
     import triton
 
     from .kernels.a4w4 import a4w4_kernel
 
     m, k = a2.shape
     n = w.shape[0]
-    shuffled = w.layout is Layout.AITER_SHUFFLED
-    scols = w.scales.shape[1]
-    chunks = triton.cdiv(k, config.block_k)
-    split_k = max(1, min(config.split_k, chunks))
-    per_split = triton.cdiv(chunks, split_k)
-    split_k = triton.cdiv(chunks, per_split)
-    grid = (triton.cdiv(n, config.block_n), triton.cdiv(m, config.block_m), split_k)
-    tiles = grid[0] * grid[1]
-    if split_k > 1:
-        part = torch.empty(tiles * split_k * config.block_m * config.block_n, dtype=torch.float32,
-                           device=a2.device)
-        cnt = _WORKSPACE.counters(a2.device, tiles)
-    else:
-        part = cnt = out2
-    dbg_q, dbg_s = debug if debug is not None else (out2, out2)
-    a4w4_kernel[grid](
+    dev = a2.device
+    blocks = k // 32
+    split_k = max(1, min(config.split_k, blocks))
+    per_split = triton.cdiv(blocks, split_k)
+    split_k = triton.cdiv(blocks, per_split)
+    n_tiles, m_tiles = triton.cdiv(n, config.block_n), triton.cdiv(m, config.block_m)
+    work = n_tiles * m_tiles * split_k
+    programs = max(1, min(work, _num_programs_cap(dev)))
+    qm, qk = _quant_chunks(m, k, programs)
+    kq_chunks = triton.cdiv(k, qk)
+    q = torch.empty((m, k), dtype=torch.uint8, device=dev)
+    qs = torch.empty((m, blocks), dtype=torch.uint8, device=dev)
+    cnt = _WORKSPACE.counters(dev, 2 + n_tiles * m_tiles)
+    part = (torch.empty(n_tiles * m_tiles * split_k * config.block_m * config.block_n, dtype=torch.float32,
+                        device=dev) if split_k > 1 else q)
+    a4w4_kernel[(programs,)](
         a2, a2.stride(0), a2.stride(1),
         w.data, w.scales,
         out2, out2.stride(0), out2.stride(1),
-        part, cnt, dbg_q, dbg_s,
-        m, n, k, scols,
-        SHUFFLED=shuffled, FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR,
-        BM=config.block_m, BN=config.block_n, BK=config.block_k,
-        SPLIT_K=split_k, CHUNKS_PER_SPLIT=per_split, USE_SPLIT=split_k > 1, NUM_STAGES=config.num_stages,
-        DEBUG_A=debug is not None,
+        q, qs, part, cnt, cnt[2:],
+        m, n, k, w.scales.shape[1],
+        n_tiles, m_tiles, split_k, per_split, triton.cdiv(m, qm) * kq_chunks, kq_chunks,
+        SHUFFLED=w.layout is Layout.AITER_SHUFFLED, FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR,
+        BM=config.block_m, BN=config.block_n, QM=qm, QK=qk,
+        USE_SPLIT=split_k > 1, NUM_STAGES=config.num_stages, INTERPRET=interpreter_enabled(),
         num_warps=config.num_warps,
     )
+    return q, qs
 
 
 def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, *,
@@ -141,6 +172,9 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
             return result
         out.copy_(result)
         return out
+    if not a.is_cuda and not interpreter_enabled():
+        raise ValueError("backend='triton' needs CUDA tensors (or TRITON_INTERPRET=1 for the CPU interpreter); "
+                         f"a is on {a.device}")
     if out is None:
         out = torch.empty((*a.shape[:-1], n), dtype=torch.bfloat16, device=a.device)
     if m == 0 or n == 0:
@@ -152,14 +186,14 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
 
 def gemm_a4w4_debug(a: torch.Tensor, w: MXFP4Tensor, config: KernelConfig | None = None
                     ) -> tuple[torch.Tensor, MXFP4Tensor]:
-    """The Triton kernel's output and the MXFP4 A it quantized in registers (plain layout).
+    """The Triton kernel's output and the MXFP4 A it quantized (read back from its scratch).
 
     For tests: the quantized A must be bit-identical to :func:`mxfp4.quantize`.
     """
     m, n, k = validate_gemm_args(a, w, None)
     a2 = a.reshape(m, k)
     out = torch.empty((m, n), dtype=torch.bfloat16, device=a.device)
-    q = torch.full((m, k // 2), 0xEE, dtype=torch.uint8, device=a.device)
-    s = torch.full((m, k // 32), 0xEE, dtype=torch.uint8, device=a.device)
-    launch_a4w4(a2, w, out, config or heuristic_config(m, n, k), debug=(q, s))
-    return out.reshape(*a.shape[:-1], n), MXFP4Tensor(q, s, (m, k), Layout.PLAIN, w.scale_rule)
+    fp8, scales = launch_a4w4(a2, w, out, config or heuristic_config(m, n, k))
+    codes = ((fp8 >> 2) & 0x7) | ((fp8 >> 4) & 0x8)  # e4m3 byte s<<7 | eem<<2 back to the nibble
+    packed = codes[:, 0::2] | (codes[:, 1::2] << 4)
+    return out.reshape(*a.shape[:-1], n), MXFP4Tensor(packed, scales, (m, k), Layout.PLAIN, w.scale_rule)

@@ -10,8 +10,10 @@ from .tensor import MXFP4Tensor, dequantize, quantize
 
 def ulp_bf16(x: torch.Tensor) -> torch.Tensor:
     """Spacing of bf16 numbers at |x| (float64); 2**-133 (the smallest subnormal) near zero."""
-    _, exp = torch.frexp(x.abs().to(torch.float64))
-    return torch.pow(2.0, (exp.to(torch.float64) - 8).clamp(min=-133))
+    mag = x.abs().to(torch.float64)
+    _, exp = torch.frexp(mag)
+    ulp = torch.pow(2.0, (exp.to(torch.float64) - 8).clamp(min=-133))
+    return torch.where(mag == 0, torch.full_like(ulp, 2.0 ** -133), ulp)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,20 +9,19 @@ import math
 class KernelConfig:
     """Tile shape and launch options of the one-launch A4W4 kernel; validated on construction.
 
-    block_m, block_n: output tile (each >= 16, powers of two). block_k: K per loop step, a power
-    of two multiple of 32 (each 32 is one MX block, one fp8 dot). split_k: programs sharing one
-    output tile along K, reduced inside the launch. num_warps, num_stages: Triton launch options.
+    block_m, block_n: output tile (each >= 16, powers of two); K advances one MX block (32) per
+    step. split_k: work items sharing one output tile along K, reduced inside the launch by the
+    last to arrive. num_warps, num_stages: Triton launch options (stages of the K pipeline).
     """
 
     block_m: int = 16
     block_n: int = 64
-    block_k: int = 32
     split_k: int = 1
     num_warps: int = 4
     num_stages: int = 3
 
     def __post_init__(self) -> None:
-        for name in ("block_m", "block_n", "block_k", "split_k", "num_warps", "num_stages"):
+        for name in ("block_m", "block_n", "split_k", "num_warps", "num_stages"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"KernelConfig.{name} must be a positive int, got {value!r}")
@@ -30,8 +29,6 @@ class KernelConfig:
             value = getattr(self, name)
             if value < 16 or value & (value - 1):
                 raise ValueError(f"KernelConfig.{name} must be a power of two >= 16, got {value}")
-        if self.block_k % 32 or (self.block_k // 32) & (self.block_k // 32 - 1):
-            raise ValueError(f"KernelConfig.block_k must be 32 times a power of two, got {self.block_k}")
         if self.num_warps & (self.num_warps - 1) or self.num_warps > 16:
             raise ValueError(f"KernelConfig.num_warps must be a power of two <= 16, got {self.num_warps}")
 
@@ -55,10 +52,9 @@ def heuristic_config(m: int, n: int, k: int, num_sms: int = 132) -> KernelConfig
     """A reasonable config for any shape, used when the tuned table has no entry."""
     block_m = min(_pow2_at_least(m, 16), 64)
     block_n = 64 if m <= 64 else 128
-    block_k = 64
     tiles = -(-m // block_m) * -(-n // block_n)
-    chunks = max(1, -(-k // block_k))
+    blocks = max(1, k // 32)
     split_k = 1
-    while tiles * split_k * 2 <= 2 * num_sms and chunks // (split_k * 2) >= 2:
+    while tiles * split_k * 2 <= num_sms and blocks // (split_k * 2) >= 4:
         split_k *= 2
-    return KernelConfig(block_m, block_n, block_k, split_k, 4, 3)
+    return KernelConfig(block_m, block_n, split_k, 4, 3)

@@ -112,85 +112,114 @@ def f32_to_bf16_rne(x):
 
 
 @triton.jit
+def _quantize_a_chunk(c, a_ptr, stride_am, stride_ak, q_ptr, qs_ptr, M, K, KQ_CHUNKS,
+                      QM: tl.constexpr, QK: tl.constexpr, FLOOR_RULE: tl.constexpr):
+    """Quantize chunk c (QM rows x QK columns) of A into the fp8 scratch and its scale bytes."""
+    mt = c // KQ_CHUNKS
+    kc = c - mt * KQ_CHUNKS
+    rows = mt * QM + tl.arange(0, QM)
+    cols = kc * QK + tl.arange(0, QK)
+    mask = (rows < M)[:, None] & (cols < K)[None, :]
+    x = tl.load(a_ptr + rows[:, None] * stride_am + cols[None, :] * stride_ak, mask=mask, other=0.0)
+    a8, scale, _ = quantize_block_fp8(x, QM, QK, FLOOR_RULE)
+    tl.store(q_ptr + rows[:, None] * K + cols[None, :], a8, mask=mask)
+    blocks = kc * (QK // 32) + tl.arange(0, QK // 32)
+    tl.store(qs_ptr + rows[:, None] * (K // 32) + blocks[None, :], scale.to(tl.uint8),
+             mask=(rows < M)[:, None] & (blocks < K // 32)[None, :])
+
+
+@triton.jit
 def a4w4_kernel(
     a_ptr, stride_am, stride_ak,
     w_ptr, ws_ptr,
     c_ptr, stride_cm, stride_cn,
-    part_ptr, cnt_ptr,
-    dbg_q_ptr, dbg_s_ptr,
-    M, N, K,
-    SCOLS,
+    q_ptr, qs_ptr, part_ptr, sync_ptr, tile_cnt_ptr,
+    M, N, K, SCOLS,
+    N_TILES, M_TILES, SPLIT_K, CHUNKS_PER_SPLIT, Q_CHUNKS, KQ_CHUNKS,
     SHUFFLED: tl.constexpr, FLOOR_RULE: tl.constexpr,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-    SPLIT_K, CHUNKS_PER_SPLIT, USE_SPLIT: tl.constexpr,
-    NUM_STAGES: tl.constexpr, DEBUG_A: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, QM: tl.constexpr, QK: tl.constexpr,
+    USE_SPLIT: tl.constexpr, NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr,
 ):
-    """C[M, N] (bf16) = quant(A)[M, K] @ W[N, K]^T. Grid: (n tiles, m tiles, SPLIT_K)."""
-    NB: tl.constexpr = BK // 32
-    pid_n = tl.program_id(0)
-    pid_m = tl.program_id(1)
-    pid_k = tl.program_id(2)
-    KB = K // 2
+    """C[M, N] (bf16) = quant(A)[M, K] @ W[N, K]^T in one persistent launch.
 
-    offs_m = pid_m * BM + tl.arange(0, BM)
-    offs_n = pid_n * BN + tl.arange(0, BN)
-    mask_m = offs_m < M
-    mask_n = offs_n < N
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    Phase 1: the programs quantize A once, chunk by chunk, into an fp8 scratch (q_ptr, qs_ptr),
+    then meet at a counter (sync_ptr[0]); the grid must be co-resident (the launcher keeps it
+    at most one program per SM). Under the CPU interpreter programs run one after another, so
+    program 0 quantizes every chunk. Phase 2: the programs walk the (n tile, m tile, k split)
+    work items; K advances one MX block (32) per step, one fp8 dot each. The last program to
+    leave resets the counters, so they are zero for the next launch.
+    """
+    pid = tl.program_id(0)
+    G = tl.num_programs(0)
 
-    k_begin = pid_k * (CHUNKS_PER_SPLIT * BK)
-    for it in tl.range(0, CHUNKS_PER_SPLIT, num_stages=NUM_STAGES):
-        k0 = k_begin + it * BK
-        offs_k = k0 + tl.arange(0, BK)
-        mask_k = offs_k < K
-        a = tl.load(a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak,
-                    mask=mask_m[:, None] & mask_k[None, :], other=0.0)
-        offs_kb = k0 // 2 + tl.arange(0, BK // 2)
-        w = tl.load(w_ptr + _weight_offsets(offs_n, offs_kb, KB, SHUFFLED),
-                    mask=mask_n[:, None] & (offs_kb < KB)[None, :], other=0)
-        offs_s = k0 // 32 + tl.arange(0, NB)
-        wsb = tl.load(ws_ptr + _scale_offsets(offs_n, offs_s, SCOLS, SHUFFLED),
-                      mask=mask_n[:, None] & (offs_s < K // 32)[None, :], other=127).to(tl.int32)
-
-        a8, asb, _ = quantize_block_fp8(a, BM, BK, FLOOR_RULE)
-        if DEBUG_A:
-            if pid_n == 0:
-                q = tl.reshape(a8, (BM, BK // 2, 2))
-                lo, hi = tl.split(q)
-                codes = ((lo >> 2) & 0x7) | ((lo >> 4) & 0x8) | (((hi >> 2) & 0x7) << 4) | (hi & 0x80)
-                tl.store(dbg_q_ptr + offs_m[:, None] * KB + offs_kb[None, :], codes,
-                         mask=mask_m[:, None] & (offs_kb < KB)[None, :])
-                tl.store(dbg_s_ptr + offs_m[:, None] * (K // 32) + offs_s[None, :], asb.to(tl.uint8),
-                         mask=mask_m[:, None] & (offs_s < K // 32)[None, :])
-        sa = _e8m0_to_f32(asb, 0)
-        sb = _e8m0_to_f32(wsb, 12)
-        w8 = fp4x2_to_fp8(w)
-        a8 = a8.to(tl.float8e4nv, bitcast=True)
-        if NB == 1:
-            p = tl.dot(a8, tl.trans(w8), out_dtype=tl.float32)
-            acc += p * (sa * tl.reshape(sb, (1, BN)))
-        else:
-            a3 = tl.permute(tl.reshape(a8, (BM, NB, 32)), (1, 0, 2))
-            w3 = tl.permute(tl.reshape(w8, (BN, NB, 32)), (1, 2, 0))
-            p = tl.dot(a3, w3, out_dtype=tl.float32)
-            s = tl.trans(sa)[:, :, None] * tl.trans(sb)[:, None, :]
-            acc += tl.sum(p * s, axis=0)
-
-    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
-    c_mask = mask_m[:, None] & mask_n[None, :]
-    if not USE_SPLIT:
-        tl.store(c_ptrs, f32_to_bf16_rne(acc), mask=c_mask)
+    # Phase 1: quantize A once.
+    if INTERPRET:
+        mine = tl.where(pid == 0, Q_CHUNKS, 0)
+        if pid == 0:
+            for c in range(0, Q_CHUNKS):
+                _quantize_a_chunk(c, a_ptr, stride_am, stride_ak, q_ptr, qs_ptr, M, K, KQ_CHUNKS, QM, QK, FLOOR_RULE)
     else:
-        tile = pid_m * tl.num_programs(0) + pid_n
-        tile_elems: tl.constexpr = BM * BN
-        local = tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :]
-        tile_base = part_ptr + tile.to(tl.int64) * (SPLIT_K * tile_elems)
-        tl.store(tile_base + pid_k * tile_elems + local, acc)
-        tl.debug_barrier()
-        arrived = tl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
-        if arrived == SPLIT_K - 1:
-            total = tl.zeros((BM, BN), dtype=tl.float32)
-            for s in range(SPLIT_K):
-                total += tl.load(tile_base + s * tile_elems + local, cache_modifier=".cg")
-            tl.store(c_ptrs, f32_to_bf16_rne(total), mask=c_mask)
-            tl.atomic_xchg(cnt_ptr + tile, 0, sem="relaxed", scope="gpu")
+        mine = tl.maximum(Q_CHUNKS - pid + G - 1, 0) // G
+        for c in range(pid, Q_CHUNKS, G):
+            _quantize_a_chunk(c, a_ptr, stride_am, stride_ak, q_ptr, qs_ptr, M, K, KQ_CHUNKS, QM, QK, FLOOR_RULE)
+    tl.debug_barrier()
+    seen = tl.atomic_add(sync_ptr, mine, sem="acq_rel", scope="gpu") + mine
+    while seen < Q_CHUNKS:
+        seen = tl.atomic_add(sync_ptr, 0, sem="acquire", scope="gpu")
+    tl.debug_barrier()
+
+    # Phase 2: the GEMM on the quantized A.
+    KB = K // 2
+    total = N_TILES * M_TILES * SPLIT_K
+    for item in range(pid, total, G):
+        pid_n = item % N_TILES
+        rest = item // N_TILES
+        pid_m = rest % M_TILES
+        pid_k = rest // M_TILES
+        offs_m = pid_m * BM + tl.arange(0, BM)
+        offs_n = pid_n * BN + tl.arange(0, BN)
+        mask_m = offs_m < M
+        mask_n = offs_n < N
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        k_begin = pid_k * (CHUNKS_PER_SPLIT * 32)
+        for it in tl.range(0, CHUNKS_PER_SPLIT, num_stages=NUM_STAGES):
+            k0 = k_begin + it * 32
+            offs_k = k0 + tl.arange(0, 32)
+            in_k = k0 < K
+            a8 = tl.load(q_ptr + offs_m[:, None] * K + offs_k[None, :], mask=mask_m[:, None] & in_k,
+                         other=0, cache_modifier=".cg")
+            asb = tl.load(qs_ptr + offs_m * (K // 32) + k0 // 32, mask=mask_m & in_k, other=0,
+                          cache_modifier=".cg").to(tl.int32)
+            offs_kb = k0 // 2 + tl.arange(0, 16)
+            w = tl.load(w_ptr + _weight_offsets(offs_n, offs_kb, KB, SHUFFLED), mask=mask_n[:, None] & in_k,
+                        other=0)
+            wsb = tl.load(ws_ptr + _scale_offsets(offs_n, k0 // 32 + tl.arange(0, 1), SCOLS, SHUFFLED),
+                          mask=mask_n[:, None] & in_k, other=127).to(tl.int32)
+            sa = _e8m0_to_f32(asb, 0)
+            sb = _e8m0_to_f32(wsb, 12)
+            p = tl.dot(a8.to(tl.float8e4nv, bitcast=True), tl.trans(fp4x2_to_fp8(w)), out_dtype=tl.float32)
+            acc += p * (sa[:, None] * tl.reshape(sb, (1, BN)))
+
+        c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+        c_mask = mask_m[:, None] & mask_n[None, :]
+        if not USE_SPLIT:
+            tl.store(c_ptrs, f32_to_bf16_rne(acc), mask=c_mask)
+        else:
+            tile = pid_m * N_TILES + pid_n
+            tile_elems: tl.constexpr = BM * BN
+            local = tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :]
+            tile_base = part_ptr + tile.to(tl.int64) * SPLIT_K * tile_elems
+            tl.store(tile_base + pid_k * tile_elems + local, acc)
+            tl.debug_barrier()
+            arrived = tl.atomic_add(tile_cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
+            if arrived == SPLIT_K - 1:
+                summed = tl.zeros((BM, BN), dtype=tl.float32)
+                for s in range(SPLIT_K):
+                    summed += tl.load(tile_base + s * tile_elems + local, cache_modifier=".cg")
+                tl.store(c_ptrs, f32_to_bf16_rne(summed), mask=c_mask)
+                tl.atomic_xchg(tile_cnt_ptr + tile, 0, sem="relaxed", scope="gpu")
+
+    tl.debug_barrier()
+    if tl.atomic_add(sync_ptr + 1, 1, sem="acq_rel", scope="gpu") == G - 1:
+        tl.atomic_xchg(sync_ptr, 0, sem="relaxed", scope="gpu")
+        tl.atomic_xchg(sync_ptr + 1, 0, sem="relaxed", scope="gpu")

@@ -1,0 +1,128 @@
+"""The one-launch Triton kernel against the exact oracle.
+
+On a CPU machine the kernel runs under TRITON_INTERPRET=1 (conftest sets it) on small shapes;
+tests marked ``gpu`` run the compiled kernel on CUDA at the task's and odd shapes.
+"""
+import pytest
+import torch
+
+import mxfp4
+from mxfp4 import KernelConfig, Layout, ScaleRule, ops, task, testing
+
+CUDA = torch.cuda.is_available()
+gpu = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+
+
+def operands(m, n, k, seed, device="cpu", layout=Layout.PLAIN, rule=ScaleRule.AITER):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(m, k, generator=g).to(torch.bfloat16).to(device)
+    b = torch.randn(n, k, generator=g).to(torch.bfloat16).to(device)
+    return a, mxfp4.quantize(b, rule).to_layout(layout)
+
+
+def run_and_check(a, w, config=None):
+    """Kernel output (poisoned first) passes the exact bound; its quantized A equals mxfp4.quantize."""
+    out, aq = ops.gemm_a4w4_debug(a, w, config)
+    ref = mxfp4.quantize(a.reshape(-1, a.shape[-1]), w.scale_rule)
+    assert torch.equal(aq.data, ref.data), "in-kernel quantized A codes differ from mxfp4.quantize"
+    assert torch.equal(aq.scales, ref.scales), "in-kernel A scales differ from mxfp4.quantize"
+    report = testing.check_gemm(out, a, w)
+    assert report.passed, report
+    return out
+
+
+# ---- CPU interpreter (and GPU when present) on small shapes -------------------------------------
+
+SMALL = [
+    (1, 16, 64, KernelConfig(16, 16, 1)),
+    (7, 48, 320, KernelConfig(16, 32, 2, num_stages=2)),
+    (33, 80, 512, KernelConfig(32, 32, 3)),
+    (100, 16, 128, KernelConfig(64, 16, 4)),
+]
+
+
+@pytest.mark.parametrize("m, n, k, cfg", SMALL)
+@pytest.mark.parametrize("layout", [Layout.PLAIN, Layout.AITER_SHUFFLED])
+def test_small_shapes(m, n, k, cfg, layout):
+    if layout is Layout.AITER_SHUFFLED and k % 64:
+        pytest.skip("the shuffled layout needs K % 64 == 0")
+    dev = "cuda" if CUDA else "cpu"
+    a, w = operands(m, n, k, seed=m * 7 + n, device=dev, layout=layout)
+    run_and_check(a, w, cfg)
+
+
+def test_output_is_fully_written_and_layouts_agree():
+    dev = "cuda" if CUDA else "cpu"
+    a, w = operands(9, 48, 128, seed=3, device=dev)
+    outs = []
+    for layout in (Layout.PLAIN, Layout.AITER_SHUFFLED):
+        out = torch.full((9, 48), float("nan"), dtype=torch.bfloat16, device=dev)
+        mxfp4.gemm_a4w4(a, w.to_layout(layout), out=out, backend="triton", config=KernelConfig(16, 16, 2))
+        assert not torch.isnan(out).any(), "an output element was left unwritten"
+        outs.append(out)
+    assert torch.equal(outs[0], outs[1])
+
+
+def test_special_values_follow_the_quantizer():
+    """NaN / Inf blocks give NaN rows; zero, subnormal and saturating blocks quantize as documented."""
+    dev = "cuda" if CUDA else "cpu"
+    a, w = operands(8, 32, 128, seed=5, device=dev)
+    a[0, 3] = float("nan")
+    a[1, 40] = float("inf")
+    a[2, 64:96] = 0
+    a[3, 0:32] = torch.tensor(2.0 ** -130, dtype=torch.bfloat16)  # subnormal bf16 block
+    a[4, 32:64] *= 1e30                                              # huge block next to normal ones
+    a[5, 0:32] = 7.0                                                 # 7/2**e: saturates to 6
+    out = run_and_check(a, w, KernelConfig(16, 16, 2))
+    assert torch.isnan(out[0]).all() and torch.isnan(out[1]).all()
+    assert not torch.isnan(out[2:]).any()
+
+
+def test_floor_scale_rule():
+    dev = "cuda" if CUDA else "cpu"
+    a, w = operands(5, 32, 128, seed=11, device=dev, rule=ScaleRule.FLOOR)
+    run_and_check(a, w, KernelConfig(16, 32, 1))
+
+
+def test_wide_block_scale_spread():
+    """Rows scaled by 2**-20 .. 2**20 block to block stay exact."""
+    dev = "cuda" if CUDA else "cpu"
+    a, w = operands(6, 32, 256, seed=13, device=dev)
+    g = torch.Generator().manual_seed(1)
+    spread = torch.pow(2.0, torch.randint(-20, 21, (6, 8), generator=g).float()).repeat_interleave(32, 1)
+    a = (a.float().cpu() * spread).to(torch.bfloat16).to(dev)
+    run_and_check(a, w, KernelConfig(16, 32, 2))
+
+
+# ---- GPU at real shapes ------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("m, n, k, seed", task.TEST_SHAPES + task.BENCHMARK_SHAPES)
+def test_task_shapes_on_gpu(m, n, k, seed):
+    data = task.generate_input(m, n, k, seed, device="cuda")
+    a = data[0]
+    w = task.weight_from_task(data[3], data[4], k)
+    out = run_and_check(a, w)
+    c = task.custom_kernel(data)
+    assert torch.equal(c, out)
+    expected = mxfp4.reference.gemm_a4w4(a, w)
+    torch.testing.assert_close(c.float(), expected.float(), rtol=1e-2, atol=1e-2)  # the task's own check
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("m", [1, 7, 100, 333, 1024])
+@pytest.mark.parametrize("n, k", [(2112, 512), (3072, 1536), (7168, 7168), (200 * 16 + 16, 2048)])
+def test_odd_shapes_on_gpu(m, n, k):
+    a, w = operands(m, n, k, seed=m + n + k, device="cuda", layout=Layout.AITER_SHUFFLED)
+    run_and_check(a, w)
+
+
+@pytest.mark.gpu
+@gpu
+def test_deterministic_over_100_calls():
+    data = task.generate_input(16, 2112, 7168, 15, device="cuda")
+    first = task.custom_kernel(data)
+    for _ in range(99):
+        assert torch.equal(task.custom_kernel(data), first)
