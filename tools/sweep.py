@@ -22,20 +22,19 @@ from mxfp4.bench.timing import ColdTimer, geomean  # noqa: E402
 
 
 def candidates(m: int, n: int, k: int, quick: bool) -> list[KernelConfig]:
-    bm_opts = sorted({min(64, max(16, 1 << math.ceil(math.log2(m)))), 16 if m <= 64 else 64})
+    bm_opts = [min(64, max(16, 1 << math.ceil(math.log2(m))))]
     if m >= 128:
         bm_opts = [64, 128]
     out = []
-    for bm, bn, stages in itertools.product(bm_opts, (32, 64, 128, 256), (2, 4)):
-        if bm * bn > 128 * 128 or bm * bn < 16 * 64:
+    for bm, bn, warps in itertools.product(bm_opts, (64, 128, 256), (4, 8)):
+        if bm * bn > 128 * 256 or (warps == 8 and bm * bn < 32 * 128):
             continue
         tiles = -(-m // bm) * -(-n // bn)
         for split in (1, 2, 3, 4, 6, 8, 12, 16):
             work = tiles * split
-            if split > k // 128 or work > 3 * 132 or (work < 60 and split < 16):
+            if split > k // 128 or work > 2 * 132 or (work < 48 and split < 16):
                 continue
-            warps = 8 if bm * bn >= 64 * 128 else 4
-            out.append(KernelConfig(bm, bn, split, warps, stages))
+            out.append(KernelConfig(bm, bn, split, warps, 3))
     return out
 
 
@@ -95,6 +94,11 @@ def main() -> None:
         print(f"{kind:5s} {m:<5d} {n:<5d} {k:<5d} {tb:7.2f}  {best['us']:7.2f}  {best['us'] / tb:5.2f}  "
               f"bm{c['block_m']} bn{c['block_n']} sk{c['split_k']} w{c['num_warps']} st{c['num_stages']}")
     print(f"geomean of bench shapes (ours): {geomean(ours):.2f} us")
+    table = {"format": 1, "gpu": torch.cuda.get_device_name(), "triton": __import__("triton").__version__,
+             "entries": [dict(m=m, n=n, k=k, config=best["cfg"], us=round(best["us"], 3),
+                              bf16_us=round(tb, 3)) for _, m, n, k, tb, best in summary if best]}
+    with open(os.path.join(args.out, "tuned.json"), "w") as f:
+        json.dump(table, f, indent=1)
 
 
 if __name__ == "__main__":

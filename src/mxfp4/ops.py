@@ -68,9 +68,9 @@ def validate_gemm_args(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None
 
 
 class _Workspace:
-    """Launch counters per (device, stream): zero between launches, since the kernel's last
-    program resets what it used. Slot 0/1: the phase-1 meeting point and the exit count;
-    the rest: split-K tile counters. Launches on one stream are ordered, so they never overlap."""
+    """Launch counters per (device, stream), zero when first made. Slot 0: the epoch; 1, 2: the
+    phase-1 meeting counters (alternating with the epoch); from 4: split-K tile counters, reset
+    by the program that empties them. Launches on one stream are ordered, so they never overlap."""
 
     def __init__(self) -> None:
         self._counters: dict[tuple, torch.Tensor] = {}
@@ -112,46 +112,46 @@ def _quant_chunks(m: int, k: int, programs: int) -> tuple[int, int]:
     return qm, qk
 
 
+def plan_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig
+              ) -> tuple[tuple, tuple, dict]:
+    """Grid, positional arguments and constexpr keywords of one launch of the Triton kernel."""
+    m, k = a2.shape
+    n = w.shape[0]
+    dev = a2.device
+    blocks = k // 32
+    split_k = max(1, min(config.split_k, blocks))
+    per_split = -(-blocks // split_k)
+    split_k = -(-blocks // per_split)
+    n_tiles, m_tiles = -(-n // config.block_n), -(-m // config.block_m)
+    work = n_tiles * m_tiles * split_k
+    programs = max(1, min(work, _num_programs_cap(dev)))
+    qm, qk = _quant_chunks(m, k, programs)
+    kq_chunks = -(-k // qk)
+    q = torch.empty((m, k), dtype=torch.uint8, device=dev)
+    qs = torch.empty((m, blocks), dtype=torch.uint8, device=dev)
+    cnt = _WORKSPACE.counters(dev, 4 + n_tiles * m_tiles)
+    part = (torch.empty(n_tiles * m_tiles * split_k * config.block_m * config.block_n, dtype=torch.float32,
+                        device=dev) if split_k > 1 else q)
+    args = (a2, a2.stride(0), a2.stride(1), w.data, w.scales, out2, out2.stride(0), out2.stride(1),
+            q, qs, part, cnt, cnt[4:], m, n, k, w.scales.shape[1],
+            n_tiles, m_tiles, split_k, per_split, -(-m // qm) * kq_chunks, kq_chunks)
+    consts = dict(SHUFFLED=w.layout is Layout.AITER_SHUFFLED, FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR,
+                  BM=config.block_m, BN=config.block_n, QM=qm, QK=qk, USE_SPLIT=split_k > 1,
+                  INTERPRET=interpreter_enabled(), num_warps=config.num_warps, num_stages=config.num_stages)
+    return (programs,), args, consts
+
+
 def launch_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig
                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Launch the Triton kernel on 2-D a [M, K] into out [M, N]; no validation here.
 
     Returns the phase-1 scratch (fp8 bytes of quantized A [M, K], e8m0 scales [M, K/32]).
     """
-    import triton
-
     from .kernels.a4w4 import a4w4_kernel
 
-    m, k = a2.shape
-    n = w.shape[0]
-    dev = a2.device
-    blocks = k // 32
-    split_k = max(1, min(config.split_k, blocks))
-    per_split = triton.cdiv(blocks, split_k)
-    split_k = triton.cdiv(blocks, per_split)
-    n_tiles, m_tiles = triton.cdiv(n, config.block_n), triton.cdiv(m, config.block_m)
-    work = n_tiles * m_tiles * split_k
-    programs = max(1, min(work, _num_programs_cap(dev)))
-    qm, qk = _quant_chunks(m, k, programs)
-    kq_chunks = triton.cdiv(k, qk)
-    q = torch.empty((m, k), dtype=torch.uint8, device=dev)
-    qs = torch.empty((m, blocks), dtype=torch.uint8, device=dev)
-    cnt = _WORKSPACE.counters(dev, 2 + n_tiles * m_tiles)
-    part = (torch.empty(n_tiles * m_tiles * split_k * config.block_m * config.block_n, dtype=torch.float32,
-                        device=dev) if split_k > 1 else q)
-    a4w4_kernel[(programs,)](
-        a2, a2.stride(0), a2.stride(1),
-        w.data, w.scales,
-        out2, out2.stride(0), out2.stride(1),
-        q, qs, part, cnt, cnt[2:],
-        m, n, k, w.scales.shape[1],
-        n_tiles, m_tiles, split_k, per_split, triton.cdiv(m, qm) * kq_chunks, kq_chunks,
-        SHUFFLED=w.layout is Layout.AITER_SHUFFLED, FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR,
-        BM=config.block_m, BN=config.block_n, QM=qm, QK=qk,
-        USE_SPLIT=split_k > 1, NUM_STAGES=config.num_stages, INTERPRET=interpreter_enabled(),
-        num_warps=config.num_warps,
-    )
-    return q, qs
+    grid, args, consts = plan_a4w4(a2, w, out2, config)
+    a4w4_kernel[grid](*args, **consts)
+    return args[8], args[9]
 
 
 def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, *,

@@ -60,10 +60,30 @@ def quantize_block_fp8(x, BM: tl.constexpr, BK: tl.constexpr, FLOOR_RULE: tl.con
 
 
 @triton.jit
-def fp4x2_to_fp8(packed):
-    """uint8 [R, C] of two e2m1 codes -> e4m3 [R, 2C] (element 2i from the low nibble), value * 2**-6."""
-    lo = ((packed & 0x07) << 2) | ((packed & 0x08) << 4)
-    hi = ((packed >> 2) & 0x1C) | (packed & 0x80)
+def fp4x2_to_fp8(packed, INTERPRET: tl.constexpr):
+    """uint8 [R, C] of two e2m1 codes -> e4m3 [R, 2C] (element 2i from the low nibble), value * 2**-6.
+
+    On the GPU four bytes go through one 32-bit register (9 integer ops for 8 values); the CPU
+    interpreter, which has no inline PTX, runs the same bit moves byte by byte.
+    """
+    if INTERPRET:
+        lo = ((packed & 0x07) << 2) | ((packed & 0x08) << 4)
+        hi = ((packed >> 2) & 0x1C) | (packed & 0x80)
+    else:
+        lo, hi = tl.inline_asm_elementwise(
+            asm="""{
+            .reg .b32 t0, t1;
+            and.b32 t0, $2, 0x07070707;
+            shl.b32 t0, t0, 2;
+            and.b32 t1, $2, 0x08080808;
+            shl.b32 t1, t1, 4;
+            or.b32 $0, t0, t1;
+            shr.b32 t0, $2, 2;
+            and.b32 t0, t0, 0x1C1C1C1C;
+            and.b32 t1, $2, 0x80808080;
+            or.b32 $1, t0, t1;
+            }""",
+            constraints="=r,=r,r", args=[packed], dtype=(tl.uint8, tl.uint8), is_pure=True, pack=4)
     R: tl.constexpr = packed.shape[0]
     C: tl.constexpr = packed.shape[1]
     return tl.reshape(tl.join(lo, hi), (R, 2 * C)).to(tl.float8e4nv, bitcast=True)
@@ -129,48 +149,86 @@ def _quantize_a_chunk(c, a_ptr, stride_am, stride_ak, q_ptr, qs_ptr, M, K, KQ_CH
 
 
 @triton.jit
+def _store_tile(acc, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, pid_n, pid_m, pid_k,
+                N_TILES, SPLIT_K, BM: tl.constexpr, BN: tl.constexpr, USE_SPLIT: tl.constexpr):
+    """Write a finished tile: straight to C, or as a split-K partial; the last partial of a tile
+    to arrive sums all of them in split order (bitwise deterministic) and writes C."""
+    offs_m = pid_m * BM + tl.arange(0, BM)
+    offs_n = pid_n * BN + tl.arange(0, BN)
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    c_mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+    if not USE_SPLIT:
+        tl.store(c_ptrs, f32_to_bf16_rne(acc), mask=c_mask)
+    else:
+        tile = pid_m * N_TILES + pid_n
+        tile_elems: tl.constexpr = BM * BN
+        local = tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :]
+        tile_base = part_ptr + tile.to(tl.int64) * SPLIT_K * tile_elems
+        tl.store(tile_base + pid_k * tile_elems + local, acc)
+        tl.debug_barrier()
+        arrived = tl.atomic_add(tile_cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
+        if arrived == SPLIT_K - 1:
+            summed = tl.zeros((BM, BN), dtype=tl.float32)
+            for s in range(SPLIT_K):
+                summed += tl.load(tile_base + s * tile_elems + local, cache_modifier=".cg")
+            tl.store(c_ptrs, f32_to_bf16_rne(summed), mask=c_mask)
+            tl.atomic_xchg(tile_cnt_ptr + tile, 0, sem="relaxed", scope="gpu")
+
+
+@triton.jit
 def a4w4_kernel(
     a_ptr, stride_am, stride_ak,
     w_ptr, ws_ptr,
     c_ptr, stride_cm, stride_cn,
     q_ptr, qs_ptr, part_ptr, sync_ptr, tile_cnt_ptr,
     M, N, K, SCOLS,
-    N_TILES, M_TILES, SPLIT_K, CHUNKS_PER_SPLIT, Q_CHUNKS, KQ_CHUNKS,
+    N_TILES, M_TILES, SPLIT_K, STEPS, Q_CHUNKS, KQ_CHUNKS,
     SHUFFLED: tl.constexpr, FLOOR_RULE: tl.constexpr,
     BM: tl.constexpr, BN: tl.constexpr, QM: tl.constexpr, QK: tl.constexpr,
-    USE_SPLIT: tl.constexpr, NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr,
+    USE_SPLIT: tl.constexpr, INTERPRET: tl.constexpr,
+    PHASES: tl.constexpr = 3,
 ):
     """C[M, N] (bf16) = quant(A)[M, K] @ W[N, K]^T in one persistent launch.
 
-    Phase 1: the programs quantize A once, chunk by chunk, into an fp8 scratch (q_ptr, qs_ptr),
-    then meet at a counter (sync_ptr[0]); the grid must be co-resident (the launcher keeps it
-    at most one program per SM). Under the CPU interpreter programs run one after another, so
-    program 0 quantizes every chunk. Phase 2: the programs walk the (n tile, m tile, k split)
-    work items; K advances one MX block (32) per step, one fp8 dot each. The last program to
-    leave resets the counters, so they are zero for the next launch.
+    Phase 1: the programs quantize A once, chunk by chunk, into an fp8 scratch (q_ptr, qs_ptr)
+    and meet at a counter; the grid must be co-resident (the launcher keeps it at most one
+    program per SM). The counter in use alternates with an epoch (sync_ptr[0]) that the last
+    program bumps once everyone has met, so no reset is needed at exit. Under the CPU
+    interpreter programs run one after another, so program 0 quantizes every chunk.
+    Phase 2: each program walks its (n tile, m tile, k split) work items, STEPS blocks of 32
+    each, one fp8 dot per block. PHASES (bit 0: phase 1, bit 1: phase 2) is for profiling
+    (tools/probe.py); the library always runs both.
     """
     pid = tl.program_id(0)
     G = tl.num_programs(0)
+    total = N_TILES * M_TILES * SPLIT_K * (PHASES // 2)
 
-    # Phase 1: quantize A once.
-    if INTERPRET:
-        mine = tl.where(pid == 0, Q_CHUNKS, 0)
-        if pid == 0:
-            for c in range(0, Q_CHUNKS):
-                _quantize_a_chunk(c, a_ptr, stride_am, stride_ak, q_ptr, qs_ptr, M, K, KQ_CHUNKS, QM, QK, FLOOR_RULE)
-    else:
-        mine = tl.maximum(Q_CHUNKS - pid + G - 1, 0) // G
-        for c in range(pid, Q_CHUNKS, G):
-            _quantize_a_chunk(c, a_ptr, stride_am, stride_ak, q_ptr, qs_ptr, M, K, KQ_CHUNKS, QM, QK, FLOOR_RULE)
-    tl.debug_barrier()
-    seen = tl.atomic_add(sync_ptr, mine, sem="acq_rel", scope="gpu") + mine
-    while seen < Q_CHUNKS:
-        seen = tl.atomic_add(sync_ptr, 0, sem="acquire", scope="gpu")
-    tl.debug_barrier()
+    # Phase 1: quantize A once, then meet.
+    if PHASES % 2 == 1:
+        epoch = tl.load(sync_ptr, volatile=True)
+        counter = sync_ptr + 1 + epoch % 2
+        if INTERPRET:
+            mine = tl.where(pid == 0, Q_CHUNKS, 0)
+            if pid == 0:
+                for c in range(0, Q_CHUNKS):
+                    _quantize_a_chunk(c, a_ptr, stride_am, stride_ak, q_ptr, qs_ptr, M, K, KQ_CHUNKS, QM, QK,
+                                      FLOOR_RULE)
+        else:
+            mine = tl.maximum(Q_CHUNKS - pid + G - 1, 0) // G
+            for c in range(pid, Q_CHUNKS, G):
+                _quantize_a_chunk(c, a_ptr, stride_am, stride_ak, q_ptr, qs_ptr, M, K, KQ_CHUNKS, QM, QK,
+                                  FLOOR_RULE)
+        tl.debug_barrier()
+        seen = tl.atomic_add(counter, mine, sem="acq_rel", scope="gpu") + mine
+        while seen < Q_CHUNKS:
+            seen = tl.atomic_add(counter, 0, sem="acquire", scope="gpu")
+        tl.debug_barrier()
+        if pid == G - 1:  # everyone has read the epoch (they arrived): move to the next one
+            tl.store(sync_ptr + 1 + (epoch + 1) % 2, 0)
+            tl.store(sync_ptr, epoch + 1)
 
-    # Phase 2: the GEMM on the quantized A.
+    # Phase 2: the GEMM on the quantized A, item by item.
     KB = K // 2
-    total = N_TILES * M_TILES * SPLIT_K
     for item in range(pid, total, G):
         pid_n = item % N_TILES
         rest = item // N_TILES
@@ -180,46 +238,21 @@ def a4w4_kernel(
         offs_n = pid_n * BN + tl.arange(0, BN)
         mask_m = offs_m < M
         mask_n = offs_n < N
+        a_rows = q_ptr + offs_m[:, None] * K + tl.arange(0, 32)[None, :]
         acc = tl.zeros((BM, BN), dtype=tl.float32)
-        k_begin = pid_k * (CHUNKS_PER_SPLIT * 32)
-        for it in tl.range(0, CHUNKS_PER_SPLIT, num_stages=NUM_STAGES):
-            k0 = k_begin + it * 32
-            offs_k = k0 + tl.arange(0, 32)
+        for step in tl.range(0, STEPS):
+            k0 = (pid_k * STEPS + step) * 32
             in_k = k0 < K
-            a8 = tl.load(q_ptr + offs_m[:, None] * K + offs_k[None, :], mask=mask_m[:, None] & in_k,
-                         other=0, cache_modifier=".cg")
-            asb = tl.load(qs_ptr + offs_m * (K // 32) + k0 // 32, mask=mask_m & in_k, other=0,
-                          cache_modifier=".cg").to(tl.int32)
-            offs_kb = k0 // 2 + tl.arange(0, 16)
-            w = tl.load(w_ptr + _weight_offsets(offs_n, offs_kb, KB, SHUFFLED), mask=mask_n[:, None] & in_k,
-                        other=0)
+            a8 = tl.load(a_rows + k0, mask=mask_m[:, None] & in_k, other=0, cache_modifier=".cg")
+            asb = tl.load(qs_ptr + offs_m * (K // 32) + k0 // 32, mask=mask_m & in_k, other=0, cache_modifier=".cg")
+            w = tl.load(w_ptr + _weight_offsets(offs_n, k0 // 2 + tl.arange(0, 16), KB, SHUFFLED),
+                        mask=mask_n[:, None] & in_k, other=0)
             wsb = tl.load(ws_ptr + _scale_offsets(offs_n, k0 // 32 + tl.arange(0, 1), SCOLS, SHUFFLED),
-                          mask=mask_n[:, None] & in_k, other=127).to(tl.int32)
-            sa = _e8m0_to_f32(asb, 0)
-            sb = _e8m0_to_f32(wsb, 12)
-            p = tl.dot(a8.to(tl.float8e4nv, bitcast=True), tl.trans(fp4x2_to_fp8(w)), out_dtype=tl.float32)
+                          mask=mask_n[:, None] & in_k, other=127)
+            sa = _e8m0_to_f32(asb.to(tl.int32), 0)
+            sb = _e8m0_to_f32(wsb.to(tl.int32), 12)
+            w8 = fp4x2_to_fp8(w, INTERPRET)
+            p = tl.dot(a8.to(tl.float8e4nv, bitcast=True), tl.trans(w8), out_dtype=tl.float32)
             acc += p * (sa[:, None] * tl.reshape(sb, (1, BN)))
-
-        c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
-        c_mask = mask_m[:, None] & mask_n[None, :]
-        if not USE_SPLIT:
-            tl.store(c_ptrs, f32_to_bf16_rne(acc), mask=c_mask)
-        else:
-            tile = pid_m * N_TILES + pid_n
-            tile_elems: tl.constexpr = BM * BN
-            local = tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :]
-            tile_base = part_ptr + tile.to(tl.int64) * SPLIT_K * tile_elems
-            tl.store(tile_base + pid_k * tile_elems + local, acc)
-            tl.debug_barrier()
-            arrived = tl.atomic_add(tile_cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
-            if arrived == SPLIT_K - 1:
-                summed = tl.zeros((BM, BN), dtype=tl.float32)
-                for s in range(SPLIT_K):
-                    summed += tl.load(tile_base + s * tile_elems + local, cache_modifier=".cg")
-                tl.store(c_ptrs, f32_to_bf16_rne(summed), mask=c_mask)
-                tl.atomic_xchg(tile_cnt_ptr + tile, 0, sem="relaxed", scope="gpu")
-
-    tl.debug_barrier()
-    if tl.atomic_add(sync_ptr + 1, 1, sem="acq_rel", scope="gpu") == G - 1:
-        tl.atomic_xchg(sync_ptr, 0, sem="relaxed", scope="gpu")
-        tl.atomic_xchg(sync_ptr + 1, 0, sem="relaxed", scope="gpu")
+        _store_tile(acc, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, pid_n, pid_m, pid_k,
+                    N_TILES, SPLIT_K, BM, BN, USE_SPLIT)
