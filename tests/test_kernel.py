@@ -3,11 +3,14 @@
 On a CPU machine the kernel runs under TRITON_INTERPRET=1 (conftest sets it) on small shapes;
 tests marked ``gpu`` run the compiled kernel on CUDA at the task's and odd shapes.
 """
+import dataclasses
+
 import pytest
 import torch
 
 import mxfp4
 from mxfp4 import KernelConfig, Layout, ScaleRule, ops, task, testing
+from mxfp4.tuning import heuristic_config
 
 CUDA = torch.cuda.is_available()
 gpu = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
@@ -38,6 +41,9 @@ SMALL = [
     (7, 48, 320, KernelConfig(16, 32, 2, num_stages=2)),
     (33, 80, 512, KernelConfig(32, 32, 3)),
     (100, 16, 128, KernelConfig(64, 16, 4)),
+    (1, 16, 64, KernelConfig(16, 16, 1, scale_mma=True)),
+    (7, 48, 320, KernelConfig(16, 32, 2, scale_mma=True)),
+    (33, 80, 512, KernelConfig(32, 32, 3, scale_mma=True)),
 ]
 
 
@@ -73,9 +79,10 @@ def test_special_values_follow_the_quantizer():
     a[3, 0:32] = torch.tensor(2.0 ** -130, dtype=torch.bfloat16)  # subnormal bf16 block
     a[4, 32:64] *= 1e30                                              # huge block next to normal ones
     a[5, 0:32] = 7.0                                                 # 7/2**e: saturates to 6
-    out = run_and_check(a, w, KernelConfig(16, 16, 2))
-    assert torch.isnan(out[0]).all() and torch.isnan(out[1]).all()
-    assert not torch.isnan(out[2:]).any()
+    for scale_mma in (False, True):
+        out = run_and_check(a, w, KernelConfig(16, 16, 2, scale_mma=scale_mma))
+        assert torch.isnan(out[0]).all() and torch.isnan(out[1]).all()
+        assert not torch.isnan(out[2:]).any()
 
 
 def test_floor_scale_rule():
@@ -92,6 +99,7 @@ def test_wide_block_scale_spread():
     spread = torch.pow(2.0, torch.randint(-20, 21, (6, 8), generator=g).float()).repeat_interleave(32, 1)
     a = (a.float().cpu() * spread).to(torch.bfloat16).to(dev)
     run_and_check(a, w, KernelConfig(16, 32, 2))
+    run_and_check(a, w.to_layout(Layout.AITER_SHUFFLED), KernelConfig(16, 32, 2, scale_mma=True))
 
 
 # ---- GPU at real shapes ------------------------------------------------------------------------
@@ -114,9 +122,11 @@ def test_task_shapes_on_gpu(m, n, k, seed):
 @gpu
 @pytest.mark.parametrize("m", [1, 7, 100, 333, 1024])
 @pytest.mark.parametrize("n, k", [(2112, 512), (3072, 1536), (7168, 7168), (200 * 16 + 16, 2048)])
-def test_odd_shapes_on_gpu(m, n, k):
+@pytest.mark.parametrize("scale_mma", [False, True])
+def test_odd_shapes_on_gpu(m, n, k, scale_mma):
     a, w = operands(m, n, k, seed=m + n + k, device="cuda", layout=Layout.AITER_SHUFFLED)
-    run_and_check(a, w)
+    cfg = dataclasses.replace(heuristic_config(m, n, k), scale_mma=scale_mma)
+    run_and_check(a, w, cfg)
 
 
 @pytest.mark.gpu

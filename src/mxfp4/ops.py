@@ -9,7 +9,7 @@ import torch
 from . import reference
 from .formats import ScaleRule
 from .tensor import Layout, MXFP4Tensor
-from .tuning import KernelConfig, heuristic_config
+from .tuning import KernelConfig, TableCache, TunedTable, choose_config
 
 BACKENDS = ("auto", "triton", "reference")
 
@@ -87,6 +87,26 @@ class _Workspace:
 
 _WORKSPACE = _Workspace()
 _SM_COUNT: dict[int, int] = {}
+_GPU_NAME: dict[int, str] = {}
+_TABLES = TableCache()
+
+
+def _gpu_name(device: torch.device) -> str:
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    if idx not in _GPU_NAME:
+        _GPU_NAME[idx] = torch.cuda.get_device_name(idx)
+    return _GPU_NAME[idx]
+
+
+def resolve_config(m: int, n: int, k: int, device: torch.device, table: TunedTable | None = None
+                   ) -> KernelConfig:
+    """The config a call takes: ``table`` if given, else the shipped table of this GPU model
+    (exact shape, then M bucket), else the heuristic."""
+    if table is None and device.type == "cuda":
+        import triton
+
+        table = _TABLES.for_device(_gpu_name(device), triton.__version__)
+    return choose_config(m, n, k, table, _num_programs_cap(device) if device.type == "cuda" else 132)
 
 
 def _num_programs_cap(device: torch.device) -> int:
@@ -128,7 +148,7 @@ def plan_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Kern
     qm, qk = _quant_chunks(m, k, programs)
     kq_chunks = -(-k // qk)
     q = torch.empty((m, k), dtype=torch.uint8, device=dev)
-    qs = torch.empty((m, blocks), dtype=torch.uint8, device=dev)
+    qs = torch.empty((m, blocks), dtype=torch.float32, device=dev)
     cnt = _WORKSPACE.counters(dev, 4 + n_tiles * m_tiles)
     part = (torch.empty(n_tiles * m_tiles * split_k * config.block_m * config.block_n, dtype=torch.float32,
                         device=dev) if split_k > 1 else q)
@@ -136,7 +156,7 @@ def plan_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Kern
             q, qs, part, cnt, cnt[4:], m, n, k, w.scales.shape[1],
             n_tiles, m_tiles, split_k, per_split, -(-m // qm) * kq_chunks, kq_chunks)
     consts = dict(SHUFFLED=w.layout is Layout.AITER_SHUFFLED, FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR,
-                  BM=config.block_m, BN=config.block_n, QM=qm, QK=qk, USE_SPLIT=split_k > 1,
+                  BM=config.block_m, BN=config.block_n, QM=qm, QK=qk, USE_SPLIT=split_k > 1, SCALE_MMA=config.scale_mma,
                   INTERPRET=interpreter_enabled(), num_warps=config.num_warps, num_stages=config.num_stages)
     return (programs,), args, consts
 
@@ -145,7 +165,8 @@ def launch_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Ke
                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Launch the Triton kernel on 2-D a [M, K] into out [M, N]; no validation here.
 
-    Returns the phase-1 scratch (fp8 bytes of quantized A [M, K], e8m0 scales [M, K/32]).
+    Returns the phase-1 scratch: e4m3 bytes of quantized A [M, K] and its block scales as float32
+    [M, K/32] (2**e; the float's exponent field is the e8m0 byte).
     """
     from .kernels.a4w4 import a4w4_kernel
 
@@ -155,16 +176,21 @@ def launch_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Ke
 
 
 def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, *,
-              backend: str = "auto", config: KernelConfig | None = None) -> torch.Tensor:
+              backend: str = "auto", config: KernelConfig | None = None,
+              table: TunedTable | None = None) -> torch.Tensor:
     """C = dequant(quant(a)) @ dequant(w)^T in bf16, ``a`` quantized per 1x32 with w's scale rule.
 
     a: bf16 (or fp16 / fp32) [..., K]. w: MXFP4 weight [N, K], plain or aiter-shuffled layout.
     Returns bf16 [..., N] (written into ``out`` when given). On CUDA with triton this is one
     kernel launch; elsewhere it runs the reference (:func:`mxfp4.reference.gemm_a4w4`).
+    ``config`` forces a kernel config; else ``table`` (a :class:`mxfp4.tuning.TunedTable`), else
+    the table shipped for this GPU, else a heuristic picks it. Nothing is timed on this path.
     """
     m, n, k = validate_gemm_args(a, w, out)
     if config is not None and not isinstance(config, KernelConfig):
         raise TypeError(f"config must be a KernelConfig, got {type(config).__name__}")
+    if table is not None and not isinstance(table, TunedTable):
+        raise TypeError(f"table must be a TunedTable, got {type(table).__name__}")
     chosen = select_backend(a, backend)
     if chosen == "reference":
         result = reference.gemm_a4w4(a, w, scale_rule=w.scale_rule)
@@ -180,7 +206,7 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
     if m == 0 or n == 0:
         return out
     a2 = a.reshape(m, k)
-    launch_a4w4(a2, w, out.view(m, n), config or heuristic_config(m, n, k))
+    launch_a4w4(a2, w, out.view(m, n), config or resolve_config(m, n, k, a.device, table))
     return out
 
 
@@ -193,7 +219,8 @@ def gemm_a4w4_debug(a: torch.Tensor, w: MXFP4Tensor, config: KernelConfig | None
     m, n, k = validate_gemm_args(a, w, None)
     a2 = a.reshape(m, k)
     out = torch.empty((m, n), dtype=torch.bfloat16, device=a.device)
-    fp8, scales = launch_a4w4(a2, w, out, config or heuristic_config(m, n, k))
+    fp8, scales = launch_a4w4(a2, w, out, config or resolve_config(m, n, k, a.device))
     codes = ((fp8 >> 2) & 0x7) | ((fp8 >> 4) & 0x8)  # e4m3 byte s<<7 | eem<<2 back to the nibble
     packed = codes[:, 0::2] | (codes[:, 1::2] << 4)
-    return out.reshape(*a.shape[:-1], n), MXFP4Tensor(packed, scales, (m, k), Layout.PLAIN, w.scale_rule)
+    scale_bytes = ((scales.view(torch.int32) >> 23) & 0xFF).to(torch.uint8)
+    return out.reshape(*a.shape[:-1], n), MXFP4Tensor(packed, scale_bytes, (m, k), Layout.PLAIN, w.scale_rule)

@@ -2,7 +2,12 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import os
+import tempfile
+import warnings
+from pathlib import Path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -12,6 +17,8 @@ class KernelConfig:
     block_m, block_n: output tile (each >= 16, powers of two); K advances one MX block (32) per
     step. split_k: work items sharing one output tile along K, reduced inside the launch by the
     last to arrive. num_warps, num_stages: Triton launch options (stages of the K pipeline).
+    scale_mma: form each block's scale product with a small tf32 dot, so the pipeliner
+    prefetches the scale bytes with the operands (else they are plain per-step loads).
     """
 
     block_m: int = 16
@@ -19,12 +26,15 @@ class KernelConfig:
     split_k: int = 1
     num_warps: int = 4
     num_stages: int = 3
+    scale_mma: bool = False
 
     def __post_init__(self) -> None:
         for name in ("block_m", "block_n", "split_k", "num_warps", "num_stages"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"KernelConfig.{name} must be a positive int, got {value!r}")
+        if not isinstance(self.scale_mma, bool):
+            raise ValueError(f"KernelConfig.scale_mma must be a bool, got {self.scale_mma!r}")
         for name in ("block_m", "block_n"):
             value = getattr(self, name)
             if value < 16 or value & (value - 1):
@@ -58,3 +68,116 @@ def heuristic_config(m: int, n: int, k: int, num_sms: int = 132) -> KernelConfig
     while tiles * split_k * 2 <= num_sms and blocks // (split_k * 2) >= 4:
         split_k *= 2
     return KernelConfig(block_m, block_n, split_k, 4, 3)
+
+
+# ---- the tuned table ----------------------------------------------------------------------------
+
+TABLE_FORMAT = 1
+M_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+
+
+@dataclasses.dataclass(frozen=True)
+class TunedTable:
+    """Best configs per (m, n, k) for one GPU model, triton version and package version.
+
+    Look-up order: the exact shape, then the same (n, k) at the nearest M bucket at or above m
+    (else the largest below), else None (the caller falls back to :func:`heuristic_config`).
+    """
+
+    gpu: str
+    triton: str
+    package: str
+    entries: tuple[tuple[tuple[int, int, int], KernelConfig], ...]
+
+    def lookup(self, m: int, n: int, k: int) -> KernelConfig | None:
+        by_shape = dict(self.entries)
+        if (m, n, k) in by_shape:
+            return by_shape[(m, n, k)]
+        same_nk = sorted((mm, cfg) for (mm, nn, kk), cfg in self.entries if (nn, kk) == (n, k))
+        if not same_nk:
+            return None
+        above = [cfg for mm, cfg in same_nk if mm >= m]
+        return above[0] if above else same_nk[-1][1]
+
+    def to_json(self) -> dict:
+        return {"format": TABLE_FORMAT, "gpu": self.gpu, "triton": self.triton, "package": self.package,
+                "entries": [{"m": m, "n": n, "k": k, "config": cfg.to_dict()} for (m, n, k), cfg in self.entries]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "TunedTable":
+        if not isinstance(d, dict) or d.get("format") != TABLE_FORMAT:
+            raise ValueError(f"not a format-{TABLE_FORMAT} tuned table")
+        entries = []
+        for e in d["entries"]:
+            shape = (int(e["m"]), int(e["n"]), int(e["k"]))
+            entries.append((shape, KernelConfig.from_dict(e["config"])))
+        return cls(str(d["gpu"]), str(d["triton"]), str(d["package"]), tuple(entries))
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write atomically (a temporary file in the same folder, then a rename)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(self.to_json(), f, indent=1)
+            f.write("\n")
+        os.replace(tmp, path)
+
+
+def load_table(path: str | os.PathLike) -> TunedTable:
+    """Read a tuned table; raises ValueError if it is not one."""
+    try:
+        with open(path) as f:
+            return TunedTable.from_json(json.load(f))
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise ValueError(f"cannot read tuned table {path}: {exc}") from exc
+
+
+SHIPPED_TABLES = {"NVIDIA H200": "h200.json"}
+"""GPU model name (as torch reports it) -> table file under mxfp4/configs."""
+
+
+def table_matches(table: TunedTable, gpu: str, triton_version: str) -> str | None:
+    """Why ``table`` does not apply here (None if it does): another GPU or triton version."""
+    if table.gpu != gpu:
+        return f"the table is for {table.gpu!r}, this GPU is {gpu!r}"
+    if table.triton.split(".")[:2] != triton_version.split(".")[:2]:
+        return f"the table was tuned with triton {table.triton}, this is triton {triton_version}"
+    return None
+
+
+class TableCache:
+    """Shipped tables, loaded on first use per GPU model. A missing, corrupt or foreign table is
+    ignored with one warning (per GPU model), and the heuristic config is used instead."""
+
+    def __init__(self) -> None:
+        self._tables: dict[str, TunedTable | None] = {}
+
+    def for_device(self, gpu: str, triton_version: str) -> TunedTable | None:
+        if gpu not in self._tables:
+            self._tables[gpu] = self._load(gpu, triton_version)
+        return self._tables[gpu]
+
+    @staticmethod
+    def _load(gpu: str, triton_version: str) -> TunedTable | None:
+        name = SHIPPED_TABLES.get(gpu)
+        if name is None:
+            return None
+        path = Path(__file__).parent / "configs" / name
+        try:
+            table = load_table(path)
+        except ValueError as exc:
+            warnings.warn(f"mxfp4: ignoring the tuned table: {exc}; using heuristic configs", stacklevel=3)
+            return None
+        reason = table_matches(table, gpu, triton_version)
+        if reason:
+            warnings.warn(f"mxfp4: ignoring the tuned table {path.name}: {reason}; using heuristic configs",
+                          stacklevel=3)
+            return None
+        return table
+
+
+def choose_config(m: int, n: int, k: int, table: TunedTable | None, num_sms: int = 132) -> KernelConfig:
+    """The table's config for (m, n, k), else the heuristic one."""
+    cfg = table.lookup(m, n, k) if table is not None else None
+    return cfg if cfg is not None else heuristic_config(m, n, k, num_sms)

@@ -21,13 +21,10 @@ from . import report
 from .report import Row
 from .providers import PROVIDERS, Provider, fp8_rowwise, resolve_providers, scaled_mm
 from .shapes import SHAPE_SETS, Shape, parse_shapes, shape_set
-from .timing import ColdTimer, Timing, summarize
+from .timing import FLUSH_BYTES, ColdTimer, Timing, summarize
 
 CPU_LABEL = "CPU reference path, wall-clock, not comparable"
-GPU_LABEL = "CUDA events, L2 flushed before each call"
-FLUSH_BYTES = 4 << 30
-"""Flush per timed call. 1 GiB (~0.3 ms of writes) let the Python launch of multi-kernel providers
-leak into the window on the H200 VM; the competition's flush (a 64 GB randn) takes tens of ms."""
+GPU_LABEL = "CUDA events, L2 flushed and a 4 ms GPU spin before each call (launch cost hidden)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,7 +225,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpu-max-gflop", type=float, default=4.0, metavar="GFLOP",
                         help="without CUDA, skip shapes with more GFLOP than this (default 4)")
     parser.add_argument("--flush-gib", type=float, default=FLUSH_BYTES / 2 ** 30, metavar="GIB",
-                        help="bytes written to flush L2 before each timed call (default 4 GiB)")
+                        help="bytes written to flush L2 before each timed call (default 0.5 GiB; a GPU spin after it hides the Python launch)")
     parser.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"),
                         help="auto: CUDA when available, else the CPU reference path")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")

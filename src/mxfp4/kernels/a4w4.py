@@ -101,10 +101,9 @@ def _weight_offsets(offs_n, offs_kb, KB, SHUFFLED: tl.constexpr):
 
 
 @triton.jit
-def _scale_offsets(offs_n, offs_s, SCOLS, SHUFFLED: tl.constexpr):
-    """Offsets of e8m0 bytes (row n, block s) in the plain [N, K/32] or aiter-shuffled layout."""
-    n = offs_n[:, None]
-    s = offs_s[None, :]
+def _scale_offsets(n, s, SCOLS, SHUFFLED: tl.constexpr):
+    """Offsets of e8m0 bytes (row n, block s; broadcastable tensors) in the plain [N, K/32] or
+    aiter-shuffled layout."""
     if SHUFFLED:
         return ((n // 32) * (32 * SCOLS) + (s // 8) * 256 + (s % 4) * 64 + (n % 16) * 4
                 + ((s % 8) // 4) * 2 + (n % 32) // 16)
@@ -134,7 +133,8 @@ def f32_to_bf16_rne(x):
 @triton.jit
 def _quantize_a_chunk(c, a_ptr, stride_am, stride_ak, q_ptr, qs_ptr, M, K, KQ_CHUNKS,
                       QM: tl.constexpr, QK: tl.constexpr, FLOOR_RULE: tl.constexpr):
-    """Quantize chunk c (QM rows x QK columns) of A into the fp8 scratch and its scale bytes."""
+    """Quantize chunk c (QM rows x QK columns) of A into the fp8 scratch, and its block scales as
+    float32 2**e (NaN for a non-finite block; the float's exponent field is the e8m0 byte)."""
     mt = c // KQ_CHUNKS
     kc = c - mt * KQ_CHUNKS
     rows = mt * QM + tl.arange(0, QM)
@@ -144,8 +144,21 @@ def _quantize_a_chunk(c, a_ptr, stride_am, stride_ak, q_ptr, qs_ptr, M, K, KQ_CH
     a8, scale, _ = quantize_block_fp8(x, QM, QK, FLOOR_RULE)
     tl.store(q_ptr + rows[:, None] * K + cols[None, :], a8, mask=mask)
     blocks = kc * (QK // 32) + tl.arange(0, QK // 32)
-    tl.store(qs_ptr + rows[:, None] * (K // 32) + blocks[None, :], scale.to(tl.uint8),
+    tl.store(qs_ptr + rows[:, None] * (K // 32) + blocks[None, :], _e8m0_to_f32(scale, 0),
              mask=(rows < M)[:, None] & (blocks < K // 32)[None, :])
+
+
+@triton.jit
+def _load_w_scale_bytes(ws_ptr, n, s, SCOLS, mask, SHUFFLED: tl.constexpr):
+    """W's e8m0 bytes (row n, block s) as int32, read as aligned 32-bit words (cp.async needs at
+    least 4 bytes) and shifted out; 127 where masked. Plain layout reads bytes (its array may
+    end mid-word)."""
+    off = _scale_offsets(n, s, SCOLS, SHUFFLED)
+    if SHUFFLED:  # the shuffled array is [256*r, 8*c] bytes: whole words
+        word = tl.load(ws_ptr.to(tl.pointer_type(tl.int32)) + off // 4, mask=mask, other=127)
+        return (word >> ((off % 4) * 8)) & 0xFF
+    else:
+        return tl.load(ws_ptr + off, mask=mask, other=127).to(tl.int32)
 
 
 @triton.jit
@@ -185,7 +198,7 @@ def a4w4_kernel(
     N_TILES, M_TILES, SPLIT_K, STEPS, Q_CHUNKS, KQ_CHUNKS,
     SHUFFLED: tl.constexpr, FLOOR_RULE: tl.constexpr,
     BM: tl.constexpr, BN: tl.constexpr, QM: tl.constexpr, QK: tl.constexpr,
-    USE_SPLIT: tl.constexpr, INTERPRET: tl.constexpr,
+    USE_SPLIT: tl.constexpr, SCALE_MMA: tl.constexpr, INTERPRET: tl.constexpr,
     PHASES: tl.constexpr = 3,
 ):
     """C[M, N] (bf16) = quant(A)[M, K] @ W[N, K]^T in one persistent launch.
@@ -243,16 +256,28 @@ def a4w4_kernel(
         for step in tl.range(0, STEPS):
             k0 = (pid_k * STEPS + step) * 32
             in_k = k0 < K
-            a8 = tl.load(a_rows + k0, mask=mask_m[:, None] & in_k, other=0, cache_modifier=".cg")
-            asb = tl.load(qs_ptr + offs_m * (K // 32) + k0 // 32, mask=mask_m & in_k, other=0, cache_modifier=".cg")
+            # Plain loads (no .cg) so the pipeliner can prefetch them with cp.async, which skips
+            # L1; no program reads the scratch before the meeting, so no stale line exists.
+            a8 = tl.load(a_rows + k0, mask=mask_m[:, None] & in_k, other=0)
             w = tl.load(w_ptr + _weight_offsets(offs_n, k0 // 2 + tl.arange(0, 16), KB, SHUFFLED),
                         mask=mask_n[:, None] & in_k, other=0)
-            wsb = tl.load(ws_ptr + _scale_offsets(offs_n, k0 // 32 + tl.arange(0, 1), SCOLS, SHUFFLED),
-                          mask=mask_n[:, None] & in_k, other=127)
-            sa = _e8m0_to_f32(asb.to(tl.int32), 0)
-            sb = _e8m0_to_f32(wsb.to(tl.int32), 12)
             w8 = fp4x2_to_fp8(w, INTERPRET)
             p = tl.dot(a8.to(tl.float8e4nv, bitcast=True), tl.trans(w8), out_dtype=tl.float32)
-            acc += p * (sa[:, None] * tl.reshape(sb, (1, BN)))
+            if SCALE_MMA:
+                # The outer product of the block scales as a K=16 tf32 dot (powers of two are
+                # exact in tf32): its 32-bit loads then count as dot operands, which the
+                # pipeliner prefetches with cp.async like a8 and w; the result lands in p's layout.
+                cols = tl.arange(0, 16)
+                sa = tl.load(qs_ptr + offs_m[:, None] * (K // 32) + k0 // 32 + cols[None, :] * 0,
+                             mask=mask_m[:, None] & (cols == 0)[None, :] & in_k, other=0.0)
+                wsb = _load_w_scale_bytes(ws_ptr, offs_n[:, None] + cols[None, :] * 0, k0 // 32, SCOLS,
+                                          mask_n[:, None] & in_k, SHUFFLED)
+                sb = _e8m0_to_f32(wsb, 12)
+                acc += p * tl.dot(sa, tl.trans(sb), input_precision="tf32", out_dtype=tl.float32)
+            else:
+                sa = tl.load(qs_ptr + offs_m * (K // 32) + k0 // 32, mask=mask_m & in_k, other=0.0)
+                wsb = _load_w_scale_bytes(ws_ptr, offs_n[:, None], k0 // 32, SCOLS, mask_n[:, None] & in_k, SHUFFLED)
+                sb = _e8m0_to_f32(wsb, 12)
+                acc += p * (sa[:, None] * tl.reshape(sb, (1, BN)))
         _store_tile(acc, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, pid_n, pid_m, pid_k,
                     N_TILES, SPLIT_K, BM, BN, USE_SPLIT)

@@ -1,0 +1,136 @@
+"""The tuner: time candidate configs per shape, accept only those that pass the exactness check."""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from typing import Callable, Iterable
+
+import torch
+
+from . import ops, testing
+from .tensor import Layout, MXFP4Tensor, quantize
+from .tuning import KernelConfig, TunedTable
+
+
+def candidate_configs(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
+    """A curated candidate set (sweeps on the H200 found BN 64 and 4-warp 64x256 tiles never
+    best): tiles that fit the shape, split-K that keeps the work items between about a third of
+    the SMs and two per SM, both scale paths."""
+    bm = min(64, max(16, 1 << math.ceil(math.log2(max(m, 1)))))
+    out = []
+    for bn, scale_mma in itertools.product((128, 256), (False, True)):
+        warps = 8 if bm * bn >= 64 * 128 else 4
+        tiles = -(-m // bm) * -(-n // bn)
+        for split in (1, 2, 3, 4, 6, 8, 12, 16):
+            work = tiles * split
+            if split > max(1, k // 128) or work > 2 * num_sms or (work < num_sms // 3 and split < 16):
+                continue
+            out.append(KernelConfig(bm, bn, split, warps, 3, scale_mma))
+    return out or [KernelConfig()]
+
+
+@dataclasses.dataclass(frozen=True)
+class Trial:
+    """One candidate on one shape: its time (us), or why it was rejected."""
+
+    m: int
+    n: int
+    k: int
+    config: KernelConfig
+    us: float
+    passed: bool
+    note: str = ""
+
+
+def _operands(m: int, n: int, k: int, seed: int, device: torch.device) -> tuple[torch.Tensor, MXFP4Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(m, k, generator=g).to(torch.bfloat16).to(device)
+    b = torch.randn(n, k, generator=g).to(torch.bfloat16).to(device)
+    return a, quantize(b).to_layout(Layout.AITER_SHUFFLED if n % 16 == 0 and k % 64 == 0 else Layout.PLAIN)
+
+
+def _run_kernel(a: torch.Tensor, w: MXFP4Tensor, cfg: KernelConfig) -> torch.Tensor:
+    out = torch.full((a.shape[0], w.shape[0]), float("nan"), dtype=torch.bfloat16, device=a.device)
+    ops.launch_a4w4(a, w, out, cfg)
+    return out
+
+
+def tune(shapes: Iterable[tuple[int, int, int]], *, device: str | torch.device = "cuda",
+         candidates: Callable[[int, int, int], list[KernelConfig]] = candidate_configs,
+         run: Callable[[torch.Tensor, MXFP4Tensor, KernelConfig], torch.Tensor] = _run_kernel,
+         time_us: Callable[[Callable[[], object]], float] | None = None,
+         progress: bool = True, gpu: str | None = None, triton_version: str | None = None
+         ) -> tuple[TunedTable, list[Trial]]:
+    """Time every candidate on every shape; keep the fastest that passes the exactness check.
+
+    Each candidate is first checked on fresh random data (a seed the timing data does not use)
+    with :func:`mxfp4.testing.check_gemm`; a candidate that fails or raises is never timed and
+    never chosen. ``run`` and ``time_us`` exist so tests can inject a wrong or a fake candidate.
+    """
+    device = torch.device(device)
+    if time_us is None:
+        from .bench.timing import ColdTimer
+
+        timer = ColdTimer(device)
+        time_us = lambda fn: timer.time(fn, min_runs=10, max_runs=100, budget_s=0.3).mean_us  # noqa: E731
+    shapes = [tuple(int(v) for v in s) for s in shapes]
+    plan = [(s, cfg) for s in shapes for cfg in candidates(*s)]
+    bar = _progress(len(plan), progress)
+    trials: list[Trial] = []
+    best: dict[tuple[int, int, int], Trial] = {}
+    for idx, ((m, n, k), cfg) in enumerate(plan):
+        check_a, check_w = _operands(m, n, k, seed=1000 + idx, device=device)
+        try:
+            report = testing.check_gemm(run(check_a, check_w, cfg), check_a, check_w)
+        except Exception as exc:  # a config that does not compile or launch is skipped, said so
+            trials.append(Trial(m, n, k, cfg, math.nan, False, f"{type(exc).__name__}: {str(exc)[:120]}"))
+            bar.update(1)
+            continue
+        if not report.passed:
+            trials.append(Trial(m, n, k, cfg, math.nan, False, f"failed the exactness check: {report}"))
+            bar.update(1)
+            continue
+        a, w = _operands(m, n, k, seed=idx, device=device)
+        trial = Trial(m, n, k, cfg, time_us(lambda: run(a, w, cfg)), True)
+        trials.append(trial)
+        if (m, n, k) not in best or trial.us < best[(m, n, k)].us:
+            best[(m, n, k)] = trial
+        bar.update(1)
+    bar.close()
+    if gpu is None:
+        gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    if triton_version is None:
+        import triton
+
+        triton_version = triton.__version__
+    from . import __version__
+
+    entries = tuple(((t.m, t.n, t.k), t.config) for t in best.values())
+    return TunedTable(gpu, triton_version, __version__, entries), trials
+
+
+class _Plain:
+    """Progress as a line every 20 candidates (when tqdm is missing), or nothing when quiet."""
+
+    def __init__(self, total: int, quiet: bool = False) -> None:
+        self.total, self.done, self.quiet = total, 0, quiet
+
+    def update(self, n: int) -> None:
+        self.done += n
+        if not self.quiet and (self.done % 20 == 0 or self.done == self.total):
+            print(f"tune: {self.done}/{self.total} candidates", flush=True)
+
+    def close(self) -> None:
+        pass
+
+
+def _progress(total: int, enabled: bool):
+    if not enabled:
+        return _Plain(total, quiet=True)
+    try:
+        from tqdm import tqdm
+
+        return tqdm(total=total, desc="tune", unit="cfg")
+    except ImportError:
+        return _Plain(total)
