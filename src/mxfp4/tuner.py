@@ -50,15 +50,14 @@ def _operands(m: int, n: int, k: int, seed: int, device: torch.device) -> tuple[
     return a, quantize(b).to_layout(Layout.AITER_SHUFFLED if n % 16 == 0 and k % 64 == 0 else Layout.PLAIN)
 
 
-def _run_kernel(a: torch.Tensor, w: MXFP4Tensor, cfg: KernelConfig) -> torch.Tensor:
-    out = torch.full((a.shape[0], w.shape[0]), float("nan"), dtype=torch.bfloat16, device=a.device)
+def _run_kernel(a: torch.Tensor, w: MXFP4Tensor, cfg: KernelConfig, out: torch.Tensor) -> torch.Tensor:
     ops.launch_a4w4(a, w, out, cfg)
     return out
 
 
 def tune(shapes: Iterable[tuple[int, int, int]], *, device: str | torch.device = "cuda",
          candidates: Callable[[int, int, int], list[KernelConfig]] = candidate_configs,
-         run: Callable[[torch.Tensor, MXFP4Tensor, KernelConfig], torch.Tensor] = _run_kernel,
+         run: Callable[[torch.Tensor, MXFP4Tensor, KernelConfig, torch.Tensor], torch.Tensor] = _run_kernel,
          time_us: Callable[[Callable[[], object]], float] | None = None,
          progress: bool = True, gpu: str | None = None, triton_version: str | None = None
          ) -> tuple[TunedTable, list[Trial]]:
@@ -66,7 +65,9 @@ def tune(shapes: Iterable[tuple[int, int, int]], *, device: str | torch.device =
 
     Each candidate is first checked on fresh random data (a seed the timing data does not use)
     with :func:`mxfp4.testing.check_gemm`; a candidate that fails or raises is never timed and
-    never chosen. ``run`` and ``time_us`` exist so tests can inject a wrong or a fake candidate.
+    never chosen. ``run(a, w, config, out)`` computes into ``out`` (NaN-poisoned for the check,
+    preallocated outside the timed call otherwise); ``run`` and ``time_us`` exist so tests can
+    inject a wrong or a fake candidate.
     """
     device = torch.device(device)
     if time_us is None:
@@ -81,8 +82,9 @@ def tune(shapes: Iterable[tuple[int, int, int]], *, device: str | torch.device =
     best: dict[tuple[int, int, int], Trial] = {}
     for idx, ((m, n, k), cfg) in enumerate(plan):
         check_a, check_w = _operands(m, n, k, seed=1000 + idx, device=device)
+        poisoned = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=device)
         try:
-            report = testing.check_gemm(run(check_a, check_w, cfg), check_a, check_w)
+            report = testing.check_gemm(run(check_a, check_w, cfg, poisoned), check_a, check_w)
         except Exception as exc:  # a config that does not compile or launch is skipped, said so
             trials.append(Trial(m, n, k, cfg, math.nan, False, f"{type(exc).__name__}: {str(exc)[:120]}"))
             bar.update(1)
@@ -92,7 +94,8 @@ def tune(shapes: Iterable[tuple[int, int, int]], *, device: str | torch.device =
             bar.update(1)
             continue
         a, w = _operands(m, n, k, seed=idx, device=device)
-        trial = Trial(m, n, k, cfg, time_us(lambda: run(a, w, cfg)), True)
+        out = torch.empty((m, n), dtype=torch.bfloat16, device=device)
+        trial = Trial(m, n, k, cfg, time_us(lambda: run(a, w, cfg, out)), True)
         trials.append(trial)
         if (m, n, k) not in best or trial.us < best[(m, n, k)].us:
             best[(m, n, k)] = trial

@@ -1,0 +1,127 @@
+"""The tuned table (look-up, files, shipped-table handling) and the tuner's validation."""
+import json
+import warnings
+
+import pytest
+import torch
+
+import mxfp4
+from mxfp4 import KernelConfig, ops, reference, task, tuning
+from mxfp4.tuner import candidate_configs, tune
+from mxfp4.tuning import TableCache, TunedTable, choose_config, heuristic_config, load_table
+
+CFG_A = KernelConfig(16, 128, 4)
+CFG_B = KernelConfig(64, 256, 2, 8)
+
+
+def table(gpu="NVIDIA H200", triton="3.6.0"):
+    return TunedTable(gpu, triton, "0.1.0", (((16, 2112, 7168), CFG_A), ((256, 2112, 7168), CFG_B)))
+
+
+def test_lookup_exact_then_bucket_then_none():
+    t = table()
+    assert t.lookup(16, 2112, 7168) == CFG_A
+    assert t.lookup(8, 2112, 7168) == CFG_A       # next entry at or above m
+    assert t.lookup(100, 2112, 7168) == CFG_B
+    assert t.lookup(4096, 2112, 7168) == CFG_B    # largest below when none above
+    assert t.lookup(16, 3072, 1536) is None
+    assert choose_config(16, 3072, 1536, t) == heuristic_config(16, 3072, 1536)
+
+
+def test_save_is_atomic_and_round_trips(tmp_path):
+    path = tmp_path / "sub" / "t.json"
+    table().save(path)
+    assert load_table(path) == table()
+    assert [p.name for p in path.parent.iterdir()] == ["t.json"]  # no temporary left behind
+
+
+@pytest.mark.parametrize("text", ["{not json", json.dumps({"format": 99, "entries": []}),
+                                  json.dumps({"format": 1, "gpu": "x", "triton": "3.6.0", "package": "0",
+                                              "entries": [{"m": 1, "n": 16, "k": 64, "config": {"block_m": 24}}]})])
+def test_corrupt_tables_are_rejected(tmp_path, text):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(ValueError):
+        load_table(path)
+
+
+def _cache_with(monkeypatch, tmp_path, content: str | None):
+    (tmp_path / "configs").mkdir()
+    if content is not None:
+        (tmp_path / "configs" / "h200.json").write_text(content)
+    monkeypatch.setattr(tuning, "__file__", str(tmp_path / "tuning.py"))
+    return TableCache()
+
+
+def test_shipped_table_is_used_when_it_matches(monkeypatch, tmp_path):
+    cache = _cache_with(monkeypatch, tmp_path, json.dumps(table().to_json()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cache.for_device("NVIDIA H200", "3.6.0") == table()
+
+
+@pytest.mark.parametrize("content, gpu, why", [
+    ("{corrupt", "NVIDIA H200", "cannot read"),
+    (None, "NVIDIA H200", "cannot read"),
+    (json.dumps(table(gpu="NVIDIA H100 80GB HBM3").to_json()), "NVIDIA H200", "is for"),
+    (json.dumps(table(triton="3.4.0").to_json()), "NVIDIA H200", "tuned with triton"),
+])
+def test_bad_or_foreign_table_is_ignored_with_one_warning(monkeypatch, tmp_path, content, gpu, why):
+    cache = _cache_with(monkeypatch, tmp_path, content)
+    with pytest.warns(UserWarning, match=why):
+        assert cache.for_device(gpu, "3.6.0") is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the second look-up is silent
+        assert cache.for_device(gpu, "3.6.0") is None
+
+
+def test_shipped_h200_table_is_valid_and_covers_the_benchmark_shapes():
+    from pathlib import Path
+
+    t = load_table(Path(mxfp4.__file__).parent / "configs" / "h200.json")
+    assert t.gpu == "NVIDIA H200"
+    for m, n, k, _ in task.BENCHMARK_SHAPES:
+        assert t.lookup(m, n, k) is not None
+
+
+def test_ignored_table_still_gives_correct_results(monkeypatch, tmp_path):
+    """A corrupt table falls back to heuristic configs; the result is still the exact product."""
+    cache = _cache_with(monkeypatch, tmp_path, "{corrupt")
+    with pytest.warns(UserWarning):
+        cfg = choose_config(7, 48, 128, cache.for_device("NVIDIA H200", "3.6.0"))
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(7, 128, generator=g).to(torch.bfloat16)
+    w = mxfp4.quantize(torch.randn(48, 128, generator=g).to(torch.bfloat16))
+    out, _ = ops.gemm_a4w4_debug(a, w, cfg)
+    assert torch.equal(out, reference.gemm_a4w4(a, w))
+
+
+def test_tuner_never_picks_a_fast_wrong_candidate():
+    """Inject a candidate that is the fastest but computes a wrong result: it must be rejected."""
+    wrong = KernelConfig(16, 16, 1, num_warps=1)
+    right = [KernelConfig(16, 16, 1), KernelConfig(16, 32, 2)]
+    last = [None]
+
+    def run(a, w, cfg, out):
+        last[0] = cfg
+        out.copy_(reference.gemm_a4w4(a, w))
+        if cfg == wrong:
+            out[0, 0] += 1.0  # one wrong element
+        return out
+
+    def time_us(fn):
+        fn()
+        return 1.0 if last[0] == wrong else 5.0  # the wrong one would be the fastest
+
+    tbl, trials = tune([(7, 48, 128)], device="cpu", candidates=lambda m, n, k: [wrong, *right],
+                       run=run, time_us=time_us, progress=False, gpu="cpu", triton_version="3.6.0")
+    assert tbl.lookup(7, 48, 128) in right
+    rejected = [t for t in trials if not t.passed]
+    assert [t.config for t in rejected] == [wrong] and "exactness" in rejected[0].note
+
+
+def test_candidates_are_valid_and_bounded():
+    for m, n, k, _ in task.BENCHMARK_SHAPES:
+        cands = candidate_configs(m, n, k)
+        assert 1 <= len(cands) <= 40
+        assert all(isinstance(c, KernelConfig) for c in cands)
