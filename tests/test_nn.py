@@ -32,3 +32,35 @@ def test_state_dict_round_trip():
 def test_bad_weight_is_rejected():
     with pytest.raises(TypeError, match="MXFP4Tensor"):
         MXFP4Linear(torch.zeros(4, 4))
+
+
+def test_registered_op_traces_under_torch_compile():
+    """torch.compile (fullgraph) goes through torch.ops.mxfp4.gemm_a4w4 via its fake impl."""
+    torch._dynamo.reset()
+    layer = MXFP4Linear.from_linear(nn.Linear(128, 48, bias=False).to(torch.bfloat16))
+    x = torch.randn(5, 128, dtype=torch.bfloat16)
+    compiled = torch.compile(layer, backend="aot_eager", fullgraph=True)
+    assert torch.equal(compiled(x), layer(x))
+    assert hasattr(torch.ops.mxfp4, "gemm_a4w4")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_graph_capture_and_replay():
+    layer = MXFP4Linear.from_linear(nn.Linear(1536, 3072, bias=False).to(torch.bfloat16)).cuda()
+    x = torch.randn(16, 1536, dtype=torch.bfloat16, device="cuda")
+    want = layer(x)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            layer(x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = layer(x)
+    for _ in range(3):
+        y.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(y, want)

@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from .formats import ScaleRule
-from .ops import gemm_a4w4
+from .ops import gemm_a4w4_op
 from .tensor import Layout, MXFP4Tensor, quantize
 
 
@@ -54,7 +54,7 @@ class MXFP4Linear(nn.Module):
                            self.layout, self.scale_rule)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = gemm_a4w4(x, self.weight)
+        y = gemm_a4w4_op(x, self.weight)
         return y + self.bias if self.bias is not None else y
 
     def extra_repr(self) -> str:

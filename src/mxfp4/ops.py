@@ -224,3 +224,25 @@ def gemm_a4w4_debug(a: torch.Tensor, w: MXFP4Tensor, config: KernelConfig | None
     packed = codes[:, 0::2] | (codes[:, 1::2] << 4)
     scale_bytes = ((scales.view(torch.int32) >> 23) & 0xFF).to(torch.uint8)
     return out.reshape(*a.shape[:-1], n), MXFP4Tensor(packed, scale_bytes, (m, k), Layout.PLAIN, w.scale_rule)
+
+
+# ---- torch.library registration: torch.compile traces through it, CUDA graphs capture it -------
+
+@torch.library.custom_op("mxfp4::gemm_a4w4", mutates_args=())
+def _gemm_a4w4_op(a: torch.Tensor, w_data: torch.Tensor, w_scales: torch.Tensor, n: int, k: int,
+                  shuffled: bool, floor_rule: bool) -> torch.Tensor:
+    w = MXFP4Tensor(w_data, w_scales, (n, k), Layout.AITER_SHUFFLED if shuffled else Layout.PLAIN,
+                    ScaleRule.FLOOR if floor_rule else ScaleRule.AITER)
+    return gemm_a4w4(a, w)
+
+
+@_gemm_a4w4_op.register_fake
+def _(a, w_data, w_scales, n, k, shuffled, floor_rule):
+    return a.new_empty((*a.shape[:-1], n), dtype=torch.bfloat16)
+
+
+def gemm_a4w4_op(a: torch.Tensor, w: MXFP4Tensor) -> torch.Tensor:
+    """:func:`gemm_a4w4` as the registered op ``torch.ops.mxfp4.gemm_a4w4`` (for torch.compile)."""
+    validate_gemm_args(a, w, None)
+    return _gemm_a4w4_op(a, w.data, w.scales, w.shape[0], w.shape[1], w.layout is Layout.AITER_SHUFFLED,
+                         w.scale_rule is ScaleRule.FLOOR)
