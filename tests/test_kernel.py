@@ -136,3 +136,12 @@ def test_deterministic_over_100_calls():
     first = task.custom_kernel(data)
     for _ in range(99):
         assert torch.equal(task.custom_kernel(data), first)
+
+
+@pytest.mark.parametrize("m, k", [(0, 64), (3, 0)])
+def test_degenerate_shapes_on_the_kernel_path(m, k):
+    dev = "cuda" if CUDA else "cpu"
+    a = torch.randn(m, k, dtype=torch.bfloat16, device=dev)
+    w = mxfp4.quantize(torch.randn(16, k, dtype=torch.bfloat16, device=dev))
+    out = mxfp4.gemm_a4w4(a, w, backend="triton")
+    assert out.shape == (m, 16) and torch.equal(out, mxfp4.reference.gemm_a4w4(a, w))

@@ -205,6 +205,8 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
         out = torch.empty((*a.shape[:-1], n), dtype=torch.bfloat16, device=a.device)
     if m == 0 or n == 0:
         return out
+    if k == 0:
+        return out.zero_()  # an empty sum; nothing to launch
     a2 = a.reshape(m, k)
     launch_a4w4(a2, w, out.view(m, n), config or resolve_config(m, n, k, a.device, table))
     return out

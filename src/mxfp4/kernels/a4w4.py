@@ -1,4 +1,4 @@
-"""One-launch W4A4 GEMM: quantize bf16 A to MXFP4 in registers, multiply with an MXFP4 weight.
+"""One-launch W4A4 GEMM: quantize A to MXFP4 once per launch, multiply with an MXFP4 weight.
 
 @triton.jit code only; the launcher is :mod:`mxfp4.ops`.
 
