@@ -44,6 +44,9 @@ SMALL = [
     (1, 16, 64, KernelConfig(16, 16, 1, scale_mma=True)),
     (7, 48, 320, KernelConfig(16, 32, 2, scale_mma=True)),
     (33, 80, 512, KernelConfig(32, 32, 3, scale_mma=True)),
+    (7, 48, 320, KernelConfig(16, 32, 3, blocks_per_step=4)),
+    (33, 80, 512, KernelConfig(32, 32, 1, blocks_per_step=2)),
+    (100, 16, 128, KernelConfig(64, 16, 4, blocks_per_step=8)),
 ]
 
 
@@ -79,8 +82,8 @@ def test_special_values_follow_the_quantizer():
     a[3, 0:32] = torch.tensor(2.0 ** -130, dtype=torch.bfloat16)  # subnormal bf16 block
     a[4, 32:64] *= 1e30                                              # huge block next to normal ones
     a[5, 0:32] = 7.0                                                 # 7/2**e: saturates to 6
-    for scale_mma in (False, True):
-        out = run_and_check(a, w, KernelConfig(16, 16, 2, scale_mma=scale_mma))
+    for extra in ({}, {"scale_mma": True}, {"blocks_per_step": 2}):
+        out = run_and_check(a, w, KernelConfig(16, 16, 2, **extra))
         assert torch.isnan(out[0]).all() and torch.isnan(out[1]).all()
         assert not torch.isnan(out[2:]).any()
 
@@ -122,10 +125,10 @@ def test_task_shapes_on_gpu(m, n, k, seed):
 @gpu
 @pytest.mark.parametrize("m", [1, 7, 100, 333, 1024])
 @pytest.mark.parametrize("n, k", [(2112, 512), (3072, 1536), (7168, 7168), (200 * 16 + 16, 2048)])
-@pytest.mark.parametrize("scale_mma", [False, True])
-def test_odd_shapes_on_gpu(m, n, k, scale_mma):
+@pytest.mark.parametrize("variant", [{}, {"scale_mma": True}, {"blocks_per_step": 4}])
+def test_odd_shapes_on_gpu(m, n, k, variant):
     a, w = operands(m, n, k, seed=m + n + k, device="cuda", layout=Layout.AITER_SHUFFLED)
-    cfg = dataclasses.replace(heuristic_config(m, n, k), scale_mma=scale_mma)
+    cfg = dataclasses.replace(heuristic_config(m, n, k), **variant)
     run_and_check(a, w, cfg)
 
 

@@ -1,6 +1,6 @@
 """Compile the kernel for sm_90 on a machine with no GPU and write ttgir / ptx / cubin to /tmp.
 
-Usage: python tools/compile_sm90.py BM BN WARPS, then
+Usage: python tools/compile_sm90.py BM BN WARPS [BLOCKS_PER_STEP], then
   .venv/lib/python3.11/site-packages/triton/backends/nvidia/bin/cuobjdump --dump-sass /tmp/k_BM_BN_W.cubin
 Integer arguments are declared divisible by 16 and strides of 1 constant, as the real launch
 specializes them; costs no device time.
@@ -12,11 +12,11 @@ from triton.backends.compiler import GPUTarget
 sys.path.insert(0, "src")
 from mxfp4.kernels.a4w4 import a4w4_kernel
 from triton.compiler import ASTSource
-def compile_cfg(BM, BN, warps, stages=3, QM=16, QK=256, split=True, shuffled=True):
+def compile_cfg(BM, BN, warps, stages=3, QM=16, QK=256, split=True, shuffled=True, NBS=1):
     sig = {}
     names = a4w4_kernel.arg_names
     ptr_args = {"a_ptr":"*bf16","w_ptr":"*u8","ws_ptr":"*u8","c_ptr":"*bf16","q_ptr":"*u8","qs_ptr":"*fp32","part_ptr":"*fp32","sync_ptr":"*i32","tile_cnt_ptr":"*i32"}
-    consts = dict(SHUFFLED=shuffled, FLOOR_RULE=False, BM=BM, BN=BN, QM=QM, QK=QK, USE_SPLIT=split, SCALE_MMA=True, INTERPRET=False, PHASES=3)
+    consts = dict(SHUFFLED=shuffled, FLOOR_RULE=False, BM=BM, BN=BN, QM=QM, QK=QK, USE_SPLIT=split, SCALE_MMA=False, NBS=NBS, INTERPRET=False, PHASES=3)
     for n in names:
         if n in ptr_args: sig[n] = ptr_args[n]
         elif n in consts: sig[n] = "constexpr"
@@ -30,7 +30,8 @@ def compile_cfg(BM, BN, warps, stages=3, QM=16, QK=256, split=True, shuffled=Tru
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, num_stages=stages))
 if __name__ == "__main__":
     BM, BN, W = map(int, sys.argv[1:4])
-    ck = compile_cfg(BM, BN, W)
+    NBS = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+    ck = compile_cfg(BM, BN, W, NBS=NBS)
     print("shared", ck.metadata.shared)
     open(f"/tmp/k_{BM}_{BN}_{W}.ptx","w").write(ck.asm["ptx"])
     open(f"/tmp/k_{BM}_{BN}_{W}.ttgir","w").write(ck.asm["ttgir"])

@@ -14,20 +14,22 @@ from .tuning import KernelConfig, TunedTable
 
 
 def candidate_configs(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
-    """A curated candidate set (sweeps on the H200 found BN 64 and 4-warp 64x256 tiles never
-    best): tiles that fit the shape, split-K that keeps the work items between about a third of
-    the SMs and two per SM, both scale paths."""
+    """A curated candidate set (H200 sweeps found BN 64 and 4-warp 64x256 tiles never best):
+    tiles that fit the shape; split-K keeping the work items between about a third of the SMs
+    and two per SM; one block per step (plain or scale_mma) or 2 / 4 blocks per step."""
     bm = min(64, max(16, 1 << math.ceil(math.log2(max(m, 1)))))
+    variants = [(1, False, None), (1, True, None), (2, False, None), (4, False, None), (4, False, 8)]
     out = []
-    for bn, scale_mma in itertools.product((128, 256), (False, True)):
-        warps = 8 if bm * bn >= 64 * 128 else 4
+    for bn in (128, 256):
         tiles = -(-m // bm) * -(-n // bn)
         for split in (1, 2, 3, 4, 6, 8, 12, 16):
             work = tiles * split
             if split > max(1, k // 128) or work > 2 * num_sms or (work < num_sms // 3 and split < 16):
                 continue
-            out.append(KernelConfig(bm, bn, split, warps, 3, scale_mma))
-    return out or [KernelConfig()]
+            for nbs, scale_mma, warps in variants:
+                warps = warps or (8 if bm * bn >= 64 * 128 else 4)
+                out.append(KernelConfig(bm, bn, split, warps, 3, scale_mma, nbs))
+    return list(dict.fromkeys(out)) or [KernelConfig()]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,6 +19,8 @@ class KernelConfig:
     last to arrive. num_warps, num_stages: Triton launch options (stages of the K pipeline).
     scale_mma: form each block's scale product with a small tf32 dot, so the pipeliner
     prefetches the scale bytes with the operands (else they are plain per-step loads).
+    blocks_per_step: MX blocks per K step (1, 2, 4, 8); the scales of a step's blocks come in one
+    load, so their memory round trip is paid once per step. Not combined with scale_mma.
     """
 
     block_m: int = 16
@@ -27,14 +29,19 @@ class KernelConfig:
     num_warps: int = 4
     num_stages: int = 3
     scale_mma: bool = False
+    blocks_per_step: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("block_m", "block_n", "split_k", "num_warps", "num_stages"):
+        for name in ("block_m", "block_n", "split_k", "num_warps", "num_stages", "blocks_per_step"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"KernelConfig.{name} must be a positive int, got {value!r}")
         if not isinstance(self.scale_mma, bool):
             raise ValueError(f"KernelConfig.scale_mma must be a bool, got {self.scale_mma!r}")
+        if self.blocks_per_step not in (1, 2, 4, 8):
+            raise ValueError(f"KernelConfig.blocks_per_step must be 1, 2, 4 or 8, got {self.blocks_per_step}")
+        if self.scale_mma and self.blocks_per_step != 1:
+            raise ValueError("KernelConfig.scale_mma needs blocks_per_step == 1")
         for name in ("block_m", "block_n"):
             value = getattr(self, name)
             if value < 16 or value & (value - 1):

@@ -198,7 +198,7 @@ def a4w4_kernel(
     N_TILES, M_TILES, SPLIT_K, STEPS, Q_CHUNKS, KQ_CHUNKS,
     SHUFFLED: tl.constexpr, FLOOR_RULE: tl.constexpr,
     BM: tl.constexpr, BN: tl.constexpr, QM: tl.constexpr, QK: tl.constexpr,
-    USE_SPLIT: tl.constexpr, SCALE_MMA: tl.constexpr, INTERPRET: tl.constexpr,
+    USE_SPLIT: tl.constexpr, SCALE_MMA: tl.constexpr, NBS: tl.constexpr, INTERPRET: tl.constexpr,
     PHASES: tl.constexpr = 3,
 ):
     """C[M, N] (bf16) = quant(A)[M, K] @ W[N, K]^T in one persistent launch.
@@ -253,31 +253,57 @@ def a4w4_kernel(
         mask_n = offs_n < N
         a_rows = q_ptr + offs_m[:, None] * K + tl.arange(0, 32)[None, :]
         acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for step in tl.range(0, STEPS):
-            k0 = (pid_k * STEPS + step) * 32
-            in_k = k0 < K
-            # Plain loads (no .cg) so the pipeliner can prefetch them with cp.async, which skips
-            # L1; no program reads the scratch before the meeting, so no stale line exists.
-            a8 = tl.load(a_rows + k0, mask=mask_m[:, None] & in_k, other=0)
-            w = tl.load(w_ptr + _weight_offsets(offs_n, k0 // 2 + tl.arange(0, 16), KB, SHUFFLED),
-                        mask=mask_n[:, None] & in_k, other=0)
-            w8 = fp4x2_to_fp8(w, INTERPRET)
-            p = tl.dot(a8.to(tl.float8e4nv, bitcast=True), tl.trans(w8), out_dtype=tl.float32)
-            if SCALE_MMA:
-                # The outer product of the block scales as a K=16 tf32 dot (powers of two are
-                # exact in tf32): its 32-bit loads then count as dot operands, which the
-                # pipeliner prefetches with cp.async like a8 and w; the result lands in p's layout.
-                cols = tl.arange(0, 16)
-                sa = tl.load(qs_ptr + offs_m[:, None] * (K // 32) + k0 // 32 + cols[None, :] * 0,
-                             mask=mask_m[:, None] & (cols == 0)[None, :] & in_k, other=0.0)
-                wsb = _load_w_scale_bytes(ws_ptr, offs_n[:, None] + cols[None, :] * 0, k0 // 32, SCOLS,
-                                          mask_n[:, None] & in_k, SHUFFLED)
-                sb = _e8m0_to_f32(wsb, 12)
-                acc += p * tl.dot(sa, tl.trans(sb), input_precision="tf32", out_dtype=tl.float32)
-            else:
-                sa = tl.load(qs_ptr + offs_m * (K // 32) + k0 // 32, mask=mask_m & in_k, other=0.0)
-                wsb = _load_w_scale_bytes(ws_ptr, offs_n[:, None], k0 // 32, SCOLS, mask_n[:, None] & in_k, SHUFFLED)
-                sb = _e8m0_to_f32(wsb, 12)
-                acc += p * (sa[:, None] * tl.reshape(sb, (1, BN)))
+        if NBS == 1:
+            for step in tl.range(0, STEPS):
+                k0 = (pid_k * STEPS + step) * 32
+                in_k = k0 < K
+                # Plain loads (no .cg) so the pipeliner can prefetch them with cp.async, which skips
+                # L1; no program reads the scratch before the meeting, so no stale line exists.
+                a8 = tl.load(a_rows + k0, mask=mask_m[:, None] & in_k, other=0)
+                w = tl.load(w_ptr + _weight_offsets(offs_n, k0 // 2 + tl.arange(0, 16), KB, SHUFFLED),
+                            mask=mask_n[:, None] & in_k, other=0)
+                w8 = fp4x2_to_fp8(w, INTERPRET)
+                p = tl.dot(a8.to(tl.float8e4nv, bitcast=True), tl.trans(w8), out_dtype=tl.float32)
+                if SCALE_MMA:
+                    # The outer product of the block scales as a K=16 tf32 dot (powers of two are
+                    # exact in tf32): its 32-bit loads then count as dot operands, which the
+                    # pipeliner prefetches with cp.async like a8 and w; the result lands in p's layout.
+                    cols = tl.arange(0, 16)
+                    sa = tl.load(qs_ptr + offs_m[:, None] * (K // 32) + k0 // 32 + cols[None, :] * 0,
+                                 mask=mask_m[:, None] & (cols == 0)[None, :] & in_k, other=0.0)
+                    wsb = _load_w_scale_bytes(ws_ptr, offs_n[:, None] + cols[None, :] * 0, k0 // 32, SCOLS,
+                                              mask_n[:, None] & in_k, SHUFFLED)
+                    sb = _e8m0_to_f32(wsb, 12)
+                    acc += p * tl.dot(sa, tl.trans(sb), input_precision="tf32", out_dtype=tl.float32)
+                else:
+                    sa = tl.load(qs_ptr + offs_m * (K // 32) + k0 // 32, mask=mask_m & in_k, other=0.0)
+                    wsb = _load_w_scale_bytes(ws_ptr, offs_n[:, None], k0 // 32, SCOLS, mask_n[:, None] & in_k, SHUFFLED)
+                    sb = _e8m0_to_f32(wsb, 12)
+                    acc += p * (sa[:, None] * tl.reshape(sb, (1, BN)))
+        else:
+            # NBS blocks per step: the scales of the whole group come in one load each (they are
+            # not pipelined, so this pays one memory round trip per NBS blocks, not per block);
+            # a8 and w stay one block per load, which the pipeliner prefetches.
+            cols = tl.arange(0, NBS)
+            for group in tl.range(0, tl.cdiv(STEPS, NBS)):
+                blk = group * NBS + cols
+                kb = pid_k * STEPS + blk
+                valid = (blk < STEPS) & (kb < K // 32)
+                sa_all = tl.load(qs_ptr + offs_m[:, None] * (K // 32) + kb[None, :],
+                                 mask=mask_m[:, None] & valid[None, :], other=0.0)
+                sb_all = _e8m0_to_f32(_load_w_scale_bytes(ws_ptr, offs_n[:, None], kb[None, :], SCOLS,
+                                                          mask_n[:, None] & valid[None, :], SHUFFLED), 12)
+                for j in tl.static_range(NBS):
+                    k0 = (pid_k * STEPS + group * NBS + j) * 32
+                    in_k = (group * NBS + j < STEPS) & (k0 < K)
+                    a8 = tl.load(a_rows + k0, mask=mask_m[:, None] & in_k, other=0)
+                    w = tl.load(w_ptr + _weight_offsets(offs_n, k0 // 2 + tl.arange(0, 16), KB, SHUFFLED),
+                                mask=mask_n[:, None] & in_k, other=0)
+                    p = tl.dot(a8.to(tl.float8e4nv, bitcast=True), tl.trans(fp4x2_to_fp8(w, INTERPRET)),
+                               out_dtype=tl.float32)
+                    pick = (cols == j)[None, :]
+                    sa = tl.sum(tl.where(pick, sa_all, 0.0), axis=1)
+                    sb = tl.sum(tl.where(pick, sb_all, 0.0), axis=1)
+                    acc += p * (sa[:, None] * sb[None, :])
         _store_tile(acc, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, pid_n, pid_m, pid_k,
                     N_TILES, SPLIT_K, BM, BN, USE_SPLIT)
