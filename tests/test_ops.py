@@ -190,3 +190,14 @@ def test_kernel_config_dict_round_trip():
     assert KernelConfig.from_dict(cfg.to_dict()) == cfg
     with pytest.raises(ValueError, match="unknown KernelConfig fields"):
         KernelConfig.from_dict({"block_mm": 16})
+
+
+def test_kernel_rejects_shapes_beyond_32_bit_indexing():
+    """A [2**16, 2**15] activation would overflow the kernel's int32 offsets: a clear error, no launch.
+    (Checked with a meta tensor, so nothing is allocated.)"""
+    a = torch.empty(2 ** 16, 2 ** 15, dtype=torch.bfloat16, device="meta")
+    w = mxfp4.MXFP4Tensor(torch.empty(16, 2 ** 14, dtype=torch.uint8, device="meta"),
+                          torch.empty(16, 2 ** 10, dtype=torch.uint8, device="meta"), (16, 2 ** 15))
+    out = torch.empty(2 ** 16, 16, dtype=torch.bfloat16, device="meta")
+    with pytest.raises(ValueError, match="32-bit offsets"):
+        mxfp4.ops.plan_a4w4(a, w, out, mxfp4.KernelConfig())

@@ -137,6 +137,9 @@ def plan_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Kern
     """Grid, positional arguments and constexpr keywords of one launch of the Triton kernel."""
     m, k = a2.shape
     n = w.shape[0]
+    if max(m * k, m * n, n * k // 2, w.scales.numel()) >= 2 ** 31:
+        raise ValueError(f"the Triton kernel indexes with 32-bit offsets: a [{m}, {k}], out [{m}, {n}] and "
+                         f"w [{n}, {k}] must each have fewer than 2**31 elements (bytes for w); split the call")
     dev = a2.device
     blocks = k // 32
     split_k = max(1, min(config.split_k, blocks))
@@ -156,9 +159,9 @@ def plan_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Kern
             q, qs, part, cnt, cnt[4:], m, n, k, w.scales.shape[1],
             n_tiles, m_tiles, split_k, per_split, -(-m // qm) * kq_chunks, kq_chunks)
     consts = dict(SHUFFLED=w.layout is Layout.AITER_SHUFFLED, FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR,
-                  BM=config.block_m, BN=config.block_n, QM=qm, QK=qk, USE_SPLIT=split_k > 1, SCALE_MMA=config.scale_mma,
-                  NBS=config.blocks_per_step,
-                  INTERPRET=interpreter_enabled(), num_warps=config.num_warps, num_stages=config.num_stages)
+                  BM=config.block_m, BN=config.block_n, QM=qm, QK=qk, USE_SPLIT=split_k > 1,
+                  SCALE_MMA=config.scale_mma, NBS=config.blocks_per_step, INTERPRET=interpreter_enabled(),
+                  num_warps=config.num_warps, num_stages=config.num_stages)
     return (programs,), args, consts
 
 
