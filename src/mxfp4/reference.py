@@ -13,8 +13,9 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, *, compute_dtype: torch.dtype = t
     """``dequant(quant(a)) @ dequant(w)^T`` accumulated in ``compute_dtype``, cast to ``out_dtype``.
 
     ``a`` is [..., K] bf16 / fp16 / fp32, ``w`` an MXFP4 weight [N, K] in any layout. With
-    ``compute_dtype=torch.float64`` and ``out_dtype=None`` this returns the exact product of the
-    quantized operands (float64 holds every product and sum exactly at the sizes used here).
+    ``compute_dtype=torch.float64`` and ``out_dtype=None`` this returns the product of the
+    quantized operands to float64 accuracy (every product is exact; sums round at 2**-53
+    relative, far below the bf16 output's 2**-9), which the tests use as the exact oracle.
     Validation is the caller's (see :func:`mxfp4.gemm_a4w4`).
     """
     aq = dequantize(quantize(a, scale_rule), compute_dtype)

@@ -162,6 +162,19 @@ def _load_w_scale_bytes(ws_ptr, n, s, SCOLS, mask, SHUFFLED: tl.constexpr):
 
 
 @triton.jit
+def _block_dot(a_rows, w_ptr, offs_n, mask_m, mask_n, k0, in_k, KB, SHUFFLED: tl.constexpr,
+               INTERPRET: tl.constexpr):
+    """fp8 dot of one MX block (K = 32 at k0): sum(a * w) * 2**-12 for the tile, exact.
+
+    Plain loads (no .cg) so the pipeliner can prefetch them with cp.async, which skips L1; no
+    program reads the scratch before the meeting, so no stale line can exist."""
+    a8 = tl.load(a_rows + k0, mask=mask_m[:, None] & in_k, other=0)
+    w = tl.load(w_ptr + _weight_offsets(offs_n, k0 // 2 + tl.arange(0, 16), KB, SHUFFLED),
+                mask=mask_n[:, None] & in_k, other=0)
+    return tl.dot(a8.to(tl.float8e4nv, bitcast=True), tl.trans(fp4x2_to_fp8(w, INTERPRET)), out_dtype=tl.float32)
+
+
+@triton.jit
 def _store_tile(acc, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, pid_n, pid_m, pid_k,
                 N_TILES, SPLIT_K, BM: tl.constexpr, BN: tl.constexpr, USE_SPLIT: tl.constexpr):
     """Write a finished tile: straight to C, or as a split-K partial; the last partial of a tile
@@ -257,13 +270,7 @@ def a4w4_kernel(
             for step in tl.range(0, STEPS):
                 k0 = (pid_k * STEPS + step) * 32
                 in_k = k0 < K
-                # Plain loads (no .cg) so the pipeliner can prefetch them with cp.async, which skips
-                # L1; no program reads the scratch before the meeting, so no stale line exists.
-                a8 = tl.load(a_rows + k0, mask=mask_m[:, None] & in_k, other=0)
-                w = tl.load(w_ptr + _weight_offsets(offs_n, k0 // 2 + tl.arange(0, 16), KB, SHUFFLED),
-                            mask=mask_n[:, None] & in_k, other=0)
-                w8 = fp4x2_to_fp8(w, INTERPRET)
-                p = tl.dot(a8.to(tl.float8e4nv, bitcast=True), tl.trans(w8), out_dtype=tl.float32)
+                p = _block_dot(a_rows, w_ptr, offs_n, mask_m, mask_n, k0, in_k, KB, SHUFFLED, INTERPRET)
                 if SCALE_MMA:
                     # The outer product of the block scales as a K=16 tf32 dot (powers of two are
                     # exact in tf32): its 32-bit loads then count as dot operands, which the
@@ -296,11 +303,7 @@ def a4w4_kernel(
                 for j in tl.static_range(NBS):
                     k0 = (pid_k * STEPS + group * NBS + j) * 32
                     in_k = (group * NBS + j < STEPS) & (k0 < K)
-                    a8 = tl.load(a_rows + k0, mask=mask_m[:, None] & in_k, other=0)
-                    w = tl.load(w_ptr + _weight_offsets(offs_n, k0 // 2 + tl.arange(0, 16), KB, SHUFFLED),
-                                mask=mask_n[:, None] & in_k, other=0)
-                    p = tl.dot(a8.to(tl.float8e4nv, bitcast=True), tl.trans(fp4x2_to_fp8(w, INTERPRET)),
-                               out_dtype=tl.float32)
+                    p = _block_dot(a_rows, w_ptr, offs_n, mask_m, mask_n, k0, in_k, KB, SHUFFLED, INTERPRET)
                     pick = (cols == j)[None, :]
                     sa = tl.sum(tl.where(pick, sa_all, 0.0), axis=1)
                     sb = tl.sum(tl.where(pick, sb_all, 0.0), axis=1)
