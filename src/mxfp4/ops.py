@@ -86,16 +86,17 @@ class _Workspace:
 
 
 _WORKSPACE = _Workspace()
-_SM_COUNT: dict[int, int] = {}
-_GPU_NAME: dict[int, str] = {}
+_DEVICE_FACTS: dict[int, tuple[str, int]] = {}
 _TABLES = TableCache()
 
 
-def _gpu_name(device: torch.device) -> str:
+def _device_facts(device: torch.device) -> tuple[str, int]:
+    """(GPU model name, SM count) of a CUDA device, queried once per device."""
     idx = device.index if device.index is not None else torch.cuda.current_device()
-    if idx not in _GPU_NAME:
-        _GPU_NAME[idx] = torch.cuda.get_device_name(idx)
-    return _GPU_NAME[idx]
+    if idx not in _DEVICE_FACTS:
+        props = torch.cuda.get_device_properties(idx)
+        _DEVICE_FACTS[idx] = (props.name, props.multi_processor_count)
+    return _DEVICE_FACTS[idx]
 
 
 def resolve_config(m: int, n: int, k: int, device: torch.device, table: TunedTable | None = None
@@ -105,18 +106,13 @@ def resolve_config(m: int, n: int, k: int, device: torch.device, table: TunedTab
     if table is None and device.type == "cuda":
         import triton
 
-        table = _TABLES.for_device(_gpu_name(device), triton.__version__)
+        table = _TABLES.for_device(_device_facts(device)[0], triton.__version__)
     return choose_config(m, n, k, table, _num_programs_cap(device) if device.type == "cuda" else 132)
 
 
 def _num_programs_cap(device: torch.device) -> int:
     """Programs that are surely co-resident: one per SM on CUDA; a few under the interpreter."""
-    if device.type != "cuda":
-        return 8
-    idx = device.index if device.index is not None else torch.cuda.current_device()
-    if idx not in _SM_COUNT:
-        _SM_COUNT[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
-    return _SM_COUNT[idx]
+    return _device_facts(device)[1] if device.type == "cuda" else 8
 
 
 def _quant_chunks(m: int, k: int, programs: int) -> tuple[int, int]:

@@ -31,8 +31,8 @@ def _midpoint_bits(base, P: tl.constexpr, M2: tl.constexpr, UP: tl.constexpr):
 def quantize_block_fp8(x, BM: tl.constexpr, BK: tl.constexpr, FLOOR_RULE: tl.constexpr):
     """Quantize x [BM, BK] (any float dtype, BK % 32 == 0) per 1x32 block.
 
-    Returns (e4m3 bytes as uint8 [BM, BK], e8m0 scale bytes as int32 [BM, BK/32],
-    non-finite block mask [BM, BK/32]). Codes of a non-finite block are 0, its scale byte 255.
+    Returns (e4m3 bytes as uint8 [BM, BK], e8m0 scale bytes as int32 [BM, BK/32]). Codes of a
+    non-finite block are 0, its scale byte 255.
     """
     NB: tl.constexpr = BK // 32
     bits = x.to(tl.float32).to(tl.int32, bitcast=True)
@@ -56,7 +56,7 @@ def quantize_block_fp8(x, BM: tl.constexpr, BK: tl.constexpr, FLOOR_RULE: tl.con
     sign = (tl.reshape(bits, (BM, NB, 32)) >> 24) & 0x80
     fp8 = tl.where(nonfinite[:, :, None], 0, (code << 2) | sign)
     scale = tl.where(nonfinite, 255, e + 127)
-    return tl.reshape(fp8, (BM, BK)).to(tl.uint8), scale, nonfinite
+    return tl.reshape(fp8, (BM, BK)).to(tl.uint8), scale
 
 
 @triton.jit
@@ -141,7 +141,7 @@ def _quantize_a_chunk(c, a_ptr, stride_am, stride_ak, q_ptr, qs_ptr, M, K, KQ_CH
     cols = kc * QK + tl.arange(0, QK)
     mask = (rows < M)[:, None] & (cols < K)[None, :]
     x = tl.load(a_ptr + rows[:, None] * stride_am + cols[None, :] * stride_ak, mask=mask, other=0.0)
-    a8, scale, _ = quantize_block_fp8(x, QM, QK, FLOOR_RULE)
+    a8, scale = quantize_block_fp8(x, QM, QK, FLOOR_RULE)
     tl.store(q_ptr + rows[:, None] * K + cols[None, :], a8, mask=mask)
     blocks = kc * (QK // 32) + tl.arange(0, QK // 32)
     tl.store(qs_ptr + rows[:, None] * (K // 32) + blocks[None, :], _e8m0_to_f32(scale, 0),
