@@ -47,7 +47,12 @@ SMALL = [
     (7, 48, 320, KernelConfig(16, 32, 3, blocks_per_step=4)),
     (33, 80, 512, KernelConfig(32, 32, 1, blocks_per_step=2)),
     (100, 16, 128, KernelConfig(64, 16, 4, blocks_per_step=8)),
+    (1, 16, 64, KernelConfig(16, 16, 1, blocks_per_step=2, kernel="direct")),
+    (7, 48, 320, KernelConfig(16, 32, 2, blocks_per_step=2, kernel="direct")),
+    (33, 80, 512, KernelConfig(32, 32, 3, blocks_per_step=4, kernel="direct")),
+    (100, 16, 128, KernelConfig(64, 16, 1, blocks_per_step=4, kernel="direct")),
 ]
+DIRECT = KernelConfig(16, 16, 2, blocks_per_step=2, kernel="direct")
 
 
 @pytest.mark.parametrize("m, n, k, cfg", SMALL)
@@ -82,8 +87,9 @@ def test_special_values_follow_the_quantizer():
     a[3, 0:32] = torch.tensor(2.0 ** -130, dtype=torch.bfloat16)  # subnormal bf16 block
     a[4, 32:64] *= 1e30                                              # huge block next to normal ones
     a[5, 0:32] = 7.0                                                 # 7/2**e: saturates to 6
-    for extra in ({}, {"scale_mma": True}, {"blocks_per_step": 2}):
-        out = run_and_check(a, w, KernelConfig(16, 16, 2, **extra))
+    for cfg in (KernelConfig(16, 16, 2), KernelConfig(16, 16, 2, scale_mma=True),
+                KernelConfig(16, 16, 2, blocks_per_step=2), DIRECT):
+        out = run_and_check(a, w, cfg)
         assert torch.isnan(out[0]).all() and torch.isnan(out[1]).all()
         assert not torch.isnan(out[2:]).any()
 
@@ -92,6 +98,38 @@ def test_floor_scale_rule():
     dev = "cuda" if CUDA else "cpu"
     a, w = operands(5, 32, 128, seed=11, device=dev, rule=ScaleRule.FLOOR)
     run_and_check(a, w, KernelConfig(16, 32, 1))
+    run_and_check(a, w, DIRECT)
+
+
+def _adversarial_a(rows, k, seed):
+    """Blocks at random exponents over the whole bf16 range (subnormals, huge), values on and one
+    bf16 ulp around every e2m1 midpoint and saturation point, random signs and zeros."""
+    g = torch.Generator().manual_seed(seed)
+    points = torch.tensor([0.0, 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 6.0, 6.5, 7.0, 7.75, 0.5, 3.0])
+    t = points[torch.randint(0, len(points), (rows, k), generator=g)].to(torch.bfloat16)
+    nudge = torch.randint(-1, 2, (rows, k), generator=g, dtype=torch.int16)
+    bits = t.view(torch.int16)
+    t = torch.where(t != 0, (bits + nudge).view(torch.bfloat16), t).float()
+    exps = torch.randint(-133, 126, (rows, k // 32), generator=g).repeat_interleave(32, 1)
+    signs = torch.where(torch.rand(rows, k, generator=g) < 0.5, -1.0, 1.0)
+    return (t.double() * torch.pow(2.0, exps.double()) * signs).to(torch.bfloat16)
+
+
+@pytest.mark.parametrize("cfg", [KernelConfig(16, 16, 2, blocks_per_step=16, kernel="direct"),
+                                 KernelConfig(16, 16, 2)])
+@pytest.mark.parametrize("rule", [ScaleRule.AITER, ScaleRule.FLOOR])
+def test_quantizer_on_adversarial_blocks(rule, cfg):
+    """Both kernels' in-launch quantizers (the direct one rounds with float arithmetic, the
+    persistent one compares integers) equal mxfp4.quantize on ties, near-ties, saturation and
+    blocks at every exponent (bf16 subnormal up to 2**126)."""
+    dev = "cuda" if CUDA else "cpu"
+    a = _adversarial_a(16, 1024, seed=21 if rule is ScaleRule.AITER else 22).to(dev)
+    w = mxfp4.quantize(torch.randn(16, 1024, dtype=torch.bfloat16, device=dev) * 1e-30, rule)
+    out, aq = ops.gemm_a4w4_debug(a, w, cfg)
+    ref = mxfp4.quantize(a, rule)
+    assert torch.equal(aq.scales, ref.scales)
+    assert torch.equal(aq.data, ref.data)
+    assert testing.check_gemm(out, a, w).passed
 
 
 def test_wide_block_scale_spread():
@@ -125,10 +163,13 @@ def test_task_shapes_on_gpu(m, n, k, seed):
 @gpu
 @pytest.mark.parametrize("m", [1, 7, 100, 333, 1024])
 @pytest.mark.parametrize("n, k", [(2112, 512), (3072, 1536), (7168, 7168), (200 * 16 + 16, 2048)])
-@pytest.mark.parametrize("variant", [{}, {"scale_mma": True}, {"blocks_per_step": 4}])
+@pytest.mark.parametrize("variant", [{}, {"scale_mma": True}, {"blocks_per_step": 4}, "direct"])
 def test_odd_shapes_on_gpu(m, n, k, variant):
     a, w = operands(m, n, k, seed=m + n + k, device="cuda", layout=Layout.AITER_SHUFFLED)
-    cfg = dataclasses.replace(heuristic_config(m, n, k), **variant)
+    if variant == "direct":
+        cfg = KernelConfig(32 if m > 16 else 16, 32, 4, blocks_per_step=8, kernel="direct")
+    else:
+        cfg = dataclasses.replace(heuristic_config(m, n, k), **variant)
     run_and_check(a, w, cfg)
 
 

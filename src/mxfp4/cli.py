@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import torch
@@ -51,6 +52,26 @@ def _check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _merged(path: str, new):
+    """``new`` plus the entries of the table at ``path`` for shapes it did not tune (same GPU and
+    triton only; another table is replaced, said so)."""
+    from .tuning import TunedTable, load_table, table_matches
+
+    try:
+        old = load_table(path)
+    except ValueError as exc:
+        print(f"mxfp4 tune: replacing {path}: {exc}")
+        return new
+    reason = table_matches(old, new.gpu, new.triton)
+    if reason:
+        print(f"mxfp4 tune: replacing {path}: {reason}")
+        return new
+    tuned = {shape for shape, _ in new.entries}
+    kept = tuple(e for e in old.entries if e[0] not in tuned)
+    print(f"mxfp4 tune: kept {len(kept)} entries of {path} for shapes not tuned now")
+    return TunedTable(new.gpu, new.triton, new.package, kept + new.entries)
+
+
 def _tune(args: argparse.Namespace) -> int:
     from .bench.shapes import parse_shapes, shape_set
     from .tuner import tune
@@ -63,7 +84,14 @@ def _tune(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"mxfp4 tune: {exc}", file=sys.stderr)
         return 2
-    table, trials = tune([(s.m, s.n, s.k) for s in shapes], progress=not args.no_progress)
+    from . import tuner
+
+    pick = {"all": tuner.candidate_configs, "persistent": tuner.persistent_candidates,
+            "direct": tuner.direct_candidates}[args.kernel]
+    table, trials = tune([(s.m, s.n, s.k) for s in shapes], candidates=pick, progress=not args.no_progress,
+                         jobs=args.jobs)
+    if args.trials:
+        tuner.write_trials(trials, args.trials)
     rejected = [t for t in trials if not t.passed]
     for t in rejected:
         print(f"rejected {t.m}x{t.n}x{t.k} {t.config}: {t.note}")
@@ -71,6 +99,8 @@ def _tune(args: argparse.Namespace) -> int:
     for (m, n, k), cfg in table.entries:
         us = min(t.us for t in trials if (t.m, t.n, t.k) == (m, n, k) and t.passed)
         print(f"{m:>5} {n:>5} {k:>5}  {us:7.2f}  {cfg}")
+    if os.path.exists(args.out) and not args.replace:
+        table = _merged(args.out, table)
     table.save(args.out)
     print(f"wrote {args.out} ({len(table.entries)} shapes, {len(rejected)} candidates rejected)")
     return 0
@@ -92,6 +122,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shapes-set", default="bench", help="named shape set (see mxfp4 bench --help)")
     p.add_argument("--shapes", nargs="+", metavar="M,N,K", help="explicit shapes; overrides --shapes-set")
     p.add_argument("--out", default="mxfp4-tuned.json", help="where to write the table (atomically)")
+    p.add_argument("--kernel", choices=("all", "persistent", "direct"), default="all",
+                   help="which kernel's candidates to time (default: both)")
+    p.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
+                   help="processes that compile the candidates before timing (0: compile while timing)")
+    p.add_argument("--replace", action="store_true",
+                   help="write only this run's shapes (default: merge into the table at --out)")
+    p.add_argument("--trials", metavar="CSV", help="also write every candidate's time (or why it was rejected)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(fn=_tune)
     args = parser.parse_args(argv)

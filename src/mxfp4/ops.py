@@ -128,14 +128,18 @@ def _quant_chunks(m: int, k: int, programs: int) -> tuple[int, int]:
     return qm, qk
 
 
+def _check_32bit(m: int, n: int, k: int, w: MXFP4Tensor) -> None:
+    if max(m * k, m * n, n * k // 2, w.scales.numel()) >= 2 ** 31:
+        raise ValueError(f"the Triton kernel indexes with 32-bit offsets: a [{m}, {k}], out [{m}, {n}] and "
+                         f"w [{n}, {k}] must each have fewer than 2**31 elements (bytes for w); split the call")
+
+
 def plan_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig
               ) -> tuple[tuple, tuple, dict]:
     """Grid, positional arguments and constexpr keywords of one launch of the Triton kernel."""
     m, k = a2.shape
     n = w.shape[0]
-    if max(m * k, m * n, n * k // 2, w.scales.numel()) >= 2 ** 31:
-        raise ValueError(f"the Triton kernel indexes with 32-bit offsets: a [{m}, {k}], out [{m}, {n}] and "
-                         f"w [{n}, {k}] must each have fewer than 2**31 elements (bytes for w); split the call")
+    _check_32bit(m, n, k, w)
     dev = a2.device
     blocks = k // 32
     split_k = max(1, min(config.split_k, blocks))
@@ -161,13 +165,46 @@ def plan_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Kern
     return (programs,), args, consts
 
 
-def launch_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Launch the Triton kernel on 2-D a [M, K] into out [M, N]; no validation here.
+def plan_direct(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig,
+                write_q: bool = False) -> tuple[tuple, tuple, dict]:
+    """Grid, positional arguments and constexpr keywords of one launch of the direct kernel."""
+    m, k = a2.shape
+    n = w.shape[0]
+    _check_32bit(m, n, k, w)
+    dev = a2.device
+    blocks = k // 32
+    nb = config.blocks_per_step
+    split_k = max(1, min(config.split_k, -(-blocks // nb)))
+    chunks = -(-blocks // (split_k * nb))  # chunks of nb blocks per program
+    split_k = -(-blocks // (chunks * nb))
+    n_tiles, m_tiles = -(-n // config.block_n), -(-m // config.block_m)
+    q = torch.empty((m, k) if write_q else (1,), dtype=torch.uint8, device=dev)
+    qs = torch.empty((m, blocks) if write_q else (1,), dtype=torch.float32, device=dev)
+    cnt = _WORKSPACE.counters(dev, 4 + n_tiles * m_tiles)
+    part = (torch.empty(n_tiles * m_tiles * split_k * config.block_m * config.block_n, dtype=torch.float32,
+                        device=dev) if split_k > 1 else qs)
+    args = (a2, a2.stride(0), a2.stride(1), w.data, w.scales, out2, out2.stride(0), out2.stride(1),
+            q, qs, part, cnt[4:], m, n, k, w.scales.shape[1], n_tiles, m_tiles, split_k, chunks)
+    consts = dict(SHUFFLED=w.layout is Layout.AITER_SHUFFLED, FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR,
+                  BM=config.block_m, BN=config.block_n, NB=nb, USE_SPLIT=split_k > 1, WRITE_Q=write_q,
+                  INTERPRET=interpreter_enabled(), num_warps=config.num_warps, num_stages=config.num_stages)
+    return (n_tiles * m_tiles * split_k,), args, consts
 
-    Returns the phase-1 scratch: e4m3 bytes of quantized A [M, K] and its block scales as float32
-    [M, K/32] (2**e; the float's exponent field is the e8m0 byte).
+
+def launch_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig,
+                debug: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Launch the Triton kernel ``config.kernel`` on 2-D a [M, K] into out [M, N]; no validation.
+
+    Returns the quantized A: e4m3 bytes [M, K] and block scales as float32 [M, K/32] (2**e; the
+    float's exponent field is the e8m0 byte). The persistent kernel always writes them (its
+    phase-1 scratch); the direct kernel only when ``debug`` (else the buffers are placeholders).
     """
+    if config.kernel == "direct":
+        from .kernels.direct import a4w4_direct_kernel
+
+        grid, args, consts = plan_direct(a2, w, out2, config, write_q=debug)
+        a4w4_direct_kernel[grid](*args, **consts)
+        return args[8], args[9]
     from .kernels.a4w4 import a4w4_kernel
 
     grid, args, consts = plan_a4w4(a2, w, out2, config)
@@ -221,7 +258,7 @@ def gemm_a4w4_debug(a: torch.Tensor, w: MXFP4Tensor, config: KernelConfig | None
     m, n, k = validate_gemm_args(a, w, None)
     a2 = a.reshape(m, k)
     out = torch.empty((m, n), dtype=torch.bfloat16, device=a.device)
-    fp8, scales = launch_a4w4(a2, w, out, config or resolve_config(m, n, k, a.device))
+    fp8, scales = launch_a4w4(a2, w, out, config or resolve_config(m, n, k, a.device), debug=True)
     codes = ((fp8 >> 2) & 0x7) | ((fp8 >> 4) & 0x8)  # e4m3 byte s<<7 | eem<<2 back to the nibble
     packed = codes[:, 0::2] | (codes[:, 1::2] << 4)
     scale_bytes = ((scales.view(torch.int32) >> 23) & 0xFF).to(torch.uint8)

@@ -14,11 +14,15 @@ from .tuning import KernelConfig, TunedTable
 
 
 def candidate_configs(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
-    """A curated candidate set (H200 sweeps found BN 64 and 4-warp 64x256 tiles never best):
+    """The curated candidates of both kernels for one shape (see the two helpers)."""
+    return persistent_candidates(m, n, k, num_sms) + direct_candidates(m, n, k, num_sms)
+
+
+def persistent_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
+    """Persistent kernel (H200 sweeps found BN 64, 4-warp 64x256 tiles and scale_mma never best):
     tiles that fit the shape; split-K keeping the work items between about a third of the SMs
-    and two per SM; one block per step (plain or scale_mma) or 2 / 4 blocks per step."""
+    and two per SM; 1, 2 or 4 blocks per step."""
     bm = min(64, max(16, 1 << math.ceil(math.log2(max(m, 1)))))
-    variants = [(1, False, None), (1, True, None), (2, False, None), (4, False, None), (4, False, 8)]
     out = []
     for bn in (128, 256):
         tiles = -(-m // bm) * -(-n // bn)
@@ -26,10 +30,37 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = 132) -> list[Kernel
             work = tiles * split
             if split > max(1, k // 128) or work > 2 * num_sms or (work < num_sms // 3 and split < 16):
                 continue
-            for nbs, scale_mma, warps in variants:
-                warps = warps or (8 if bm * bn >= 64 * 128 else 4)
-                out.append(KernelConfig(bm, bn, split, warps, 3, scale_mma, nbs))
-    return list(dict.fromkeys(out)) or [KernelConfig()]
+            for nbs in (1, 2, 4):
+                warps = 8 if bm * bn >= 64 * 128 else 4
+                out.append(KernelConfig(bm, bn, split, warps, 3, False, nbs))
+    return list(dict.fromkeys(out))
+
+
+def direct_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
+    """Direct kernel: it quantizes A once per N tile, so only shapes where that stays cheap
+    (M * K * N / BN at most ~24 M elements); tiles BM 16 / 32, BN 16 / 32 / 64; NB blocks per
+    chunk with NB * BM * BN <= 8192 (its batched fp32 product lives in registers); split-K giving
+    one to eight programs per SM."""
+    out = []
+    blocks = max(1, k // 32)
+    bms = sorted({min(32, max(16, 1 << math.ceil(math.log2(max(m, 1))))), 16})
+    for bm in bms:
+        for bn in (16, 32, 64):
+            if m * k * -(-n // bn) > 24 * 2 ** 20:
+                continue
+            tiles = -(-m // bm) * -(-n // bn)
+            for nb in (4, 8, 16):
+                if nb * bm * bn > 8192 or nb > blocks:
+                    continue
+                for split in (1, 2, 4, 8, 16, 32):
+                    per = -(-blocks // split)
+                    if per < nb or per > 4 * nb:
+                        continue
+                    progs = tiles * split
+                    if progs < num_sms // 2 or progs > 8 * num_sms:
+                        continue
+                    out.append(KernelConfig(bm, bn, split, 4, 1, False, nb, "direct"))
+    return list(dict.fromkeys(out))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,15 +92,17 @@ def tune(shapes: Iterable[tuple[int, int, int]], *, device: str | torch.device =
          candidates: Callable[[int, int, int], list[KernelConfig]] = candidate_configs,
          run: Callable[[torch.Tensor, MXFP4Tensor, KernelConfig, torch.Tensor], torch.Tensor] = _run_kernel,
          time_us: Callable[[Callable[[], object]], float] | None = None,
-         progress: bool = True, gpu: str | None = None, triton_version: str | None = None
-         ) -> tuple[TunedTable, list[Trial]]:
+         progress: bool = True, gpu: str | None = None, triton_version: str | None = None,
+         jobs: int = 0) -> tuple[TunedTable, list[Trial]]:
     """Time every candidate on every shape; keep the fastest that passes the exactness check.
 
     Each candidate is first checked on fresh random data (a seed the timing data does not use)
     with :func:`mxfp4.testing.check_gemm`; a candidate that fails or raises is never timed and
     never chosen. ``run(a, w, config, out)`` computes into ``out`` (NaN-poisoned for the check,
     preallocated outside the timed call otherwise); ``run`` and ``time_us`` exist so tests can
-    inject a wrong or a fake candidate.
+    inject a wrong or a fake candidate. ``jobs`` > 0 compiles the candidates first in that many
+    worker processes (Triton's on-disk cache then serves the timed process); compiling, not
+    timing, is most of a sweep's wall time.
     """
     device = torch.device(device)
     if time_us is None:
@@ -79,6 +112,8 @@ def tune(shapes: Iterable[tuple[int, int, int]], *, device: str | torch.device =
         time_us = lambda fn: timer.time(fn, min_runs=10, max_runs=100, budget_s=0.3).mean_us  # noqa: E731
     shapes = [tuple(int(v) for v in s) for s in shapes]
     plan = [(s, cfg) for s in shapes for cfg in candidates(*s)]
+    if jobs > 0 and device.type == "cuda":
+        precompile(plan, jobs, progress)
     bar = _progress(len(plan), progress)
     trials: list[Trial] = []
     best: dict[tuple[int, int, int], Trial] = {}
@@ -113,6 +148,47 @@ def tune(shapes: Iterable[tuple[int, int, int]], *, device: str | torch.device =
 
     entries = tuple(((t.m, t.n, t.k), t.config) for t in best.values())
     return TunedTable(gpu, triton_version, __version__, entries), trials
+
+
+def write_trials(trials: list[Trial], path: str) -> None:
+    """Every candidate of a sweep as CSV: shape, config fields, us (empty if rejected), note."""
+    import csv
+
+    fields = [f.name for f in dataclasses.fields(KernelConfig)]
+    with open(path, "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["m", "n", "k", *fields, "us", "passed", "note"])
+        for t in trials:
+            cfg = dataclasses.asdict(t.config)
+            out.writerow([t.m, t.n, t.k, *(cfg[name] for name in fields),
+                          "" if math.isnan(t.us) else f"{t.us:.3f}", t.passed, t.note])
+
+
+def _compile_some(plan: list[tuple[tuple[int, int, int], KernelConfig]]) -> int:
+    """Worker: run each (shape, config) once on small random data, so Triton compiles and caches it."""
+    done = 0
+    for (m, n, k), cfg in plan:
+        try:
+            a, w = _operands(m, n, k, seed=0, device=torch.device("cuda"))
+            _run_kernel(a, w, cfg, torch.empty((m, n), dtype=torch.bfloat16, device="cuda"))
+            torch.cuda.synchronize()
+            done += 1
+        except Exception:  # the timed pass reports it
+            pass
+    return done
+
+
+def precompile(plan: list[tuple[tuple[int, int, int], KernelConfig]], jobs: int, progress: bool = True) -> None:
+    """Compile the plan's kernels in ``jobs`` spawned processes (they share Triton's disk cache)."""
+    import concurrent.futures
+    import multiprocessing
+
+    parts = [plan[i::jobs] for i in range(jobs)]
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        done = sum(pool.map(_compile_some, [p for p in parts if p]))
+    if progress:
+        print(f"tune: compiled {done}/{len(plan)} candidates in {jobs} processes", flush=True)
 
 
 class _Plain:

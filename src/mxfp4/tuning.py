@@ -10,6 +10,9 @@ import warnings
 from pathlib import Path
 
 
+KERNELS = ("persistent", "direct")
+
+
 @dataclasses.dataclass(frozen=True)
 class KernelConfig:
     """Tile shape and launch options of the one-launch A4W4 kernel; validated on construction.
@@ -21,6 +24,10 @@ class KernelConfig:
     prefetches the scale bytes with the operands (else they are plain per-step loads).
     blocks_per_step: MX blocks per K step (1, 2, 4, 8); the scales of a step's blocks come in one
     load, so their memory round trip is paid once per step. Not combined with scale_mma.
+    kernel: "persistent" (A quantized once per launch, then a grid-wide meeting; the fields
+    above) or "direct" (each program quantizes the A rows it needs; no meeting). For "direct",
+    split_k is the number of programs along K and blocks_per_step (1 .. 64) the MX blocks each
+    program loads and multiplies at once; scale_mma does not apply.
     """
 
     block_m: int = 16
@@ -30,6 +37,7 @@ class KernelConfig:
     num_stages: int = 3
     scale_mma: bool = False
     blocks_per_step: int = 1
+    kernel: str = "persistent"
 
     def __post_init__(self) -> None:
         for name in ("block_m", "block_n", "split_k", "num_warps", "num_stages", "blocks_per_step"):
@@ -38,7 +46,15 @@ class KernelConfig:
                 raise ValueError(f"KernelConfig.{name} must be a positive int, got {value!r}")
         if not isinstance(self.scale_mma, bool):
             raise ValueError(f"KernelConfig.scale_mma must be a bool, got {self.scale_mma!r}")
-        if self.blocks_per_step not in (1, 2, 4, 8):
+        if self.kernel not in KERNELS:
+            raise ValueError(f"KernelConfig.kernel must be one of {KERNELS}, got {self.kernel!r}")
+        if self.kernel == "direct":
+            if self.blocks_per_step > 64 or self.blocks_per_step & (self.blocks_per_step - 1):
+                raise ValueError("KernelConfig.blocks_per_step must be a power of two <= 64 for the direct "
+                                 f"kernel, got {self.blocks_per_step}")
+            if self.scale_mma:
+                raise ValueError("KernelConfig.scale_mma applies to the persistent kernel only")
+        elif self.blocks_per_step not in (1, 2, 4, 8):
             raise ValueError(f"KernelConfig.blocks_per_step must be 1, 2, 4 or 8, got {self.blocks_per_step}")
         if self.scale_mma and self.blocks_per_step != 1:
             raise ValueError("KernelConfig.scale_mma needs blocks_per_step == 1")

@@ -19,12 +19,23 @@ import triton.language as tl
 def _midpoint_bits(base, P: tl.constexpr, M2: tl.constexpr, UP: tl.constexpr):
     """float32 bits of (1 + M2/4) * 2**(P + e), minus 1 if ties round up; base = e + 127."""
     bt = base + P
-    normal = (bt << 23) | (M2 << 21)
+    normal = (tl.minimum(bt, 255) << 23) | (M2 << 21)  # above the float range: no finite value exceeds it
     sub = (4 + M2) << tl.minimum(bt + 20, 20)  # bt <= 0 here; bt >= -2 always
     bits = tl.where(bt >= 1, normal, sub)
     if UP:
         bits = bits - 1
     return bits
+
+
+@triton.jit
+def to_f32(x):
+    """x as float32. bf16 is widened by a shift of its bits: exact for subnormals too, which the
+    triton 3.6 CPU interpreter's own bf16 -> float32 conversion gets wrong (on the GPU both are
+    a shift)."""
+    if x.dtype == tl.bfloat16:
+        return (x.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)
+    else:
+        return x.to(tl.float32)
 
 
 @triton.jit
@@ -35,7 +46,7 @@ def quantize_block_fp8(x, BM: tl.constexpr, BK: tl.constexpr, FLOOR_RULE: tl.con
     non-finite block are 0, its scale byte 255.
     """
     NB: tl.constexpr = BK // 32
-    bits = x.to(tl.float32).to(tl.int32, bitcast=True)
+    bits = to_f32(x).to(tl.int32, bitcast=True)
     mag = tl.reshape(bits & 0x7FFFFFFF, (BM, NB, 32))
     amax = tl.max(mag, axis=2)
     nonfinite = amax >= 0x7F800000
@@ -175,6 +186,40 @@ def _block_dot(a_rows, w_ptr, offs_n, mask_m, mask_n, k0, in_k, KB, SHUFFLED: tl
 
 
 @triton.jit
+def _step_scales(qs_ptr, ws_ptr, offs_m, offs_n, mask_m, mask_n, k0, K, SCOLS, BN: tl.constexpr,
+                 SHUFFLED: tl.constexpr, SCALE_MMA: tl.constexpr):
+    """Scales of the block at k0: A's (float32, from the scratch) and W's times 2**12, as [BM]
+    and [BN] (or [BM, 16] / [BN, 16] with only column 0 set, for the tf32 scale dot)."""
+    in_k = k0 < K
+    if SCALE_MMA:
+        cols = tl.arange(0, 16)
+        sa = tl.load(qs_ptr + offs_m[:, None] * (K // 32) + k0 // 32 + cols[None, :] * 0,
+                     mask=mask_m[:, None] & (cols == 0)[None, :] & in_k, other=0.0)
+        wsb = _load_w_scale_bytes(ws_ptr, offs_n[:, None] + cols[None, :] * 0, k0 // 32, SCOLS,
+                                  mask_n[:, None] & in_k, SHUFFLED)
+        return sa, _e8m0_to_f32(wsb, 12)
+    else:
+        sa = tl.load(qs_ptr + offs_m * (K // 32) + k0 // 32, mask=mask_m & in_k, other=0.0)
+        wsb = _load_w_scale_bytes(ws_ptr, offs_n[:, None], k0 // 32, SCOLS, mask_n[:, None] & in_k, SHUFFLED)
+        return sa, tl.reshape(_e8m0_to_f32(wsb, 12), (BN,))
+
+
+@triton.jit
+def _group_scales(qs_ptr, ws_ptr, offs_m, offs_n, mask_m, mask_n, first, g0, STEPS, K, SCOLS,
+                  NBS: tl.constexpr, SHUFFLED: tl.constexpr):
+    """Scales of blocks first + g0 .. first + g0 + NBS - 1 (those below STEPS and K): A's [BM, NBS]
+    and W's times 2**12 [BN, NBS]."""
+    blk = g0 + tl.arange(0, NBS)
+    kb = first + blk
+    valid = (blk < STEPS) & (kb < K // 32)
+    sa = tl.load(qs_ptr + offs_m[:, None] * (K // 32) + kb[None, :], mask=mask_m[:, None] & valid[None, :],
+                 other=0.0)
+    wsb = _load_w_scale_bytes(ws_ptr, offs_n[:, None], kb[None, :], SCOLS, mask_n[:, None] & valid[None, :],
+                              SHUFFLED)
+    return sa, _e8m0_to_f32(wsb, 12)
+
+
+@triton.jit
 def _store_tile(acc, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, pid_n, pid_m, pid_k,
                 N_TILES, SPLIT_K, BM: tl.constexpr, BN: tl.constexpr, USE_SPLIT: tl.constexpr):
     """Write a finished tile: straight to C, or as a split-K partial; the last partial of a tile
@@ -267,39 +312,36 @@ def a4w4_kernel(
         a_rows = q_ptr + offs_m[:, None] * K + tl.arange(0, 32)[None, :]
         acc = tl.zeros((BM, BN), dtype=tl.float32)
         if NBS == 1:
+            # The scales of step + 1 are loaded during step (the pipeliner prefetches a8 and w, not
+            # them): their memory round trip overlaps a step of work instead of stalling it.
+            sa_nx, sb_nx = _step_scales(qs_ptr, ws_ptr, offs_m, offs_n, mask_m, mask_n, pid_k * STEPS * 32,
+                                        K, SCOLS, BN, SHUFFLED, SCALE_MMA)
             for step in tl.range(0, STEPS):
                 k0 = (pid_k * STEPS + step) * 32
                 in_k = k0 < K
+                sa = sa_nx
+                sb = sb_nx
+                sa_nx, sb_nx = _step_scales(qs_ptr, ws_ptr, offs_m, offs_n, mask_m, mask_n & (step + 1 < STEPS),
+                                            k0 + 32, K, SCOLS, BN, SHUFFLED, SCALE_MMA)
                 p = _block_dot(a_rows, w_ptr, offs_n, mask_m, mask_n, k0, in_k, KB, SHUFFLED, INTERPRET)
                 if SCALE_MMA:
                     # The outer product of the block scales as a K=16 tf32 dot (powers of two are
-                    # exact in tf32): its 32-bit loads then count as dot operands, which the
-                    # pipeliner prefetches with cp.async like a8 and w; the result lands in p's layout.
-                    cols = tl.arange(0, 16)
-                    sa = tl.load(qs_ptr + offs_m[:, None] * (K // 32) + k0 // 32 + cols[None, :] * 0,
-                                 mask=mask_m[:, None] & (cols == 0)[None, :] & in_k, other=0.0)
-                    wsb = _load_w_scale_bytes(ws_ptr, offs_n[:, None] + cols[None, :] * 0, k0 // 32, SCOLS,
-                                              mask_n[:, None] & in_k, SHUFFLED)
-                    sb = _e8m0_to_f32(wsb, 12)
+                    # exact in tf32): the result lands in p's layout.
                     acc += p * tl.dot(sa, tl.trans(sb), input_precision="tf32", out_dtype=tl.float32)
                 else:
-                    sa = tl.load(qs_ptr + offs_m * (K // 32) + k0 // 32, mask=mask_m & in_k, other=0.0)
-                    wsb = _load_w_scale_bytes(ws_ptr, offs_n[:, None], k0 // 32, SCOLS, mask_n[:, None] & in_k, SHUFFLED)
-                    sb = _e8m0_to_f32(wsb, 12)
                     acc += p * (sa[:, None] * tl.reshape(sb, (1, BN)))
         else:
-            # NBS blocks per step: the scales of the whole group come in one load each (they are
-            # not pipelined, so this pays one memory round trip per NBS blocks, not per block);
-            # a8 and w stay one block per load, which the pipeliner prefetches.
+            # NBS blocks per step: the scales of a whole group come in one load each, one group
+            # ahead, so their round trip overlaps the previous group's work; a8 and w stay one
+            # block per load, which the pipeliner prefetches.
             cols = tl.arange(0, NBS)
+            sa_nx, sb_nx = _group_scales(qs_ptr, ws_ptr, offs_m, offs_n, mask_m, mask_n, pid_k * STEPS, 0, STEPS,
+                                         K, SCOLS, NBS, SHUFFLED)
             for group in tl.range(0, tl.cdiv(STEPS, NBS)):
-                blk = group * NBS + cols
-                kb = pid_k * STEPS + blk
-                valid = (blk < STEPS) & (kb < K // 32)
-                sa_all = tl.load(qs_ptr + offs_m[:, None] * (K // 32) + kb[None, :],
-                                 mask=mask_m[:, None] & valid[None, :], other=0.0)
-                sb_all = _e8m0_to_f32(_load_w_scale_bytes(ws_ptr, offs_n[:, None], kb[None, :], SCOLS,
-                                                          mask_n[:, None] & valid[None, :], SHUFFLED), 12)
+                sa_all = sa_nx
+                sb_all = sb_nx
+                sa_nx, sb_nx = _group_scales(qs_ptr, ws_ptr, offs_m, offs_n, mask_m, mask_n, pid_k * STEPS,
+                                             (group + 1) * NBS, STEPS, K, SCOLS, NBS, SHUFFLED)
                 for j in tl.static_range(NBS):
                     k0 = (pid_k * STEPS + group * NBS + j) * 32
                     in_k = (group * NBS + j < STEPS) & (k0 < K)
