@@ -175,6 +175,24 @@ def test_odd_shapes_on_gpu(m, n, k, variant):
 
 @pytest.mark.gpu
 @gpu
+@pytest.mark.parametrize("m", [1024, 4096, 8192])
+@pytest.mark.parametrize("n, k", [(7168, 2048), (8192, 7168)])
+def test_large_m_on_gpu(m, n, k):
+    """Prefill sizes through the library's own config choice (table or heuristic), checked on
+    every 29th row (every output tile); the wide-spread case scales rows by 2**-20 .. 2**20."""
+    a, w = operands(m, n, k, seed=m + n, device="cuda", layout=Layout.AITER_SHUFFLED)
+    rows = testing.sample_rows(m, limit=0)
+    out = mxfp4.gemm_a4w4(a, w)
+    assert testing.check_gemm(out, a, w, rows).passed
+    if (m, n) == (1024, 7168):
+        g = torch.Generator().manual_seed(2)
+        spread = torch.pow(2.0, torch.randint(-20, 21, (m, k // 32), generator=g).float()).repeat_interleave(32, 1)
+        a = (a.float().cpu() * spread).to(torch.bfloat16).cuda()
+        assert testing.check_gemm(mxfp4.gemm_a4w4(a, w), a, w, rows).passed
+
+
+@pytest.mark.gpu
+@gpu
 def test_deterministic_over_100_calls():
     data = task.generate_input(16, 2112, 7168, 15, device="cuda")
     first = task.custom_kernel(data)

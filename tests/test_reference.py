@@ -132,3 +132,23 @@ def test_exact_zero_tolerates_only_the_smallest_subnormal():
     out = gemm_a4w4(a, w)
     out[0, 0] = 2.0 ** -9
     assert not check_gemm(out, a, w).passed
+
+
+def test_row_sampled_check_sees_every_tile_and_a_wrong_row():
+    """check_gemm on sampled rows: every 32-row tile is hit, the last row is in, and a wrong
+    element in a sampled row is caught."""
+    import mxfp4
+    from mxfp4.testing import sample_rows
+
+    assert sample_rows(1024) is None
+    rows = sample_rows(2000)
+    assert rows[-1].item() == 1999 and all(((rows >= t) & (rows < t + 32)).any() for t in range(0, 2000, 32))
+    g = torch.Generator().manual_seed(4)
+    a = torch.randn(70, 64, generator=g).to(torch.bfloat16)
+    w = mxfp4.quantize(torch.randn(16, 64, generator=g).to(torch.bfloat16))
+    out = mxfp4.reference.gemm_a4w4(a, w)
+    rows = sample_rows(70, limit=0)
+    assert check_gemm(out, a, w, rows).passed and check_gemm(out, a, w, rows).elements == len(rows) * 16
+    bad = out.clone()
+    bad[int(rows[1]), 3] += 1.0
+    assert not check_gemm(bad, a, w, rows).passed

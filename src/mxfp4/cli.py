@@ -80,7 +80,8 @@ def _tune(args: argparse.Namespace) -> int:
         print("mxfp4 tune: needs a CUDA GPU (it times the Triton kernel)", file=sys.stderr)
         return 2
     try:
-        shapes = parse_shapes(args.shapes) if args.shapes else shape_set(args.shapes_set)
+        shapes = (parse_shapes(args.shapes) if args.shapes
+                  else [s for name in args.shapes_set.split(",") for s in shape_set(name)])
     except ValueError as exc:
         print(f"mxfp4 tune: {exc}", file=sys.stderr)
         return 2
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     harness.add_arguments(p)
     p.set_defaults(fn=harness.main)
     p = sub.add_parser("tune", help="time and validate kernel configs, write a tuned table")
-    p.add_argument("--shapes-set", default="bench", help="named shape set (see mxfp4 bench --help)")
+    p.add_argument("--shapes-set", default="bench", help="named shape set(s), comma-separated (see mxfp4 bench --help)")
     p.add_argument("--shapes", nargs="+", metavar="M,N,K", help="explicit shapes; overrides --shapes-set")
     p.add_argument("--out", default="mxfp4-tuned.json", help="where to write the table (atomically)")
     p.add_argument("--kernel", choices=("all", "persistent", "direct"), default="all",

@@ -19,18 +19,21 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = 132) -> list[Kernel
 
 
 def persistent_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
-    """Persistent kernel (H200 sweeps found BN 64, 4-warp 64x256 tiles and scale_mma never best):
-    tiles that fit the shape; split-K keeping the work items between about a third of the SMs
-    and two per SM; 1, 2 or 4 blocks per step."""
+    """Persistent kernel (H200 sweeps found BN 64, 4-warp 64x256 tiles, scale_mma and one block
+    per step never best: docs/results/trials-*.csv): tiles that fit the shape; split-K keeping
+    the work items between about a third of the SMs and 1.25 per SM (no split when the tiles
+    alone are more); 2 or 4 blocks per step."""
     bm = min(64, max(16, 1 << math.ceil(math.log2(max(m, 1)))))
     out = []
     for bn in (128, 256):
         tiles = -(-m // bm) * -(-n // bn)
         for split in (1, 2, 3, 4, 6, 8, 12, 16):
             work = tiles * split
-            if split > max(1, k // 128) or work > 2 * num_sms or (work < num_sms // 3 and split < 16):
+            if split > 1 and (split > k // 128 or work > 1.25 * num_sms):
                 continue
-            for nbs in (1, 2, 4):
+            if work < num_sms // 3 and split < 16:
+                continue
+            for nbs in (2, 4):
                 warps = 8 if bm * bn >= 64 * 128 else 4
                 out.append(KernelConfig(bm, bn, split, warps, 3, False, nbs))
     return list(dict.fromkeys(out))
@@ -39,8 +42,9 @@ def persistent_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[Ke
 def direct_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
     """Direct kernel: it quantizes A once per N tile, so only shapes where that stays cheap
     (M * K * N / BN at most ~24 M elements); tiles BM 16 / 32, BN 16 / 32 / 64; NB blocks per
-    chunk with NB * BM * BN <= 8192 (its batched fp32 product lives in registers); split-K giving
-    one to eight programs per SM."""
+    chunk, the largest of 16 / 8 / 4 with NB * BM * BN <= 8192 (its batched fp32 product lives in
+    registers; the H200 sweeps found the largest best); split-K giving half to four programs per
+    SM, each doing one to four chunks."""
     out = []
     blocks = max(1, k // 32)
     bms = sorted({min(32, max(16, 1 << math.ceil(math.log2(max(m, 1))))), 16})
@@ -49,15 +53,14 @@ def direct_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[Kernel
             if m * k * -(-n // bn) > 24 * 2 ** 20:
                 continue
             tiles = -(-m // bm) * -(-n // bn)
-            for nb in (4, 8, 16):
-                if nb * bm * bn > 8192 or nb > blocks:
-                    continue
+            nbs = [nb for nb in (16, 8, 4) if nb * bm * bn <= 8192 and nb <= blocks][:1]
+            for nb in nbs:
                 for split in (1, 2, 4, 8, 16, 32):
                     per = -(-blocks // split)
                     if per < nb or per > 4 * nb:
                         continue
                     progs = tiles * split
-                    if progs < num_sms // 2 or progs > 8 * num_sms:
+                    if progs < num_sms // 2 or progs > 4 * num_sms:
                         continue
                     out.append(KernelConfig(bm, bn, split, 4, 1, False, nb, "direct"))
     return list(dict.fromkeys(out))
@@ -109,7 +112,7 @@ def tune(shapes: Iterable[tuple[int, int, int]], *, device: str | torch.device =
         from .bench.timing import ColdTimer
 
         timer = ColdTimer(device)
-        time_us = lambda fn: timer.time(fn, min_runs=10, max_runs=100, budget_s=0.3).mean_us  # noqa: E731
+        time_us = lambda fn: timer.time(fn, min_runs=10, max_runs=60, budget_s=0.2).mean_us  # noqa: E731
     shapes = [tuple(int(v) for v in s) for s in shapes]
     plan = [(s, cfg) for s in shapes for cfg in candidates(*s)]
     if jobs > 0 and device.type == "cuda":
@@ -121,7 +124,8 @@ def tune(shapes: Iterable[tuple[int, int, int]], *, device: str | torch.device =
         check_a, check_w = _operands(m, n, k, seed=1000 + idx, device=device)
         poisoned = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=device)
         try:
-            report = testing.check_gemm(run(check_a, check_w, cfg, poisoned), check_a, check_w)
+            report = testing.check_gemm(run(check_a, check_w, cfg, poisoned), check_a, check_w,
+                                        testing.sample_rows(m))
         except Exception as exc:  # a config that does not compile or launch is skipped, said so
             trials.append(Trial(m, n, k, cfg, math.nan, False, f"{type(exc).__name__}: {str(exc)[:120]}"))
             bar.update(1)

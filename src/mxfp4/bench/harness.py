@@ -127,18 +127,23 @@ class _Progress:
 
 
 def _measure(row: Row, p: Provider, data, exact: torch.Tensor, device: torch.device, timer: ColdTimer | None,
-             budget_s: float, cpu_runs: int) -> None:
+             budget_s: float, cpu_runs: int, rows: torch.Tensor | None = None) -> None:
+    """Check (on ``rows`` of the output, all when None: see testing.sample_rows) and time one provider."""
     built = p.build(data, device, timer=timer)
     row.note = built.note
     if not built.available:
         row.status = "skipped"
         return
     out = built.fn()
+    if p.gemm and rows is not None:
+        out = out[rows.to(out.device)]
     if p.gemm:
         diff = (out.to(torch.float64) - exact).norm()
         row.rel_err = float(diff / exact.norm().clamp(min=1e-300))
     if p.exact:
         a = data[0]
+        if rows is not None:
+            a = a[rows.to(a.device)]
         rep = testing.check_gemm(out, a, task.weight_from_task(data[3], data[4], a.shape[1]))
         row.max_excess, row.identical_fraction, row.passes = rep.max_excess, rep.identical_fraction, rep.passed
     del out
@@ -192,14 +197,16 @@ def run(shapes: tuple[Shape, ...] | list[Shape], providers: tuple[Provider, ...]
                     bar.step()
                 continue
             data = task.generate_input(shape.m, shape.n, shape.k, shape.seed, device)
-            exact, _ = testing.exact_product(data[0], task.weight_from_task(data[3], data[4], shape.k))
+            rows_checked = testing.sample_rows(shape.m)
+            exact, _ = testing.exact_product(data[0], task.weight_from_task(data[3], data[4], shape.k),
+                                             rows_checked)
             for p, r in zip(providers, shape_rows):
                 bar.start(f"{shape.label} {p.name}")
                 if not cuda and p.gpu_only:
                     r.status, r.note = "skipped", p.build(data, device).note or "needs a CUDA GPU"
                 else:
                     try:
-                        _measure(r, p, data, exact, device, timer, budget_s, cpu_runs)
+                        _measure(r, p, data, exact, device, timer, budget_s, cpu_runs, rows_checked)
                     except Exception as exc:  # one broken provider must not end the run
                         r.status, r.note = "failed", f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
                         bar.write(f"{shape.label} {p.name} failed: {r.note}")
