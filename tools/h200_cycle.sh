@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One build-check-time cycle on the GPU machine (run from the repo root by the device tool):
-#   tools/h200_cycle.sh ["mxfp4 tune arguments" | none] [pytest -k expression]
+#   [BENCH=shape-set|none] tools/h200_cycle.sh ["mxfp4 tune arguments" | none] [pytest -k expression]
 # Tunes the shape set into the shipped table, benchmarks the task shapes, runs the selected kernel tests;
 # everything it writes that is worth keeping goes to $OUT (tune.log, trials.csv, h200.json,
 # tests.log, bench/).
@@ -14,8 +14,10 @@ if [ "$TUNE" != none ]; then
     --no-progress --jobs 14 > "$OUT/tune.log" 2>&1; echo "tune rc=$?"; cp src/mxfp4/configs/h200.json "$OUT/"
   tail -n 12 "$OUT/tune.log"
 fi
-python3 -m mxfp4 bench --out "$OUT/bench" --no-progress > "$OUT/bench.log" 2>&1; echo "bench rc=$?"
-tail -n 14 "$OUT/bench.log"
+if [ "${BENCH:-bench}" != none ]; then
+  python3 -m mxfp4 bench --shapes-set "${BENCH:-bench}" --out "$OUT/bench" --no-progress > "$OUT/bench.log" 2>&1
+  echo "bench rc=$?"; tail -n 14 "$OUT/bench.log"
+fi
 if [ -n "$SEL" ]; then
   python3 -m pytest -q tests/test_kernel.py -k "$SEL" > "$OUT/tests.log" 2>&1; echo "tests rc=$?"
   tail -n 3 "$OUT/tests.log"
