@@ -165,6 +165,10 @@ def plan_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Kern
     return (programs,), args, consts
 
 
+def _pow2_at_least(x: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(1, x))))
+
+
 def plan_direct(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig,
                 write_q: bool = False) -> tuple[tuple, tuple, dict]:
     """Grid, positional arguments and constexpr keywords of one launch of the direct kernel."""
@@ -186,7 +190,8 @@ def plan_direct(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Ke
     args = (a2, a2.stride(0), a2.stride(1), w.data, w.scales, out2, out2.stride(0), out2.stride(1),
             q, qs, part, cnt[4:], m, n, k, w.scales.shape[1], n_tiles, m_tiles, split_k, chunks)
     consts = dict(SHUFFLED=w.layout is Layout.AITER_SHUFFLED, FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR,
-                  BM=config.block_m, BN=config.block_n, NB=nb, USE_SPLIT=split_k > 1, WRITE_Q=write_q,
+                  BM=config.block_m, BN=config.block_n, NB=nb, BMQ=min(config.block_m, _pow2_at_least(m)),
+                  USE_SPLIT=split_k > 1, WRITE_Q=write_q,
                   INTERPRET=interpreter_enabled(), num_warps=config.num_warps, num_stages=config.num_stages)
     return (n_tiles * m_tiles * split_k,), args, consts
 

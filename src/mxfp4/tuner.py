@@ -22,7 +22,7 @@ def persistent_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[Ke
     """Persistent kernel (H200 sweeps found BN 64, 4-warp 64x256 tiles, scale_mma and one block
     per step never best: docs/results/trials-*.csv): tiles that fit the shape; split-K keeping
     the work items between about a third of the SMs and 1.25 per SM (no split when the tiles
-    alone are more); 2 or 4 blocks per step."""
+    alone are more); 2 or 4 blocks per step; the usual warp count and twice it."""
     bm = min(64, max(16, 1 << math.ceil(math.log2(max(m, 1)))))
     out = []
     for bn in (128, 256):
@@ -33,9 +33,10 @@ def persistent_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[Ke
                 continue
             if work < num_sms // 3 and split < 16:
                 continue
+            base = 8 if bm * bn >= 64 * 128 else 4
             for nbs in (2, 4):
-                warps = 8 if bm * bn >= 64 * 128 else 4
-                out.append(KernelConfig(bm, bn, split, warps, 3, False, nbs))
+                for warps in (base, 2 * base):
+                    out.append(KernelConfig(bm, bn, split, warps, 3, False, nbs))
     return list(dict.fromkeys(out))
 
 
@@ -44,7 +45,7 @@ def direct_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[Kernel
     (M * K * N / BN at most ~24 M elements); tiles BM 16 / 32, BN 16 / 32 / 64; NB blocks per
     chunk, the largest of 16 / 8 / 4 with NB * BM * BN <= 8192 (its batched fp32 product lives in
     registers; the H200 sweeps found the largest best); split-K giving half to four programs per
-    SM, each doing one to four chunks."""
+    SM, each doing one to four chunks; 4 or 8 warps."""
     out = []
     blocks = max(1, k // 32)
     bms = sorted({min(32, max(16, 1 << math.ceil(math.log2(max(m, 1))))), 16})
@@ -62,7 +63,8 @@ def direct_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[Kernel
                     progs = tiles * split
                     if progs < num_sms // 2 or progs > 4 * num_sms:
                         continue
-                    out.append(KernelConfig(bm, bn, split, 4, 1, False, nb, "direct"))
+                    for warps in (4, 8):
+                        out.append(KernelConfig(bm, bn, split, warps, 1, False, nb, "direct"))
     return list(dict.fromkeys(out))
 
 

@@ -221,13 +221,17 @@ def _group_scales(qs_ptr, ws_ptr, offs_m, offs_n, mask_m, mask_n, first, g0, STE
 
 @triton.jit
 def _store_tile(acc, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, pid_n, pid_m, pid_k,
-                N_TILES, SPLIT_K, BM: tl.constexpr, BN: tl.constexpr, USE_SPLIT: tl.constexpr):
+                N_TILES, SPLIT_K, BM: tl.constexpr, BN: tl.constexpr, USE_SPLIT: tl.constexpr,
+                REP: tl.constexpr = 1):
     """Write a finished tile: straight to C, or as a split-K partial; the last partial of a tile
-    to arrive sums all of them in split order (bitwise deterministic) and writes C."""
-    offs_m = pid_m * BM + tl.arange(0, BM)
+    to arrive sums all of them in split order (bitwise deterministic) and writes C. REP > 1: the
+    tile holds BM / REP rows, each repeated REP times (row i at i * REP .. i * REP + REP - 1);
+    only the first copy is written."""
+    local_m = tl.arange(0, BM)
+    offs_m = pid_m * (BM // REP) + local_m // REP
     offs_n = pid_n * BN + tl.arange(0, BN)
     c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
-    c_mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+    c_mask = ((offs_m < M) & (local_m % REP == 0))[:, None] & (offs_n < N)[None, :]
     if not USE_SPLIT:
         tl.store(c_ptrs, f32_to_bf16_rne(acc), mask=c_mask)
     else:

@@ -89,7 +89,7 @@ def a4w4_direct_kernel(
     M, N, K, SCOLS,
     N_TILES, M_TILES, SPLIT_K, CHUNKS,
     SHUFFLED: tl.constexpr, FLOOR_RULE: tl.constexpr,
-    BM: tl.constexpr, BN: tl.constexpr, NB: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, NB: tl.constexpr, BMQ: tl.constexpr,
     USE_SPLIT: tl.constexpr, WRITE_Q: tl.constexpr, INTERPRET: tl.constexpr,
 ):
     """C[M, N] (bf16) = quant(A)[M, K] @ W[N, K]^T; one program per (n tile, m tile, k split).
@@ -104,7 +104,10 @@ def a4w4_direct_kernel(
     rest = pid // N_TILES
     pid_m = rest % M_TILES
     pid_k = rest // M_TILES
-    offs_m = pid_m * BM + tl.arange(0, BM)
+    # BMQ (< BM only when M < BM) rows are loaded and quantized; each is repeated BM / BMQ times
+    # to make the dot's BM rows (so no work goes into quantizing padding rows).
+    REP: tl.constexpr = BM // BMQ
+    offs_m = pid_m * BMQ + tl.arange(0, BMQ)
     offs_n = pid_n * BN + tl.arange(0, BN)
     mask_m = offs_m < M
     mask_n = offs_n < N
@@ -122,15 +125,18 @@ def a4w4_direct_kernel(
         w = tl.load(w_ptr + _weight_offsets_3d(blk, offs_n, KB, SHUFFLED), mask=w_mask, other=0)
         wsb = tl.load(ws_ptr + _scale_offsets_2d(blk, offs_n, SCOLS, SHUFFLED),
                       mask=in_k[:, None] & mask_n[None, :], other=127).to(tl.int32)
-        a8, sab = quantize_rows_fp8(x, NB, BM, FLOOR_RULE)              # [NB, BM, 32], [NB, BM]
+        a8, sab = quantize_rows_fp8(x, NB, BMQ, FLOOR_RULE)             # [NB, BMQ, 32], [NB, BMQ]
         if WRITE_Q:
             if pid_n == 0:
                 tl.store(q_ptr + offs_m[None, :, None] * K + cols, a8.to(tl.uint8, bitcast=True), mask=a_mask)
                 tl.store(qs_ptr + offs_m[None, :] * KBLK + blk[:, None], _e8m0_to_f32(sab, 0),
                          mask=in_k[:, None] & mask_m[None, :])
+        if REP > 1:
+            a8 = tl.reshape(tl.broadcast_to(tl.reshape(a8, (NB, BMQ, 1, 32)), (NB, BMQ, REP, 32)), (NB, BM, 32))
+            sab = tl.reshape(tl.broadcast_to(tl.reshape(sab, (NB, BMQ, 1)), (NB, BMQ, REP)), (NB, BM))
         w8 = tl.reshape(fp4x2_to_fp8(tl.reshape(w, (NB * BN, 16)), INTERPRET), (NB, BN, 32))
         p = tl.dot(a8, tl.permute(w8, (0, 2, 1)), out_dtype=tl.float32)  # [NB, BM, BN], exact per block
         s = _e8m0_to_f32(sab, 0)[:, :, None] * _e8m0_to_f32(wsb, 12)[:, None, :]
         acc += tl.sum(p * s, axis=0)
     _store_tile(acc, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, pid_n, pid_m, pid_k,
-                N_TILES, SPLIT_K, BM, BN, USE_SPLIT)
+                N_TILES, SPLIT_K, BM, BN, USE_SPLIT, REP)
