@@ -15,7 +15,8 @@ from .tuning import KernelConfig, TunedTable
 
 def candidate_configs(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
     """The curated candidates of both kernels for one shape (see the two helpers)."""
-    return persistent_candidates(m, n, k, num_sms) + direct_candidates(m, n, k, num_sms)
+    return (persistent_candidates(m, n, k, num_sms) + direct_candidates(m, n, k, num_sms)
+            + chunked_candidates(m, n, k, num_sms))
 
 
 def persistent_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
@@ -65,6 +66,29 @@ def direct_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[Kernel
                         continue
                     for warps in (4, 8):
                         out.append(KernelConfig(bm, bn, split, warps, 1, False, nb, "direct"))
+    return list(dict.fromkeys(out))
+
+
+def chunked_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
+    """Chunked kernel: BM up to 64 (fitting M), BN 32 / 64 / 128, NB 2 / 4 / 8 blocks per
+    chunk with NB * BM * BN <= 8192 (registers: larger spills), 4 warps; split-K bringing the
+    work items to between half and 1.25 per SM (no split when the tiles alone are more);
+    the largest NB that fits."""
+    out = []
+    blocks = max(1, k // 32)
+    top = min(64, max(16, 1 << math.ceil(math.log2(max(m, 1)))))
+    for bm in sorted({top, max(16, top // 2)}):
+        for bn in (32, 64, 128):
+            tiles = -(-m // bm) * -(-n // bn)
+            for nb in (8, 4, 2):
+                if nb * bm * bn > 8192 or nb > blocks:
+                    continue
+                splits = [s for s in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+                          if s <= blocks // nb and num_sms // 2 <= tiles * s <= 1.25 * num_sms]
+                splits = splits or [1]
+                for split in splits:
+                    out.append(KernelConfig(bm, bn, split, 4, 1, False, nb, "chunked"))
+                break  # the largest NB that fits: more blocks per dot, fewer steps
     return list(dict.fromkeys(out))
 
 

@@ -160,6 +160,39 @@ def _quantize_a_chunk(c, a_ptr, stride_am, stride_ak, q_ptr, qs_ptr, M, K, KQ_CH
 
 
 @triton.jit
+def quantize_a_and_meet(a_ptr, stride_am, stride_ak, q_ptr, qs_ptr, sync_ptr, M, K, Q_CHUNKS, KQ_CHUNKS,
+                        QM: tl.constexpr, QK: tl.constexpr, FLOOR_RULE: tl.constexpr, INTERPRET: tl.constexpr):
+    """Phase 1 of a persistent launch: the programs quantize A's chunks (QM x QK) into the fp8
+    scratch, then wait until all chunks are done. The grid must be co-resident. The counter in
+    use alternates with an epoch (sync_ptr[0]) that the last program bumps once everyone has
+    met, so no reset is needed at exit. Under the CPU interpreter programs run one after
+    another, so program 0 quantizes every chunk."""
+    pid = tl.program_id(0)
+    G = tl.num_programs(0)
+    epoch = tl.load(sync_ptr, volatile=True)
+    counter = sync_ptr + 1 + epoch % 2
+    if INTERPRET:
+        mine = tl.where(pid == 0, Q_CHUNKS, 0)
+        if pid == 0:
+            for c in range(0, Q_CHUNKS):
+                _quantize_a_chunk(c, a_ptr, stride_am, stride_ak, q_ptr, qs_ptr, M, K, KQ_CHUNKS, QM, QK,
+                                  FLOOR_RULE)
+    else:
+        mine = tl.maximum(Q_CHUNKS - pid + G - 1, 0) // G
+        for c in range(pid, Q_CHUNKS, G):
+            _quantize_a_chunk(c, a_ptr, stride_am, stride_ak, q_ptr, qs_ptr, M, K, KQ_CHUNKS, QM, QK,
+                              FLOOR_RULE)
+    tl.debug_barrier()
+    seen = tl.atomic_add(counter, mine, sem="acq_rel", scope="gpu") + mine
+    while seen < Q_CHUNKS:
+        seen = tl.atomic_add(counter, 0, sem="acquire", scope="gpu")
+    tl.debug_barrier()
+    if pid == G - 1:  # everyone has read the epoch (they arrived): move to the next one
+        tl.store(sync_ptr + 1 + (epoch + 1) % 2, 0)
+        tl.store(sync_ptr, epoch + 1)
+
+
+@triton.jit
 def _load_w_scale_bytes(ws_ptr, n, s, SCOLS, mask, SHUFFLED: tl.constexpr):
     """W's e8m0 bytes (row n, block s) as int32, read as aligned 32-bit words (cp.async needs at
     least 4 bytes) and shifted out; 127 where masked. Plain layout reads bytes (its array may
@@ -280,27 +313,8 @@ def a4w4_kernel(
 
     # Phase 1: quantize A once, then meet.
     if PHASES % 2 == 1:
-        epoch = tl.load(sync_ptr, volatile=True)
-        counter = sync_ptr + 1 + epoch % 2
-        if INTERPRET:
-            mine = tl.where(pid == 0, Q_CHUNKS, 0)
-            if pid == 0:
-                for c in range(0, Q_CHUNKS):
-                    _quantize_a_chunk(c, a_ptr, stride_am, stride_ak, q_ptr, qs_ptr, M, K, KQ_CHUNKS, QM, QK,
-                                      FLOOR_RULE)
-        else:
-            mine = tl.maximum(Q_CHUNKS - pid + G - 1, 0) // G
-            for c in range(pid, Q_CHUNKS, G):
-                _quantize_a_chunk(c, a_ptr, stride_am, stride_ak, q_ptr, qs_ptr, M, K, KQ_CHUNKS, QM, QK,
-                                  FLOOR_RULE)
-        tl.debug_barrier()
-        seen = tl.atomic_add(counter, mine, sem="acq_rel", scope="gpu") + mine
-        while seen < Q_CHUNKS:
-            seen = tl.atomic_add(counter, 0, sem="acquire", scope="gpu")
-        tl.debug_barrier()
-        if pid == G - 1:  # everyone has read the epoch (they arrived): move to the next one
-            tl.store(sync_ptr + 1 + (epoch + 1) % 2, 0)
-            tl.store(sync_ptr, epoch + 1)
+        quantize_a_and_meet(a_ptr, stride_am, stride_ak, q_ptr, qs_ptr, sync_ptr, M, K, Q_CHUNKS, KQ_CHUNKS,
+                            QM, QK, FLOOR_RULE, INTERPRET)
 
     # Phase 2: the GEMM on the quantized A, item by item.
     KB = K // 2
