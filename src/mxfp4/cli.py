@@ -88,7 +88,7 @@ def _tune(args: argparse.Namespace) -> int:
     from . import tuner
 
     pick = {"all": tuner.candidate_configs, "persistent": tuner.persistent_candidates,
-            "direct": tuner.direct_candidates, "chunked": tuner.chunked_candidates}[args.kernel]
+            "direct": tuner.direct_candidates}[args.kernel]
     table, trials = tune([(s.m, s.n, s.k) for s in shapes], candidates=pick, progress=not args.no_progress,
                          jobs=args.jobs)
     if args.trials:
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shapes-set", default="bench", help="named shape set(s), comma-separated (see mxfp4 bench --help)")
     p.add_argument("--shapes", nargs="+", metavar="M,N,K", help="explicit shapes; overrides --shapes-set")
     p.add_argument("--out", default="mxfp4-tuned.json", help="where to write the table (atomically)")
-    p.add_argument("--kernel", choices=("all", "persistent", "direct", "chunked"), default="all",
+    p.add_argument("--kernel", choices=("all", "persistent", "direct"), default="all",
                    help="which kernel's candidates to time (default: both)")
     p.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
                    help="processes that compile the candidates before timing (0: compile while timing)")

@@ -196,37 +196,6 @@ def plan_direct(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Ke
     return (n_tiles * m_tiles * split_k,), args, consts
 
 
-def plan_chunked(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig
-                 ) -> tuple[tuple, tuple, dict]:
-    """Grid, positional arguments and constexpr keywords of one launch of the chunked kernel."""
-    m, k = a2.shape
-    n = w.shape[0]
-    _check_32bit(m, n, k, w)
-    dev = a2.device
-    blocks = k // 32
-    nb = config.blocks_per_step
-    split_k = max(1, min(config.split_k, -(-blocks // nb)))
-    chunks = -(-blocks // (split_k * nb))
-    split_k = -(-blocks // (chunks * nb))
-    n_tiles, m_tiles = -(-n // config.block_n), -(-m // config.block_m)
-    work = n_tiles * m_tiles * split_k
-    programs = max(1, min(work, _num_programs_cap(dev)))
-    qm, qk = _quant_chunks(m, k, programs)
-    kq_chunks = -(-k // qk)
-    q = torch.empty((m, k), dtype=torch.uint8, device=dev)
-    qs = torch.empty((m, blocks), dtype=torch.float32, device=dev)
-    cnt = _WORKSPACE.counters(dev, 4 + n_tiles * m_tiles)
-    part = (torch.empty(work * config.block_m * config.block_n, dtype=torch.float32, device=dev)
-            if split_k > 1 else qs)
-    args = (a2, a2.stride(0), a2.stride(1), w.data, w.scales, out2, out2.stride(0), out2.stride(1),
-            q, qs, part, cnt, cnt[4:], m, n, k, w.scales.shape[1],
-            n_tiles, m_tiles, split_k, chunks, -(-m // qm) * kq_chunks, kq_chunks)
-    consts = dict(SHUFFLED=w.layout is Layout.AITER_SHUFFLED, FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR,
-                  BM=config.block_m, BN=config.block_n, NB=nb, QM=qm, QK=qk, USE_SPLIT=split_k > 1,
-                  INTERPRET=interpreter_enabled(), num_warps=config.num_warps, num_stages=config.num_stages)
-    return (programs,), args, consts
-
-
 def launch_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig,
                 debug: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Launch the Triton kernel ``config.kernel`` on 2-D a [M, K] into out [M, N]; no validation.
@@ -235,12 +204,6 @@ def launch_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Ke
     float's exponent field is the e8m0 byte). The persistent kernel always writes them (its
     phase-1 scratch); the direct kernel only when ``debug`` (else the buffers are placeholders).
     """
-    if config.kernel == "chunked":
-        from .kernels.chunked import a4w4_chunked_kernel
-
-        grid, args, consts = plan_chunked(a2, w, out2, config)
-        a4w4_chunked_kernel[grid](*args, **consts)
-        return args[8], args[9]
     if config.kernel == "direct":
         from .kernels.direct import a4w4_direct_kernel
 

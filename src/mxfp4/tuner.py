@@ -15,15 +15,15 @@ from .tuning import KernelConfig, TunedTable
 
 def candidate_configs(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
     """The curated candidates of both kernels for one shape (see the two helpers)."""
-    return (persistent_candidates(m, n, k, num_sms) + direct_candidates(m, n, k, num_sms)
-            + chunked_candidates(m, n, k, num_sms))
+    return persistent_candidates(m, n, k, num_sms) + direct_candidates(m, n, k, num_sms)
 
 
 def persistent_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
     """Persistent kernel (H200 sweeps found BN 64, 4-warp 64x256 tiles, scale_mma and one block
     per step never best: docs/results/trials-*.csv): tiles that fit the shape; split-K keeping
     the work items between about a third of the SMs and 1.25 per SM (no split when the tiles
-    alone are more); 2 or 4 blocks per step; the usual warp count and twice it."""
+    alone are more); 2 or 4 blocks per step; 4 warps (8 for 64 x 128 tiles and up: twice
+    those never won in docs/results/trials-bench.csv)."""
     bm = min(64, max(16, 1 << math.ceil(math.log2(max(m, 1)))))
     out = []
     for bn in (128, 256):
@@ -34,10 +34,9 @@ def persistent_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[Ke
                 continue
             if work < num_sms // 3 and split < 16:
                 continue
-            base = 8 if bm * bn >= 64 * 128 else 4
+            warps = 8 if bm * bn >= 64 * 128 else 4
             for nbs in (2, 4):
-                for warps in (base, 2 * base):
-                    out.append(KernelConfig(bm, bn, split, warps, 3, False, nbs))
+                out.append(KernelConfig(bm, bn, split, warps, 3, False, nbs))
     return list(dict.fromkeys(out))
 
 
@@ -46,7 +45,7 @@ def direct_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[Kernel
     (M * K * N / BN at most ~24 M elements); tiles BM 16 / 32, BN 16 / 32 / 64; NB blocks per
     chunk, the largest of 16 / 8 / 4 with NB * BM * BN <= 8192 (its batched fp32 product lives in
     registers; the H200 sweeps found the largest best); split-K giving half to four programs per
-    SM, each doing one to four chunks; 4 or 8 warps."""
+    SM, each doing one to four chunks; 4 warps (8 never won)."""
     out = []
     blocks = max(1, k // 32)
     bms = sorted({min(32, max(16, 1 << math.ceil(math.log2(max(m, 1))))), 16})
@@ -64,31 +63,7 @@ def direct_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[Kernel
                     progs = tiles * split
                     if progs < num_sms // 2 or progs > 4 * num_sms:
                         continue
-                    for warps in (4, 8):
-                        out.append(KernelConfig(bm, bn, split, warps, 1, False, nb, "direct"))
-    return list(dict.fromkeys(out))
-
-
-def chunked_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
-    """Chunked kernel: BM up to 64 (fitting M), BN 32 / 64 / 128, NB 2 / 4 / 8 blocks per
-    chunk with NB * BM * BN <= 8192 (registers: larger spills), 4 warps; split-K bringing the
-    work items to between half and 1.25 per SM (no split when the tiles alone are more);
-    the largest NB that fits."""
-    out = []
-    blocks = max(1, k // 32)
-    top = min(64, max(16, 1 << math.ceil(math.log2(max(m, 1)))))
-    for bm in sorted({top, max(16, top // 2)}):
-        for bn in (32, 64, 128):
-            tiles = -(-m // bm) * -(-n // bn)
-            for nb in (8, 4, 2):
-                if nb * bm * bn > 8192 or nb > blocks:
-                    continue
-                splits = [s for s in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
-                          if s <= blocks // nb and num_sms // 2 <= tiles * s <= 1.25 * num_sms]
-                splits = splits or [1]
-                for split in splits:
-                    out.append(KernelConfig(bm, bn, split, 4, 1, False, nb, "chunked"))
-                break  # the largest NB that fits: more blocks per dot, fewer steps
+                    out.append(KernelConfig(bm, bn, split, 4, 1, False, nb, "direct"))
     return list(dict.fromkeys(out))
 
 

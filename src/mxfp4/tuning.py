@@ -10,7 +10,7 @@ import warnings
 from pathlib import Path
 
 
-KERNELS = ("persistent", "direct", "chunked")
+KERNELS = ("persistent", "direct")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,10 +25,9 @@ class KernelConfig:
     blocks_per_step: MX blocks per K step (1, 2, 4, 8); the scales of a step's blocks come in one
     load, so their memory round trip is paid once per step. Not combined with scale_mma.
     kernel: "persistent" (A quantized once per launch, then a grid-wide meeting; the fields
-    above), "direct" (each program quantizes the A rows it needs; no meeting) or "chunked"
-    (A quantized once, then NB blocks per batched dot). For "direct" and "chunked", split_k is
-    the number of work items along K and blocks_per_step (NB, 1 .. 64) the MX blocks loaded
-    and multiplied at once; scale_mma does not apply.
+    above) or "direct" (each program quantizes the A rows it needs; no meeting). For "direct",
+    split_k is the number of programs along K and blocks_per_step (NB, 1 .. 64) the MX blocks
+    each program loads and multiplies at once; scale_mma does not apply.
     """
 
     block_m: int = 16
@@ -49,10 +48,10 @@ class KernelConfig:
             raise ValueError(f"KernelConfig.scale_mma must be a bool, got {self.scale_mma!r}")
         if self.kernel not in KERNELS:
             raise ValueError(f"KernelConfig.kernel must be one of {KERNELS}, got {self.kernel!r}")
-        if self.kernel in ("direct", "chunked"):
+        if self.kernel == "direct":
             if self.blocks_per_step > 64 or self.blocks_per_step & (self.blocks_per_step - 1):
-                raise ValueError("KernelConfig.blocks_per_step must be a power of two <= 64 for the "
-                                 f"{self.kernel} kernel, got {self.blocks_per_step}")
+                raise ValueError("KernelConfig.blocks_per_step must be a power of two <= 64 for the direct "
+                                 f"kernel, got {self.blocks_per_step}")
             if self.scale_mma:
                 raise ValueError("KernelConfig.scale_mma applies to the persistent kernel only")
         elif self.blocks_per_step not in (1, 2, 4, 8):
