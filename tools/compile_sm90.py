@@ -1,7 +1,9 @@
-"""Compile the kernel for sm_90 on a machine with no GPU and write ttgir / ptx / cubin to /tmp.
+"""Compile a kernel for sm_90 on a machine with no GPU and write ttgir / ptx / cubin to /tmp.
 
-Usage: python tools/compile_sm90.py BM BN WARPS [BLOCKS_PER_STEP], then
-  .venv/lib/python3.11/site-packages/triton/backends/nvidia/bin/cuobjdump --dump-sass /tmp/k_BM_BN_W.cubin
+Usage:
+  python tools/compile_sm90.py BM BN WARPS [BLOCKS_PER_STEP]          persistent kernel
+  python tools/compile_sm90.py --direct BM BN NB WARPS [BMQ]           direct kernel
+then  .venv/lib/python3.11/site-packages/triton/backends/nvidia/bin/cuobjdump --dump-sass /tmp/<name>.cubin
 Integer arguments are declared divisible by 16 and strides of 1 constant, as the real launch
 specializes them; costs no device time.
 """
@@ -9,30 +11,46 @@ import sys
 
 import triton
 from triton.backends.compiler import GPUTarget
-sys.path.insert(0, "src")
-from mxfp4.kernels.a4w4 import a4w4_kernel
 from triton.compiler import ASTSource
-def compile_cfg(BM, BN, warps, stages=3, QM=16, QK=256, split=True, shuffled=True, NBS=1):
-    sig = {}
-    names = a4w4_kernel.arg_names
-    ptr_args = {"a_ptr":"*bf16","w_ptr":"*u8","ws_ptr":"*u8","c_ptr":"*bf16","q_ptr":"*u8","qs_ptr":"*fp32","part_ptr":"*fp32","sync_ptr":"*i32","tile_cnt_ptr":"*i32"}
-    consts = dict(SHUFFLED=shuffled, FLOOR_RULE=False, BM=BM, BN=BN, QM=QM, QK=QK, USE_SPLIT=split, SCALE_MMA=False, NBS=NBS, INTERPRET=False, PHASES=3)
-    for n in names:
-        if n in ptr_args: sig[n] = ptr_args[n]
-        elif n in consts: sig[n] = "constexpr"
-        else: sig[n] = "i32"
-    ones = {"stride_ak": 1, "stride_cn": 1, "M_TILES": 1}
-    for k_, v_ in ones.items():
-        sig[k_] = "constexpr"; consts[k_] = v_
-    div16 = set(ptr_args) | {"stride_am", "stride_cm", "M", "N", "K", "SCOLS"}
-    attrs = {(names.index(k_),): [["tt.divisibility", 16]] for k_ in div16}
-    src = ASTSource(fn=a4w4_kernel, signature=sig, constexprs={(names.index(k),): v for k, v in consts.items()}, attrs=attrs)
+
+sys.path.insert(0, "src")
+from mxfp4.kernels.a4w4 import a4w4_kernel  # noqa: E402
+from mxfp4.kernels.direct import a4w4_direct_kernel  # noqa: E402
+
+PTRS = {"a_ptr": "*bf16", "w_ptr": "*u8", "ws_ptr": "*u8", "c_ptr": "*bf16", "q_ptr": "*u8", "qs_ptr": "*fp32",
+        "part_ptr": "*fp32", "sync_ptr": "*i32", "tile_cnt_ptr": "*i32"}
+
+
+def compile_kernel(fn, consts, warps, stages):
+    names = fn.arg_names
+    consts = dict(consts, stride_ak=1, stride_cn=1)
+    if "M_TILES" in names and fn is a4w4_kernel:
+        consts["M_TILES"] = 1
+    sig = {n: PTRS.get(n, "constexpr" if n in consts else "i32") for n in names}
+    div16 = (set(PTRS) & set(names)) | {"stride_am", "stride_cm", "M", "N", "K", "SCOLS"}
+    attrs = {(names.index(k),): [["tt.divisibility", 16]] for k in div16}
+    src = ASTSource(fn=fn, signature=sig, constexprs={(names.index(k),): v for k, v in consts.items()}, attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, num_stages=stages))
+
+
+def main(argv):
+    if argv and argv[0] == "--direct":
+        bm, bn, nb, warps = map(int, argv[1:5])
+        bmq = int(argv[5]) if len(argv) > 5 else bm
+        consts = dict(SHUFFLED=True, FLOOR_RULE=False, BM=bm, BN=bn, NB=nb, BMQ=bmq, USE_SPLIT=True, WRITE_Q=False,
+                      INTERPRET=False)
+        ck, name = compile_kernel(a4w4_direct_kernel, consts, warps, 1), f"d_{bm}_{bn}_{nb}_{warps}_{bmq}"
+    else:
+        bm, bn, warps = map(int, argv[0:3])
+        nbs = int(argv[3]) if len(argv) > 3 else 1
+        consts = dict(SHUFFLED=True, FLOOR_RULE=False, BM=bm, BN=bn, QM=16, QK=256, USE_SPLIT=True, SCALE_MMA=False,
+                      NBS=nbs, INTERPRET=False, PHASES=3)
+        ck, name = compile_kernel(a4w4_kernel, consts, warps, 3), f"k_{bm}_{bn}_{warps}"
+    print("shared", ck.metadata.shared, "->", f"/tmp/{name}.*")
+    for ext in ("ptx", "ttgir"):
+        open(f"/tmp/{name}.{ext}", "w").write(ck.asm[ext])
+    open(f"/tmp/{name}.cubin", "wb").write(ck.asm["cubin"])
+
+
 if __name__ == "__main__":
-    BM, BN, W = map(int, sys.argv[1:4])
-    NBS = int(sys.argv[4]) if len(sys.argv) > 4 else 1
-    ck = compile_cfg(BM, BN, W, NBS=NBS)
-    print("shared", ck.metadata.shared)
-    open(f"/tmp/k_{BM}_{BN}_{W}.ptx","w").write(ck.asm["ptx"])
-    open(f"/tmp/k_{BM}_{BN}_{W}.ttgir","w").write(ck.asm["ttgir"])
-    open(f"/tmp/k_{BM}_{BN}_{W}.cubin","wb").write(ck.asm["cubin"])
+    main(sys.argv[1:])
