@@ -1,27 +1,34 @@
 # Two entry points for a fresh clone:  make bench  and  make test.
-# Both create .venv, install what is missing, then run from this checkout's src/.
-# A machine whose python already has torch (a GPU box) gets a venv that reuses it; elsewhere
-# the venv gets torch 2.13.0 (CPU), triton 3.6.0 and numpy < 2.3 for Triton's CPU interpreter.
+# Both install what is missing, then run from this checkout's src/. A python that already has
+# torch and triton (a GPU box) is used directly; elsewhere .venv gets torch 2.13.0 (CPU),
+# triton 3.6.0 and numpy < 2.3 for Triton's CPU interpreter.
 PYTHON ?= python3
 VENV   := .venv
+
+# A python that already imports torch and triton (a GPU box, often itself a venv or conda env)
+# is used as it is: a venv made from it would not see its packages.
+SYSTEM_STACK := $(shell $(PYTHON) -c "import torch, triton" >/dev/null 2>&1 && echo yes)
+
+ifeq ($(SYSTEM_STACK),yes)
+PY     := $(PYTHON)
+STAMP  := build/.deps-system
+$(STAMP): pyproject.toml
+	@echo "using $(PYTHON): it has torch and triton (no virtual environment)"
+	@$(PY) -c "import pytest" 2>/dev/null || $(PY) -m pip install -q pytest \
+	  || echo "pytest is missing and could not be installed: make test needs it"
+	@mkdir -p build && touch $(STAMP)
+else
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV) && $(PY) -m pip install -q --upgrade pip && \
+	$(PY) -m pip install -q "torch==2.13.0" "triton==3.6.0" "numpy<2.3" && \
+	$(PY) -m pip install -q -e ".[test,bench]"
+	@touch $(STAMP)
+endif
 RUN    := PYTHONPATH=$(CURDIR)/src $(PY)
 
 .PHONY: venv test bench check clean
-
-$(STAMP): pyproject.toml
-	@if $(PYTHON) -c "import torch, triton" 2>/dev/null; then \
-	  echo "using the system torch and triton (venv with --system-site-packages)"; \
-	  $(PYTHON) -m venv --system-site-packages $(VENV); \
-	  $(PY) -m pip install -q -e ".[test,bench]" \
-	    || echo "pip install failed (offline?): running from src/ with the system packages"; \
-	else \
-	  $(PYTHON) -m venv $(VENV) && $(PY) -m pip install -q --upgrade pip && \
-	  $(PY) -m pip install -q "torch==2.13.0" "triton==3.6.0" "numpy<2.3" && \
-	  $(PY) -m pip install -q -e ".[test,bench]"; \
-	fi
-	@touch $(STAMP)
 
 venv: $(STAMP)
 
