@@ -15,7 +15,7 @@ Numerics are those of the persistent kernel: per MX block an exact fp8 dot (bloc
 import triton
 import triton.language as tl
 
-from .a4w4 import _e8m0_to_f32, _store_tile, fp4x2_to_fp8, to_f32
+from .a4w4 import _e8m0_to_f32, _scale_offsets, _store_tile, fp4x2_to_fp8, to_f32
 
 
 @triton.jit
@@ -69,18 +69,6 @@ def _weight_offsets_3d(blk, offs_n, KB, SHUFFLED: tl.constexpr):
 
 
 @triton.jit
-def _scale_offsets_2d(blk, offs_n, SCOLS, SHUFFLED: tl.constexpr):
-    """Offsets [NB, BN] of the e8m0 byte of block blk[b] of weight row n (plain or shuffled)."""
-    s = blk[:, None]
-    n = offs_n[None, :]
-    if SHUFFLED:
-        return ((n // 32) * (32 * SCOLS) + (s // 8) * 256 + (s % 4) * 64 + (n % 16) * 4
-                + ((s % 8) // 4) * 2 + (n % 32) // 16)
-    else:
-        return n * SCOLS + s
-
-
-@triton.jit
 def a4w4_direct_kernel(
     a_ptr, stride_am, stride_ak,
     w_ptr, ws_ptr,
@@ -123,7 +111,7 @@ def a4w4_direct_kernel(
         x = tl.load(a_ptr + offs_m[None, :, None] * stride_am + cols * stride_ak, mask=a_mask, other=0.0)
         w_mask = in_k[:, None, None] & mask_n[None, :, None]
         w = tl.load(w_ptr + _weight_offsets_3d(blk, offs_n, KB, SHUFFLED), mask=w_mask, other=0)
-        wsb = tl.load(ws_ptr + _scale_offsets_2d(blk, offs_n, SCOLS, SHUFFLED),
+        wsb = tl.load(ws_ptr + _scale_offsets(offs_n[None, :], blk[:, None], SCOLS, SHUFFLED),
                       mask=in_k[:, None] & mask_n[None, :], other=127).to(tl.int32)
         a8, sab = quantize_rows_fp8(x, NB, BMQ, FLOOR_RULE)             # [NB, BMQ, 32], [NB, BMQ]
         if WRITE_Q:
