@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -112,11 +113,21 @@ class TunedTable:
     package: str
     entries: tuple[tuple[tuple[int, int, int], KernelConfig], ...]
 
+    @functools.cached_property
+    def _index(self) -> tuple[dict, dict]:
+        """(shape -> config, (n, k) -> [(m, config)] sorted by m), built on first look-up."""
+        by_nk: dict[tuple[int, int], list] = {}
+        for (m, n, k), cfg in self.entries:
+            by_nk.setdefault((n, k), []).append((m, cfg))
+        for rows in by_nk.values():
+            rows.sort(key=lambda row: row[0])
+        return dict(self.entries), by_nk
+
     def lookup(self, m: int, n: int, k: int) -> KernelConfig | None:
-        by_shape = dict(self.entries)
+        by_shape, by_nk = self._index
         if (m, n, k) in by_shape:
             return by_shape[(m, n, k)]
-        same_nk = sorted((mm, cfg) for (mm, nn, kk), cfg in self.entries if (nn, kk) == (n, k))
+        same_nk = by_nk.get((n, k))
         if not same_nk:
             return None
         above = [cfg for mm, cfg in same_nk if mm >= m]
