@@ -126,3 +126,14 @@ def test_candidates_are_valid_and_bounded():
         cands = candidate_configs(m, n, k)
         assert 1 <= len(cands) <= 60
         assert all(isinstance(c, KernelConfig) for c in cands)
+
+
+def test_every_shape_gets_candidates():
+    """Tiny, task, model-layer and prefill shapes all get at least one candidate (the heuristic
+    config when the curated sets do not fit), and every candidate is a valid config."""
+    from mxfp4.tuner import candidate_configs
+
+    for shape in [(1, 16, 64), (7, 48, 320), (4, 2880, 512), (16, 2112, 7168), (256, 3072, 1536),
+                  (8192, 8192, 8192)]:
+        cands = candidate_configs(*shape)
+        assert cands and all(isinstance(c, KernelConfig) for c in cands), shape

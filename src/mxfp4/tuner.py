@@ -10,12 +10,14 @@ import torch
 
 from . import ops, testing
 from .tensor import Layout, MXFP4Tensor, quantize
-from .tuning import KernelConfig, TunedTable
+from .tuning import KernelConfig, TunedTable, heuristic_config
 
 
 def candidate_configs(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
-    """The curated candidates of both kernels for one shape (see the two helpers)."""
-    return persistent_candidates(m, n, k, num_sms) + direct_candidates(m, n, k, num_sms)
+    """The curated candidates of both kernels for one shape (see the two helpers); the heuristic
+    config when neither fits (shapes far smaller than the GPU)."""
+    return (persistent_candidates(m, n, k, num_sms) + direct_candidates(m, n, k, num_sms)
+            or [heuristic_config(m, n, k, num_sms)])
 
 
 def persistent_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
