@@ -331,7 +331,8 @@ def a4w4_kernel(
         acc = tl.zeros((BM, BN), dtype=tl.float32)
         if NBS == 1:
             # The scales of step + 1 are loaded during step (the pipeliner prefetches a8 and w, not
-            # them): their memory round trip overlaps a step of work instead of stalling it.
+            # them): their memory round trip overlaps a step of work. Measured on the H200: 0-1.7 us
+            # per shape, less than predicted (NOTES.md).
             sa_nx, sb_nx = _step_scales(qs_ptr, ws_ptr, offs_m, offs_n, mask_m, mask_n, pid_k * STEPS * 32,
                                         K, SCOLS, BN, SHUFFLED, SCALE_MMA)
             for step in tl.range(0, STEPS):

@@ -7,7 +7,8 @@ program wait at a grid-wide meeting, this kernel puts one chain of memory round 
 program: load the A rows (bf16), the weight bytes and their scales of its K range at once,
 quantize A in registers, one batched fp8 dot over all the MX blocks of the range, scale, sum,
 store (or hand the partial to the split-K reduce). A is quantized N / BN times over, so this
-pays off when M * K is small against the weight.
+pays off when M * K is small against the weight: on the H200 the K = 512 benchmark shapes went
+10.6 / 12.8 / 12.6 -> 7.1 / 10.1 / 9.6 us against the persistent kernel (BENCHMARKS.md).
 
 Numerics are those of the persistent kernel: per MX block an exact fp8 dot (block sums need
 13 bits), scaled by 2**(ea + eb + 12) in float32, then summed over the blocks.
