@@ -82,7 +82,9 @@ def test_special_values_follow_the_quantizer():
     dev = "cuda" if CUDA else "cpu"
     a, w = operands(8, 32, 128, seed=5, device=dev)
     a[0, 3] = float("nan")
-    a[1, 40] = float("inf")
+    a[0, 4] = 2.0 ** -15  # finite values beside NaN / Inf scale far up inside the kernels:
+    a[1, 40] = float("inf")  # inf - inf there once gave a negative NaN on the CPU
+    a[1, 41] = -(2.0 ** -15)
     a[2, 64:96] = 0
     a[3, 0:32] = torch.tensor(2.0 ** -130, dtype=torch.bfloat16)  # subnormal bf16 block
     a[4, 32:64] *= 1e30                                              # huge block next to normal ones

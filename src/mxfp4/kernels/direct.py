@@ -29,9 +29,9 @@ def quantize_rows_fp8(x, NB: tl.constexpr, R: tl.constexpr, FLOOR_RULE: tl.const
     The rounding is float arithmetic, about 10 operations per element: v * 2**(-e-6) is exact
     (a power-of-two scaling; results too small to be exact round to 0 anyway), and adding then
     subtracting M = 2**(E + 22), E the exponent of that value (at least that of 2**-6), rounds
-    it to one mantissa bit below 2**-4 and to multiples of 2**-7 below 2**-5, to nearest even:
-    exactly the e2m1 grid times 2**-6. Saturation at 6 and the non-finite case are an integer
-    minimum on the (non-negative) float bits, so NaN never meets a float compare.
+    it, to nearest even, to one mantissa bit from 2**-6 up and to multiples of 2**-7 below:
+    exactly the e2m1 grid times 2**-6. Saturation at 6 and the non-finite case are an unsigned
+    integer minimum on the float bits, so NaN never meets a float compare.
     """
     xf = to_f32(x)
     bits = xf.to(tl.int32, bitcast=True)
@@ -45,13 +45,16 @@ def quantize_rows_fp8(x, NB: tl.constexpr, R: tl.constexpr, FLOOR_RULE: tl.const
         e = tl.where(biased == 255, 127, tl.minimum(tl.maximum(biased - 129, -127), 127))
     p = -e - 6  # in [-133, 121]: 2**p is a float32 normal from -126 up, a subnormal below
     mult = tl.where(p >= -126, (p + 127) << 23, 1 << tl.maximum(p + 149, 0)).to(tl.float32, bitcast=True)
-    lim = tl.where(nonfinite, 0, 0x3DC00000)  # bits of 6 * 2**-6; 0 empties a non-finite block
+    lim = tl.where(nonfinite, 0, 0x3DC00000).to(tl.uint32)  # bits of 6 * 2**-6; 0 empties a non-finite block
     sign = tl.where(nonfinite, 0, -0x80000000)
     xs = tl.abs(xf) * mult[:, :, None]
     magic = ((tl.maximum(xs.to(tl.int32, bitcast=True) & 0x7F800000, 121 << 23) + (22 << 23))
              .to(tl.float32, bitcast=True))
     r = (xs + magic) - magic
-    rb = tl.minimum(r.to(tl.int32, bitcast=True), lim[:, :, None]) | (bits & sign[:, :, None])
+    # Unsigned: in a non-finite block r may be a NaN of either sign (inf - inf), and a negative
+    # NaN's bits must also lose against lim; in a finite block r >= +0 and this is a plain min.
+    rb = (tl.minimum(r.to(tl.uint32, bitcast=True), lim[:, :, None]).to(tl.int32, bitcast=True)
+          | (bits & sign[:, :, None]))
     fp8 = rb.to(tl.float32, bitcast=True).to(tl.float8e4nv)
     scale = tl.where(nonfinite, 255, e + 127)
     return fp8, scale
@@ -83,9 +86,9 @@ def a4w4_direct_kernel(
 ):
     """C[M, N] (bf16) = quant(A)[M, K] @ W[N, K]^T; one program per (n tile, m tile, k split).
 
-    A program covers CHUNKS x NB MX blocks of K; per chunk it loads A [NB, BM, 32] (bf16), the
+    A program covers CHUNKS x NB MX blocks of K; per chunk it loads A [NB, BMQ, 32] (bf16), the
     weight [NB, BN, 16] bytes and scales [NB, BN], quantizes A, and runs one batched fp8 dot
-    [NB, BM, 32] x [NB, 32, BN]. WRITE_Q (tests): programs of the first n tile also write the
+    [NB, BM, 32] x [NB, 32, BN] (A's rows repeated BM / BMQ times). WRITE_Q (tests): programs of the first n tile also write the
     quantized A to q_ptr / qs_ptr, as the persistent kernel's scratch holds it.
     """
     pid = tl.program_id(0)
