@@ -1,7 +1,6 @@
 """Public GEMM op: validation, dispatch between the Triton kernel and the reference, launch."""
 from __future__ import annotations
 
-import math
 import os
 
 import torch
@@ -9,7 +8,7 @@ import torch
 from . import reference
 from .formats import ScaleRule
 from .tensor import Layout, MXFP4Tensor
-from .tuning import KernelConfig, TableCache, TunedTable, choose_config
+from .tuning import KernelConfig, TableCache, TunedTable, choose_config, pow2_at_least
 
 BACKENDS = ("auto", "triton", "reference")
 
@@ -118,8 +117,8 @@ def _num_programs_cap(device: torch.device) -> int:
 def _quant_chunks(m: int, k: int, programs: int) -> tuple[int, int]:
     """Chunk shape (QM rows, QK columns) for phase 1: few enough chunks that each program does
     about one (one DRAM round trip), small enough to keep registers in bounds."""
-    qm = 1 << max(0, math.ceil(math.log2(min(m, 16))))
-    kpow = 1 << math.ceil(math.log2(k))
+    qm = pow2_at_least(min(m, 16))
+    kpow = pow2_at_least(k)
     qk = 32
     while -(-m // qm) * -(-k // qk) > programs and qk < min(kpow, 512):
         qk *= 2
@@ -165,10 +164,6 @@ def plan_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Kern
     return (programs,), args, consts
 
 
-def _pow2_at_least(x: int) -> int:
-    return 1 << max(0, math.ceil(math.log2(max(1, x))))
-
-
 def plan_direct(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig,
                 write_q: bool = False) -> tuple[tuple, tuple, dict]:
     """Grid, positional arguments and constexpr keywords of one launch of the direct kernel."""
@@ -190,7 +185,7 @@ def plan_direct(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Ke
     args = (a2, a2.stride(0), a2.stride(1), w.data, w.scales, out2, out2.stride(0), out2.stride(1),
             q, qs, part, cnt[4:], m, n, k, w.scales.shape[1], n_tiles, m_tiles, split_k, chunks)
     consts = dict(SHUFFLED=w.layout is Layout.AITER_SHUFFLED, FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR,
-                  BM=config.block_m, BN=config.block_n, NB=nb, BMQ=min(config.block_m, _pow2_at_least(m)),
+                  BM=config.block_m, BN=config.block_n, NB=nb, BMQ=min(config.block_m, pow2_at_least(m)),
                   USE_SPLIT=split_k > 1, WRITE_Q=write_q,
                   INTERPRET=interpreter_enabled(), num_warps=config.num_warps, num_stages=config.num_stages)
     return (n_tiles * m_tiles * split_k,), args, consts

@@ -10,7 +10,7 @@ import torch
 
 from . import ops, testing
 from .tensor import Layout, MXFP4Tensor, quantize
-from .tuning import KernelConfig, TunedTable, heuristic_config
+from .tuning import KernelConfig, TunedTable, heuristic_config, pow2_at_least
 
 
 def candidate_configs(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
@@ -26,7 +26,7 @@ def persistent_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[Ke
     the work items between about a third of the SMs and 1.25 per SM (no split when the tiles
     alone are more); 2 or 4 blocks per step; 4 warps (8 for 64 x 128 tiles and up: twice
     those never won in docs/results/trials-bench.csv)."""
-    bm = min(64, max(16, 1 << math.ceil(math.log2(max(m, 1)))))
+    bm = min(64, pow2_at_least(m, 16))
     out = []
     for bn in (128, 256):
         tiles = -(-m // bm) * -(-n // bn)
@@ -50,7 +50,7 @@ def direct_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[Kernel
     SM, each doing one to four chunks; 4 warps (8 never won)."""
     out = []
     blocks = max(1, k // 32)
-    bms = sorted({min(32, max(16, 1 << math.ceil(math.log2(max(m, 1))))), 16})
+    bms = sorted({min(32, pow2_at_least(m, 16)), 16})
     for bm in bms:
         for bn in (16, 32, 64):
             if m * k * -(-n // bn) > 24 * 2 ** 20:

@@ -78,13 +78,14 @@ class KernelConfig:
         return cls(**d)
 
 
-def _pow2_at_least(x: int, lo: int) -> int:
+def pow2_at_least(x: int, lo: int = 1) -> int:
+    """The smallest power of two >= x, and at least lo."""
     return max(lo, 1 << max(0, math.ceil(math.log2(max(1, x)))))
 
 
 def heuristic_config(m: int, n: int, k: int, num_sms: int = 132) -> KernelConfig:
     """A reasonable config for any shape, used when the tuned table has no entry."""
-    block_m = min(_pow2_at_least(m, 16), 64)
+    block_m = min(pow2_at_least(m, 16), 64)
     block_n = 64 if m <= 64 else 128
     tiles = -(-m // block_m) * -(-n // block_n)
     blocks = max(1, k // 32)
