@@ -133,6 +133,16 @@ def _check_32bit(m: int, n: int, k: int, w: MXFP4Tensor) -> None:
                          f"w [{n}, {k}] must each have fewer than 2**31 elements (bytes for w); split the call")
 
 
+def _split_k_buffers(dev: torch.device, tiles: int, split_k: int, config: KernelConfig,
+                     unused: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(counters, partials): the per-stream counter workspace (4 meeting slots, then one per
+    tile), and a float32 buffer for every split's tile, or ``unused`` when there is no split."""
+    cnt = _WORKSPACE.counters(dev, 4 + tiles)
+    if split_k == 1:
+        return cnt, unused
+    return cnt, torch.empty(tiles * split_k * config.block_m * config.block_n, dtype=torch.float32, device=dev)
+
+
 def plan_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig
               ) -> tuple[tuple, tuple, dict]:
     """Grid, positional arguments and constexpr keywords of one launch of the Triton kernel."""
@@ -151,9 +161,7 @@ def plan_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Kern
     kq_chunks = -(-k // qk)
     q = torch.empty((m, k), dtype=torch.uint8, device=dev)
     qs = torch.empty((m, blocks), dtype=torch.float32, device=dev)
-    cnt = _WORKSPACE.counters(dev, 4 + n_tiles * m_tiles)
-    part = (torch.empty(n_tiles * m_tiles * split_k * config.block_m * config.block_n, dtype=torch.float32,
-                        device=dev) if split_k > 1 else q)
+    cnt, part = _split_k_buffers(dev, n_tiles * m_tiles, split_k, config, q)
     args = (a2, a2.stride(0), a2.stride(1), w.data, w.scales, out2, out2.stride(0), out2.stride(1),
             q, qs, part, cnt, cnt[4:], m, n, k, w.scales.shape[1],
             n_tiles, m_tiles, split_k, per_split, -(-m // qm) * kq_chunks, kq_chunks)
@@ -179,9 +187,7 @@ def plan_direct(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Ke
     n_tiles, m_tiles = -(-n // config.block_n), -(-m // config.block_m)
     q = torch.empty((m, k) if write_q else (1,), dtype=torch.uint8, device=dev)
     qs = torch.empty((m, blocks) if write_q else (1,), dtype=torch.float32, device=dev)
-    cnt = _WORKSPACE.counters(dev, 4 + n_tiles * m_tiles)
-    part = (torch.empty(n_tiles * m_tiles * split_k * config.block_m * config.block_n, dtype=torch.float32,
-                        device=dev) if split_k > 1 else qs)
+    cnt, part = _split_k_buffers(dev, n_tiles * m_tiles, split_k, config, qs)
     args = (a2, a2.stride(0), a2.stride(1), w.data, w.scales, out2, out2.stride(0), out2.stride(1),
             q, qs, part, cnt[4:], m, n, k, w.scales.shape[1], n_tiles, m_tiles, split_k, chunks)
     consts = dict(SHUFFLED=w.layout is Layout.AITER_SHUFFLED, FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR,
