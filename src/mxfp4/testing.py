@@ -59,7 +59,12 @@ def check_gemm(out: torch.Tensor, a: torch.Tensor, w: MXFP4Tensor, rows: torch.T
     ``rows`` of the flattened output only, when given; ``elements`` counts what was checked)."""
     if rows is not None:
         out = out.reshape(-1, out.shape[-1])[rows.to(out.device)]
-    exact, magnitude = exact_product(a, w, rows)
+    return compare_with_exact(out, *exact_product(a, w, rows))
+
+
+def compare_with_exact(out: torch.Tensor, exact: torch.Tensor, magnitude: torch.Tensor) -> ExactnessReport:
+    """check_gemm's comparison, given :func:`exact_product`'s (exact, magnitude) for ``out``'s
+    elements (so a caller checking several outputs of one problem computes the oracle once)."""
     out64 = out.to(torch.float64)
     finite = torch.isfinite(exact)
     nonfinite_mismatch = int((torch.isfinite(out64) != finite).sum())

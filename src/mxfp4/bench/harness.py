@@ -126,9 +126,11 @@ class _Progress:
             self.bar.close()
 
 
-def _measure(row: Row, p: Provider, data, exact: torch.Tensor, device: torch.device, timer: ColdTimer | None,
-             budget_s: float, cpu_runs: int, rows: torch.Tensor | None = None) -> None:
-    """Check (on ``rows`` of the output, all when None: see testing.sample_rows) and time one provider."""
+def _measure(row: Row, p: Provider, data, product: tuple[torch.Tensor, torch.Tensor], device: torch.device,
+             timer: ColdTimer | None, budget_s: float, cpu_runs: int, rows: torch.Tensor | None = None) -> None:
+    """Check (on ``rows`` of the output, all when None: see testing.sample_rows) and time one provider.
+    ``product``: testing.exact_product of the shape's operands on those rows, computed once per shape."""
+    exact = product[0]
     built = p.build(data, device, timer=timer)
     row.note = built.note
     if not built.available:
@@ -141,10 +143,7 @@ def _measure(row: Row, p: Provider, data, exact: torch.Tensor, device: torch.dev
         diff = (out.to(torch.float64) - exact).norm()
         row.rel_err = float(diff / exact.norm().clamp(min=1e-300))
     if p.exact:
-        a = data[0]
-        if rows is not None:
-            a = a[rows.to(a.device)]
-        rep = testing.check_gemm(out, a, task.weight_from_task(data[3], data[4], a.shape[1]))
+        rep = testing.compare_with_exact(out, *product)
         row.max_excess, row.identical_fraction, row.passes = rep.max_excess, rep.identical_fraction, rep.passed
     del out
     t = timer.time(built.fn, budget_s=budget_s) if timer is not None else _wall_time(built.fn, cpu_runs)
@@ -198,21 +197,21 @@ def run(shapes: tuple[Shape, ...] | list[Shape], providers: tuple[Provider, ...]
                 continue
             data = task.generate_input(shape.m, shape.n, shape.k, shape.seed, device)
             rows_checked = testing.sample_rows(shape.m)
-            exact, _ = testing.exact_product(data[0], task.weight_from_task(data[3], data[4], shape.k),
-                                             rows_checked)
+            product = testing.exact_product(data[0], task.weight_from_task(data[3], data[4], shape.k),
+                                            rows_checked)
             for p, r in zip(providers, shape_rows):
                 bar.start(f"{shape.label} {p.name}")
                 if not cuda and p.gpu_only:
                     r.status, r.note = "skipped", p.build(data, device).note or "needs a CUDA GPU"
                 else:
                     try:
-                        _measure(r, p, data, exact, device, timer, budget_s, cpu_runs, rows_checked)
+                        _measure(r, p, data, product, device, timer, budget_s, cpu_runs, rows_checked)
                     except Exception as exc:  # one broken provider must not end the run
                         r.status, r.note = "failed", f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
                         bar.write(f"{shape.label} {p.name} failed: {r.note}")
                 bar.step()
             _finish_shape(shape_rows, shape, ceilings)
-            del data, exact
+            del data, product
     finally:
         bar.close()
     return rows
