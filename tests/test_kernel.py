@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import mxfp4
-from mxfp4 import KernelConfig, Layout, ScaleRule, ops, task, testing
+from mxfp4 import KernelConfig, Layout, ScaleRule, fold, ops, task, testing
 from mxfp4.tuning import heuristic_config
 
 CUDA = torch.cuda.is_available()
@@ -24,11 +24,20 @@ def operands(m, n, k, seed, device="cpu", layout=Layout.PLAIN, rule=ScaleRule.AI
 
 
 def run_and_check(a, w, config=None):
-    """Kernel output (poisoned first) passes the exact bound; its quantized A equals mxfp4.quantize."""
+    """Kernel output (poisoned first) passes the exact bound; its quantized A equals mxfp4.quantize
+    (or, for the int8 kernel, the fold of it, bit for bit)."""
     out, aq = ops.gemm_a4w4_debug(a, w, config)
     ref = mxfp4.quantize(a.reshape(-1, a.shape[-1]), w.scale_rule)
-    assert torch.equal(aq.data, ref.data), "in-kernel quantized A codes differ from mxfp4.quantize"
-    assert torch.equal(aq.scales, ref.scales), "in-kernel A scales differ from mxfp4.quantize"
+    if isinstance(aq, fold.Folded):
+        want = fold.fold_tensor(ref, aq.seg_blocks)
+        for name in ("q", "block_scale", "seg_scale", "folded"):
+            got, exp = getattr(aq, name), getattr(want, name)
+            if got.dtype == torch.float32:
+                got, exp = got.view(torch.int32), exp.view(torch.int32)
+            assert torch.equal(got, exp), f"in-launch folded A ({name}) differs from fold_tensor(quantize(a))"
+    else:
+        assert torch.equal(aq.data, ref.data), "in-kernel quantized A codes differ from mxfp4.quantize"
+        assert torch.equal(aq.scales, ref.scales), "in-kernel A scales differ from mxfp4.quantize"
     report = testing.check_gemm(out, a, w)
     assert report.passed, report
     return out
@@ -51,6 +60,8 @@ SMALL = [
     (7, 48, 320, KernelConfig(16, 32, 2, blocks_per_step=2, kernel="direct")),
     (33, 80, 512, KernelConfig(32, 32, 3, blocks_per_step=4, kernel="direct")),
     (100, 16, 128, KernelConfig(64, 16, 1, blocks_per_step=4, kernel="direct")),
+    (7, 48, 320, KernelConfig(16, 32, 2, 4, 2, blocks_per_step=2, kernel="int8")),
+    (100, 16, 128, KernelConfig(64, 16, 1, 4, 2, blocks_per_step=4, kernel="int8")),
 ]
 DIRECT = KernelConfig(16, 16, 2, blocks_per_step=2, kernel="direct")
 

@@ -3,6 +3,7 @@
 Usage:
   python tools/compile_sm90.py BM BN WARPS [BLOCKS_PER_STEP]          persistent kernel
   python tools/compile_sm90.py --direct BM BN NB WARPS [BMQ]           direct kernel
+  python tools/compile_sm90.py --int8 BM BN BK WARPS STAGES [MODE]      int8 kernel (MODE 0/1/2)
 then  .venv/lib/python3.11/site-packages/triton/backends/nvidia/bin/cuobjdump --dump-sass /tmp/<name>.cubin
 Integer arguments are declared divisible by 16 and strides of 1 constant, as the real launch
 specializes them; costs no device time.
@@ -16,25 +17,35 @@ from triton.compiler import ASTSource
 sys.path.insert(0, "src")
 from mxfp4.kernels.a4w4 import a4w4_kernel  # noqa: E402
 from mxfp4.kernels.direct import a4w4_direct_kernel  # noqa: E402
+from mxfp4.kernels.int8 import a4w4_int8_kernel  # noqa: E402
 
-PTRS = {"a_ptr": "*bf16", "w_ptr": "*u8", "ws_ptr": "*u8", "c_ptr": "*bf16", "q_ptr": "*u8", "qs_ptr": "*fp32",
+PTRS = {"abs_ptr": "*fp32", "ass_ptr": "*fp32", "aok_ptr": "*i8", "wbs_ptr": "*fp32", "wss_ptr": "*fp32",
+        "wok_ptr": "*i8", "a_ptr": "*bf16", "w_ptr": "*u8", "ws_ptr": "*u8", "c_ptr": "*bf16", "q_ptr": "*u8", "qs_ptr": "*fp32",
         "part_ptr": "*fp32", "sync_ptr": "*i32", "tile_cnt_ptr": "*i32"}
 
 
 def compile_kernel(fn, consts, warps, stages):
     names = fn.arg_names
-    consts = dict(consts, stride_ak=1, stride_cn=1)
+    consts = dict(consts, stride_cn=1, **({"stride_ak": 1} if "stride_ak" in fn.arg_names else {}))
     if "M_TILES" in names and fn is a4w4_kernel:
         consts["M_TILES"] = 1
     sig = {n: PTRS.get(n, "constexpr" if n in consts else "i32") for n in names}
-    div16 = (set(PTRS) & set(names)) | {"stride_am", "stride_cm", "M", "N", "K", "SCOLS"}
+    div16 = ({p for p in PTRS if PTRS[p].startswith("*")} | {"stride_am", "stride_cm", "M", "N", "K", "SCOLS"}) & set(names)
     attrs = {(names.index(k),): [["tt.divisibility", 16]] for k in div16}
     src = ASTSource(fn=fn, signature=sig, constexprs={(names.index(k),): v for k, v in consts.items()}, attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, num_stages=stages))
 
 
 def main(argv):
-    if argv and argv[0] == "--direct":
+    if argv and argv[0] == "--int8":
+        bm, bn, bk, warps, stages = map(int, argv[1:6])
+        mode = int(argv[6]) if len(argv) > 6 else 0
+        fbn = min(bn, 128) if mode == 0 else bn
+        PTRS.update(a_desc=f"tensordesc<i8[{bm}, {bk}]>", w_desc=f"tensordesc<i8[{bn}, {bk}]>",
+                    a32_desc=f"tensordesc<i8[{bm}, 32]>", w32_desc=f"tensordesc<i8[{fbn}, 32]>")
+        consts = dict(BM=bm, BN=bn, BK=bk, FBN=fbn, GROUP_M=8, MODE=mode)
+        ck, name = compile_kernel(a4w4_int8_kernel, consts, warps, stages), f"i8_{bm}_{bn}_{bk}_{warps}_{stages}_{mode}"
+    elif argv and argv[0] == "--direct":
         bm, bn, nb, warps = map(int, argv[1:5])
         bmq = int(argv[5]) if len(argv) > 5 else bm
         consts = dict(SHUFFLED=True, FLOOR_RULE=False, BM=bm, BN=bn, NB=nb, BMQ=bmq, USE_SPLIT=True, WRITE_Q=False,

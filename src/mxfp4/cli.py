@@ -82,13 +82,16 @@ def _tune(args: argparse.Namespace) -> int:
     try:
         shapes = (parse_shapes(args.shapes) if args.shapes
                   else [s for name in args.shapes_set.split(",") for s in shape_set(name)])
+        if args.m:
+            keep = {int(v) for v in args.m.split(",")}
+            shapes = [s for s in shapes if s.m in keep]
     except ValueError as exc:
         print(f"mxfp4 tune: {exc}", file=sys.stderr)
         return 2
     from . import tuner
 
     pick = {"all": tuner.candidate_configs, "persistent": tuner.persistent_candidates,
-            "direct": tuner.direct_candidates}[args.kernel]
+            "direct": tuner.direct_candidates, "int8": tuner.int8_candidates}[args.kernel]
     table, trials = tune([(s.m, s.n, s.k) for s in shapes], candidates=pick, progress=not args.no_progress,
                          jobs=args.jobs)
     if args.trials:
@@ -122,9 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("tune", help="time and validate kernel configs, write a tuned table")
     p.add_argument("--shapes-set", default="bench", help="named shape set(s), comma-separated (see mxfp4 bench --help)")
     p.add_argument("--shapes", nargs="+", metavar="M,N,K", help="explicit shapes; overrides --shapes-set")
+    p.add_argument("--m", metavar="M1,M2", help="only the shapes of the set(s) with these M")
     p.add_argument("--out", default="mxfp4-tuned.json", help="where to write the table (atomically)")
-    p.add_argument("--kernel", choices=("all", "persistent", "direct"), default="all",
-                   help="which kernel's candidates to time (default: both)")
+    p.add_argument("--kernel", choices=("all", "persistent", "direct", "int8"), default="all",
+                   help="which kernel's candidates to time (default: all three)")
     p.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
                    help="processes that compile the candidates before timing (0: compile while timing)")
     p.add_argument("--replace", action="store_true",

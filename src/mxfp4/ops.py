@@ -6,6 +6,7 @@ import os
 import torch
 
 from . import reference
+from .fold import Folded, folded_weight, segments
 from .formats import ScaleRule
 from .tensor import Layout, MXFP4Tensor
 from .tuning import KernelConfig, TableCache, TunedTable, choose_config, pow2_at_least
@@ -197,14 +198,88 @@ def plan_direct(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Ke
     return (n_tiles * m_tiles * split_k,), args, consts
 
 
+FOLD_ROWS = 16      # rows per program of the A fold launch (at most)
+FOLD_ELEMS = 4096   # elements per load of the A fold launch
+FOLD_BYTES = 32768  # bytes of A per program of the A fold launch (at most, unless one row is more)
+GROUP_M = 8         # int8 kernel: M tiles side by side (W reuse in L2)
+INT8_PIECE_N = 128  # int8 kernel: column piece of the block-by-block path when the fold spans K
+
+
+def _descriptor(t: torch.Tensor, rows: int, cols: int):
+    """A TMA tensor descriptor over 2-D contiguous ``t`` with [rows, cols] blocks (reads past the
+    end give zeros)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    return TensorDescriptor.from_tensor(t, [rows, cols])
+
+
+def fold_a(a2: torch.Tensor, seg_blocks: int, scale_rule: ScaleRule) -> Folded:
+    """Quantize 2-D a [M, K] and fold it (:mod:`mxfp4.fold`) with the Triton fold kernel; the
+    result equals ``fold_tensor(quantize(a2), seg_blocks)`` bit for bit."""
+    from .kernels.int8 import fold_a_kernel
+
+    m, k = a2.shape
+    segs = segments(k, seg_blocks)
+    dev = a2.device
+    f = Folded(torch.empty((m, k), dtype=torch.int8, device=dev),
+               torch.empty((m, k // 32), dtype=torch.float32, device=dev),
+               torch.empty((m, segs), dtype=torch.float32, device=dev),
+               torch.empty((m, segs), dtype=torch.int8, device=dev), seg_blocks)
+    # Rows per program: at most FOLD_BYTES of A per program (its second read then finds the rows
+    # in L2), and few enough that the GPU gets two programs per SM.
+    rows = FOLD_ROWS
+    while rows > 1 and (rows * min(k, seg_blocks * 32) * a2.element_size() > FOLD_BYTES
+                        or -(-m // rows) * segs < 2 * _num_programs_cap(dev)):
+        rows //= 2
+    chunk = min(FOLD_ELEMS // (32 * rows), pow2_at_least(seg_blocks))
+    fold_a_kernel[(-(-m // rows), segs)](
+        a2, a2.stride(0), a2.stride(1), f.q, f.block_scale, f.seg_scale, f.folded, m, k, seg_blocks, segs,
+        PM=rows, CB=chunk, FLOOR_RULE=scale_rule is ScaleRule.FLOOR)
+    return f
+
+
+def launch_int8(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig) -> Folded:
+    """The int8 path: fold A (one launch), fold W (once per weight, cached), multiply (one launch).
+    Returns the folded A."""
+    from .kernels.int8 import a4w4_int8_kernel
+
+    m, k = a2.shape
+    n = w.shape[0]
+    _check_32bit(m, n, k, w)
+    bm, bn, bk = config.block_m, config.block_n, 32 * config.blocks_per_step
+    blocks = k // 32
+    if config.split_k > 1:  # one segment per split, whole K steps each
+        per = -(-blocks // config.split_k)
+        seg = -(-per // config.blocks_per_step) * config.blocks_per_step
+    else:
+        seg = config.fold_blocks or blocks
+    segs = segments(k, seg)
+    mode = 0 if segs == 1 else (2 if config.split_k > 1 else 1)
+    fa = fold_a(a2, seg, w.scale_rule)
+    fw = folded_weight(w, seg)
+    fbn = min(bn, INT8_PIECE_N) if mode == 0 else bn
+    tiles = -(-m // bm) * -(-n // bn)
+    cnt, part = _split_k_buffers(a2.device, tiles, segs if mode == 2 else 1, config, fa.block_scale)
+    a4w4_int8_kernel[(tiles * (segs if mode == 2 else 1),)](
+        _descriptor(fa.q, bm, bk), _descriptor(fw.q, bn, bk), _descriptor(fa.q, bm, 32), _descriptor(fw.q, fbn, 32),
+        fa.block_scale, fa.seg_scale, fa.folded, fw.block_scale, fw.seg_scale, fw.folded,
+        out2, out2.stride(0), out2.stride(1), part, cnt[4:], m, n, k, seg, segs,
+        BM=bm, BN=bn, BK=bk, FBN=fbn, GROUP_M=GROUP_M, MODE=mode,
+        num_warps=config.num_warps, num_stages=config.num_stages)
+    return fa
+
+
 def launch_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig,
-                debug: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                debug: bool = False) -> tuple[torch.Tensor, torch.Tensor] | Folded:
     """Launch the Triton kernel ``config.kernel`` on 2-D a [M, K] into out [M, N]; no validation.
 
     Returns the quantized A: e4m3 bytes [M, K] and block scales as float32 [M, K/32] (2**e; the
     float's exponent field is the e8m0 byte). The persistent kernel always writes them (its
     phase-1 scratch); the direct kernel only when ``debug`` (else the buffers are placeholders).
+    The int8 kernel returns its folded A (:class:`mxfp4.fold.Folded`) instead.
     """
+    if config.kernel == "int8":
+        return launch_int8(a2, w, out2, config)
     if config.kernel == "direct":
         from .kernels.direct import a4w4_direct_kernel
 
@@ -256,15 +331,20 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
 
 
 def gemm_a4w4_debug(a: torch.Tensor, w: MXFP4Tensor, config: KernelConfig | None = None
-                    ) -> tuple[torch.Tensor, MXFP4Tensor]:
-    """The Triton kernel's output and the MXFP4 A it quantized (read back from its scratch).
+                    ) -> tuple[torch.Tensor, MXFP4Tensor | Folded]:
+    """The Triton kernel's output and the A it quantized, read back from the launch's buffers:
+    an MXFP4 tensor (persistent and direct kernels), or the folded A the int8 kernel multiplied.
 
-    For tests: the quantized A must be bit-identical to :func:`mxfp4.quantize`.
+    For tests: the first must be bit-identical to :func:`mxfp4.quantize`, the second to
+    :func:`mxfp4.fold.fold_tensor` of it.
     """
     m, n, k = validate_gemm_args(a, w, None)
     a2 = a.reshape(m, k)
     out = torch.empty((m, n), dtype=torch.bfloat16, device=a.device)
-    fp8, scales = launch_a4w4(a2, w, out, config or resolve_config(m, n, k, a.device), debug=True)
+    quantized = launch_a4w4(a2, w, out, config or resolve_config(m, n, k, a.device), debug=True)
+    if isinstance(quantized, Folded):
+        return out.reshape(*a.shape[:-1], n), quantized
+    fp8, scales = quantized
     codes = ((fp8 >> 2) & 0x7) | ((fp8 >> 4) & 0x8)  # e4m3 byte s<<7 | eem<<2 back to the nibble
     packed = codes[:, 0::2] | (codes[:, 1::2] << 4)
     scale_bytes = ((scales.view(torch.int32) >> 23) & 0xFF).to(torch.uint8)

@@ -24,7 +24,7 @@ class ExactnessReport:
     identical_fraction: float  # bit-identical to the float64 product rounded to bf16
     violations: int            # elements outside ulp_bf16(exact) + 2**-20 * sum|a_k w_k|
     max_excess: float          # largest |out - exact| / bound (<= 1 passes)
-    nonfinite_mismatch: int    # NaN/Inf where the exact product has none, or the reverse
+    nonfinite_mismatch: int    # NaN/Inf where the exact product rounded to bf16 has none, or the reverse
 
     @property
     def passed(self) -> bool:
@@ -66,13 +66,14 @@ def compare_with_exact(out: torch.Tensor, exact: torch.Tensor, magnitude: torch.
     """check_gemm's comparison, given :func:`exact_product`'s (exact, magnitude) for ``out``'s
     elements (so a caller checking several outputs of one problem computes the oracle once)."""
     out64 = out.to(torch.float64)
-    finite = torch.isfinite(exact)
+    rounded = exact.to(torch.bfloat16)
+    finite = torch.isfinite(rounded)  # an exact value past bf16's largest rounds to Inf: so must out
     nonfinite_mismatch = int((torch.isfinite(out64) != finite).sum())
     bound = ulp_bf16(exact) + 2.0 ** -20 * magnitude
     err = (out64 - exact).abs()
     ok = finite & torch.isfinite(out64)
     violations = int((err[ok] > bound[ok]).sum())
     max_excess = float((err[ok] / bound[ok]).max()) if ok.any() else 0.0
-    same = (out == exact.to(torch.bfloat16)) | (torch.isnan(out) & torch.isnan(exact))
+    same = (out == rounded) | (torch.isnan(out) & torch.isnan(exact))
     return ExactnessReport(out.numel(), float(same.double().mean()) if out.numel() else 1.0,
                            violations, max_excess, nonfinite_mismatch)

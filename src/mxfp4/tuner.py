@@ -17,7 +17,7 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = 132) -> list[Kernel
     """The curated candidates of both kernels for one shape (see the two helpers); the heuristic
     config when neither fits (shapes far smaller than the GPU)."""
     return (persistent_candidates(m, n, k, num_sms) + direct_candidates(m, n, k, num_sms)
-            or [heuristic_config(m, n, k, num_sms)])
+            + int8_candidates(m, n, k, num_sms) or [heuristic_config(m, n, k, num_sms)])
 
 
 def persistent_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
@@ -67,6 +67,32 @@ def direct_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[Kernel
                         continue
                     out.append(KernelConfig(bm, bn, split, 4, 1, False, nb, "direct"))
     return list(dict.fromkeys(out))
+
+
+def int8_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
+    """int8 kernel (two launches; M >= 16, as wgmma tiles have 64 rows). Tiles that compile
+    without spills on sm_90 with the fold over all of K: 128 x 256 and 128 x 128 on 8 warps,
+    64 x 128 on 4; K steps of 2, 4 or 8 blocks, 3, 4 or 6 stages (the first H200 sweep,
+    docs/results/trials-int8-*.csv, dropped 64 x 256 and 8-block steps on 64 x 128). Segments of
+    16 blocks on the tiles that keep both accumulators in registers (64 x 256, 64 x 128):
+    sturdier where rows spread widely along K, as a segment that does not fold costs a
+    block-by-block pass (8 blocks was slower). Where the tiles leave SMs idle, split-K over
+    64-row tiles, from half to one and a half programs per SM."""
+    if m < 16 or k < 128:
+        return []
+    whole = ((128, 256, 8, 4, 3), (128, 256, 8, 4, 4), (128, 256, 8, 2, 6), (128, 128, 8, 8, 3), (128, 128, 8, 4, 4),
+             (64, 128, 4, 4, 3), (64, 128, 4, 4, 4))
+    out = [KernelConfig(bm, bn, 1, warps, stages, False, nbs, "int8")
+           for bm, bn, warps, nbs, stages in whole if bm <= max(64, m)]
+    blocks = k // 32
+    if blocks > 16:
+        out += [KernelConfig(bm, bn, 1, warps, 3, False, 4, "int8", 16) for bm, bn, warps in ((64, 256, 8), (64, 128, 4))]
+    for bm, bn, warps in ((64, 128, 4), (64, 256, 8)):
+        tiles = -(-m // bm) * -(-n // bn)
+        for split in (2, 3, 4, 6, 8):
+            if num_sms // 2 <= tiles * split <= 1.5 * num_sms and blocks >= 8 * split:
+                out.append(KernelConfig(bm, bn, split, warps, 3, False, 4, "int8"))
+    return out
 
 
 @dataclasses.dataclass(frozen=True)

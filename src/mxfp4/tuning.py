@@ -11,7 +11,7 @@ import warnings
 from pathlib import Path
 
 
-KERNELS = ("persistent", "direct")
+KERNELS = ("persistent", "direct", "int8")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,7 +28,11 @@ class KernelConfig:
     kernel: "persistent" (A quantized once per launch, then a grid-wide meeting; the fields
     above) or "direct" (each program quantizes the A rows it needs; no meeting). For "direct",
     split_k is the number of programs along K and blocks_per_step (NB, 1 .. 64) the MX blocks
-    each program loads and multiplies at once; scale_mma does not apply.
+    each program loads and multiplies at once; scale_mma does not apply. "int8" (large M: A
+    folded by a first launch, then an int8 matmul, :mod:`mxfp4.kernels.int8`): blocks_per_step
+    is the K step in MX blocks, fold_blocks the fold's segment length in MX blocks (0: all of K;
+    else a multiple of blocks_per_step), split_k > 1 splits K into that many segments, one
+    program each, summed inside the launch (then fold_blocks is 0).
     """
 
     block_m: int = 16
@@ -39,6 +43,7 @@ class KernelConfig:
     scale_mma: bool = False
     blocks_per_step: int = 1
     kernel: str = "persistent"
+    fold_blocks: int = 0
 
     def __post_init__(self) -> None:
         for name in ("block_m", "block_n", "split_k", "num_warps", "num_stages", "blocks_per_step"):
@@ -55,8 +60,20 @@ class KernelConfig:
                                  f"kernel, got {self.blocks_per_step}")
             if self.scale_mma:
                 raise ValueError("KernelConfig.scale_mma applies to the persistent kernel only")
+        elif self.kernel == "int8":
+            if self.blocks_per_step not in (1, 2, 4, 8) or self.scale_mma:
+                raise ValueError("the int8 kernel needs blocks_per_step in (1, 2, 4, 8) and no scale_mma, got "
+                                 f"{self.blocks_per_step}, {self.scale_mma}")
+            if self.split_k > 1 and self.fold_blocks:
+                raise ValueError("the int8 kernel's split-K makes each split one fold segment: fold_blocks must "
+                                 f"be 0 with split_k > 1, got {self.fold_blocks}")
+            if not isinstance(self.fold_blocks, int) or self.fold_blocks < 0 or self.fold_blocks % self.blocks_per_step:
+                raise ValueError("KernelConfig.fold_blocks must be 0 (all of K) or a positive multiple of "
+                                 f"blocks_per_step ({self.blocks_per_step}), got {self.fold_blocks!r}")
         elif self.blocks_per_step not in (1, 2, 4, 8):
             raise ValueError(f"KernelConfig.blocks_per_step must be 1, 2, 4 or 8, got {self.blocks_per_step}")
+        if self.kernel != "int8" and self.fold_blocks != 0:
+            raise ValueError(f"KernelConfig.fold_blocks applies to the int8 kernel only, got {self.fold_blocks!r}")
         if self.scale_mma and self.blocks_per_step != 1:
             raise ValueError("KernelConfig.scale_mma needs blocks_per_step == 1")
         for name in ("block_m", "block_n"):

@@ -39,6 +39,17 @@ def to_f32(x):
 
 
 @triton.jit
+def block_exponent(amax, FLOOR_RULE: tl.constexpr):
+    """A block's unbiased scale exponent (int32, in [-127, 127]) from the float32 bits of its
+    finite amax, by the scale rule (mxfp4.formats.ScaleRule)."""
+    if FLOOR_RULE:
+        return tl.minimum(tl.maximum((amax >> 23) - 129, -127), 127)
+    else:
+        biased = (amax + 0x200000) >> 23
+        return tl.where(biased == 255, 127, tl.minimum(tl.maximum(biased - 129, -127), 127))
+
+
+@triton.jit
 def quantize_block_fp8(x, BM: tl.constexpr, BK: tl.constexpr, FLOOR_RULE: tl.constexpr):
     """Quantize x [BM, BK] (any float dtype, BK % 32 == 0) per 1x32 block.
 
@@ -51,11 +62,7 @@ def quantize_block_fp8(x, BM: tl.constexpr, BK: tl.constexpr, FLOOR_RULE: tl.con
     amax = tl.max(mag, axis=2)
     nonfinite = amax >= 0x7F800000
     amax = tl.where(nonfinite, 0, amax)
-    if FLOOR_RULE:
-        e = tl.minimum(tl.maximum((amax >> 23) - 129, -127), 127)
-    else:
-        biased = (amax + 0x200000) >> 23
-        e = tl.where(biased == 255, 127, tl.minimum(tl.maximum(biased - 129, -127), 127))
+    e = block_exponent(amax, FLOOR_RULE)
     base = (e + 127)[:, :, None]
     code = (mag > _midpoint_bits(base, -2, 0, False)).to(tl.int32)
     code += (mag > _midpoint_bits(base, -1, 2, True)).to(tl.int32)

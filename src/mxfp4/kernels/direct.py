@@ -16,15 +16,16 @@ Numerics are those of the persistent kernel: per MX block an exact fp8 dot (bloc
 import triton
 import triton.language as tl
 
-from .a4w4 import _e8m0_to_f32, _scale_offsets, _store_tile, fp4x2_to_fp8, to_f32
+from .a4w4 import _e8m0_to_f32, _scale_offsets, _store_tile, block_exponent, fp4x2_to_fp8, to_f32
 
 
 @triton.jit
-def quantize_rows_fp8(x, NB: tl.constexpr, R: tl.constexpr, FLOOR_RULE: tl.constexpr):
-    """Quantize x [NB, R, 32] (any float dtype) per 32-element block along the last axis.
+def round_to_e2m1(x, FLOOR_RULE: tl.constexpr):
+    """Round x [B0, B1, 32] (any float dtype) to MXFP4 per 32-element block along the last axis.
 
-    Returns (e4m3 [NB, R, 32] holding the e2m1 value times 2**-6, e8m0 scale bytes int32 [NB, R]).
-    A block holding NaN or Inf gets codes 0 and scale byte 255.
+    Returns (r, e, nonfinite): r float32 [B0, B1, 32], the e2m1 value times 2**-6 with x's sign
+    (0 in a block holding NaN or Inf); e the blocks' scale exponents, int32 [B0, B1]; nonfinite
+    [B0, B1].
 
     The rounding is float arithmetic, about 10 operations per element: v * 2**(-e-6) is exact
     (a power-of-two scaling; results too small to be exact round to 0 anyway), and adding then
@@ -38,11 +39,7 @@ def quantize_rows_fp8(x, NB: tl.constexpr, R: tl.constexpr, FLOOR_RULE: tl.const
     amax = tl.max(bits & 0x7FFFFFFF, axis=2)
     nonfinite = amax >= 0x7F800000
     amax = tl.where(nonfinite, 0, amax)
-    if FLOOR_RULE:
-        e = tl.minimum(tl.maximum((amax >> 23) - 129, -127), 127)
-    else:
-        biased = (amax + 0x200000) >> 23
-        e = tl.where(biased == 255, 127, tl.minimum(tl.maximum(biased - 129, -127), 127))
+    e = block_exponent(amax, FLOOR_RULE)
     p = -e - 6  # in [-133, 121]: 2**p is a float32 normal from -126 up, a subnormal below
     mult = tl.where(p >= -126, (p + 127) << 23, 1 << tl.maximum(p + 149, 0)).to(tl.float32, bitcast=True)
     lim = tl.where(nonfinite, 0, 0x3DC00000).to(tl.uint32)  # bits of 6 * 2**-6; 0 empties a non-finite block
@@ -55,9 +52,16 @@ def quantize_rows_fp8(x, NB: tl.constexpr, R: tl.constexpr, FLOOR_RULE: tl.const
     # NaN's bits must also lose against lim; in a finite block r >= +0 and this is a plain min.
     rb = (tl.minimum(r.to(tl.uint32, bitcast=True), lim[:, :, None]).to(tl.int32, bitcast=True)
           | (bits & sign[:, :, None]))
-    fp8 = rb.to(tl.float32, bitcast=True).to(tl.float8e4nv)
-    scale = tl.where(nonfinite, 255, e + 127)
-    return fp8, scale
+    return rb.to(tl.float32, bitcast=True), e, nonfinite
+
+
+@triton.jit
+def quantize_rows_fp8(x, NB: tl.constexpr, R: tl.constexpr, FLOOR_RULE: tl.constexpr):
+    """Quantize x [NB, R, 32] (any float dtype) per 32-element block along the last axis
+    (:func:`round_to_e2m1`). Returns (e4m3 [NB, R, 32] holding the e2m1 value times 2**-6, e8m0
+    scale bytes int32 [NB, R]); a block holding NaN or Inf gets codes 0 and scale byte 255."""
+    r, e, nonfinite = round_to_e2m1(x, FLOOR_RULE)
+    return r.to(tl.float8e4nv), tl.where(nonfinite, 255, e + 127)
 
 
 @triton.jit

@@ -1,0 +1,117 @@
+"""The int8 fold: MXFP4 operands as int8 with each block's scale folded in, for exact int8 MMA.
+
+Twice an e2m1 value is an integer in [-12, 12]. Inside a *segment* (a run of ``seg_blocks`` MX
+blocks of one row), let R be the largest exponent of the blocks that hold a nonzero code. When
+every such block has its exponent e >= R - 3, the row's segment is *folded*: each value is
+stored as ``(2 * e2m1) << (3 - (R - e))`` (|q| <= 96, exact in int8) and the whole segment shares
+one factor ``2**(R - 4)``. Products of folded segments then sum exactly in int32 (int8 MMA), and
+one scaling per output element and segment ends them. A segment that spreads wider is stored
+unshifted (``2 * e2m1``, factor ``2**(e - 1)`` per block) and marked not folded: the kernel
+multiplies it block by block.
+
+Produced here in torch for weights (once per weight; cached) and for tests; the Triton kernel
+:func:`mxfp4.kernels.int8.fold_a_kernel` produces the same arrays from bf16 A, bit for bit.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from . import formats
+from .formats import BLOCK, E8M0_NAN
+from .tensor import Layout, MXFP4Tensor
+
+MAX_SHIFT = 3
+"""Largest left shift of 2 * e2m1 that stays in int8 (12 << 3 = 96)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Folded:
+    """An operand [R, K] in the fold's form (see the module doc).
+
+    q: int8 [R, K]. block_scale: float32 [R, K/32], the factor of each block's stored integers
+    (NaN for a NaN/Inf block). seg_scale: float32 [R, S], the shared factor of a folded segment
+    (NaN if the segment holds a NaN block). folded: int8 [R, S], 1 where the segment is folded.
+    """
+
+    q: torch.Tensor
+    block_scale: torch.Tensor
+    seg_scale: torch.Tensor
+    folded: torch.Tensor
+    seg_blocks: int
+
+
+def segments(k: int, seg_blocks: int) -> int:
+    """Segments per row of K elements (the last one may be short)."""
+    return -(-(k // BLOCK) // seg_blocks)
+
+
+def pow2_f32(e: torch.Tensor) -> torch.Tensor:
+    """2**e as float32, exact for e in [-149, 127] (subnormals included)."""
+    return torch.ldexp(torch.ones_like(e, dtype=torch.float64), e.to(torch.float64)).to(torch.float32)
+
+
+def fold_codes(codes: torch.Tensor, scale_bytes: torch.Tensor, seg_blocks: int) -> Folded:
+    """Fold unpacked e2m1 codes [R, K] (uint8, 0..15) with their e8m0 bytes [R, K/32]."""
+    if not isinstance(seg_blocks, int) or seg_blocks < 1:
+        raise ValueError(f"seg_blocks must be a positive int, got {seg_blocks!r}")
+    r, k = codes.shape
+    nb = k // BLOCK
+    segs = segments(k, seg_blocks)
+    mag2 = torch.tensor([0, 1, 2, 3, 4, 6, 8, 12], dtype=torch.int32, device=codes.device)
+    c = codes.to(torch.int64)
+    v2 = mag2[c & 7] * torch.where(c >= 8, -1, 1).to(torch.int32)
+    v2 = v2.view(r, nb, BLOCK)
+    e = scale_bytes.to(torch.int32) - 127
+    nan = scale_bytes == E8M0_NAN
+    nz = (v2 != 0).any(dim=2) & ~nan
+    pad = segs * seg_blocks - nb
+
+    def per_seg(x: torch.Tensor, fill) -> torch.Tensor:
+        return torch.nn.functional.pad(x, (0, pad), value=fill).view(r, segs, seg_blocks)
+
+    hi = per_seg(torch.where(nz, e, -1000), -1000).amax(dim=2)
+    lo = per_seg(torch.where(nz, e, 1000), 1000).amin(dim=2)
+    any_nan = per_seg(nan, False).any(dim=2)
+    folded = (hi - lo <= MAX_SHIFT) | (hi == -1000)  # no nonzero block: trivially folded
+    ref = torch.where(hi == -1000, torch.zeros_like(hi), hi)
+    ref_b = ref.repeat_interleave(seg_blocks, dim=1)[:, :nb]
+    fold_b = folded.repeat_interleave(seg_blocks, dim=1)[:, :nb]
+    shift = torch.where(fold_b, (MAX_SHIFT - (ref_b - e)).clamp(0, MAX_SHIFT), torch.zeros_like(e))
+    q = (v2 << shift[:, :, None]).view(r, k).to(torch.int8)
+    eff = torch.where(fold_b, ref_b - 4, e - 1)
+    nan_f = torch.tensor(float("nan"), device=codes.device)
+    block_scale = torch.where(nan, nan_f, pow2_f32(eff))
+    seg_scale = torch.where(any_nan, nan_f, pow2_f32(ref - 4))
+    return Folded(q, block_scale, seg_scale, folded.to(torch.int8), seg_blocks)
+
+
+def fold_tensor(t: MXFP4Tensor, seg_blocks: int) -> Folded:
+    """Fold a 2-D MXFP4 tensor (any layout)."""
+    if len(t.shape) != 2:
+        raise ValueError(f"fold_tensor needs a 2-D [R, K] MXFP4Tensor, got shape {t.shape}")
+    t = t.to_layout(Layout.PLAIN)
+    return fold_codes(formats.unpack_codes(t.data), t.scales, seg_blocks)
+
+
+def unfold(f: Folded) -> torch.Tensor:
+    """The operand's values as float64 [R, K] (for tests: they equal the MXFP4 values)."""
+    r, k = f.q.shape
+    scale = f.block_scale.to(torch.float64).repeat_interleave(BLOCK, dim=1)
+    return f.q.to(torch.float64) * scale
+
+
+def folded_weight(w: MXFP4Tensor, seg_blocks: int) -> Folded:
+    """:func:`fold_tensor` of a weight, computed once per (weight, seg_blocks) and kept on the
+    weight's data tensor (it lives as long as the weight; N * K bytes); recomputed if the data
+    or scales were changed in place."""
+    cache = getattr(w.data, "_mxfp4_folds", None)
+    if cache is None:
+        cache = {}
+        w.data._mxfp4_folds = cache
+    version = (w.data._version, w.scales._version, id(w.scales), w.layout)
+    hit = cache.get(seg_blocks)
+    if hit is None or hit[0] != version:
+        hit = cache[seg_blocks] = (version, fold_tensor(w, seg_blocks))
+    return hit[1]

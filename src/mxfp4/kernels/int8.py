@@ -1,0 +1,212 @@
+"""Large-M W4A4 GEMM on int8 tensor cores, exact, through the int8 fold (:mod:`mxfp4.fold`).
+
+@triton.jit code only; the launcher is :mod:`mxfp4.ops`. Two launches per call:
+
+1. ``fold_a_kernel`` quantizes bf16 A per 1x32 block (the same rule, bit for bit, as
+   :func:`mxfp4.quantize`) and writes it in the fold's form: int8 values, per-block and
+   per-segment float32 factors, and a per-segment "folded" flag. A program takes PM rows of one
+   segment and reads them twice: once for the block exponents (the segment's reference R and
+   spread), once to quantize (the direct kernel's float rounding, ~12 operations per element)
+   and store (the second read hits L2: a program holds at most 32 KB of A).
+2. ``a4w4_int8_kernel`` multiplies the folded A with the folded weight (prepared once per
+   weight, :func:`mxfp4.fold.folded_weight`); with split-K each program takes one segment and
+   the last program of a tile sums them in order. Per output tile and segment: if every row of the
+   A tile and every row of the W tile is folded there, the segment is a plain int8 matmul
+   accumulated exactly in int32 and scaled once per element, ``d * (fa[m] * fw[n])``; otherwise
+   the segment goes block by block (one K=32 int8 dot per block, exact, each scaled by its
+   blocks' factors), which is exact for any data but slower.
+
+Numerics: the int32 sums are exact. A segment's sum is converted to float32 once (exact below
+2**24, else one rounding to float32), times two powers of two, and segments add in float32:
+the error is at most float32 summation's, inside the project's bound. The two factors are
+multiplied first (as the other kernels multiply the two block scales), so a product is exact
+while ``fa * fw`` stays within float32 (2**-149 .. 2**127); beyond that, both operands' blocks
+are near the ends of the float32 range and the result is Inf / NaN or loses its low bits.
+"""
+import triton
+import triton.language as tl
+
+from .a4w4 import _midpoint_bits, _store_tile, block_exponent, f32_to_bf16_rne, to_f32
+from .direct import round_to_e2m1
+
+MAX_SHIFT = tl.constexpr(3)  # 12 << 3 = 96 fits int8 (mxfp4.fold.MAX_SHIFT)
+
+
+@triton.jit
+def _pow2(e):
+    """2**e as float32 for int32 e in [-149, 127], subnormals exact."""
+    return tl.where(e >= -126, (e + 127) << 23, 1 << tl.maximum(e + 149, 0)).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _block_facts(x, PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr):
+    """For x [PM, CB * 32]: each block's scale exponent, whether it holds a nonzero code (its amax
+    is above the first midpoint, 0.25 * 2**e), and whether it is non-finite; all [PM, CB]."""
+    mag = tl.reshape(to_f32(x).to(tl.int32, bitcast=True) & 0x7FFFFFFF, (PM, CB, 32))
+    amax = tl.max(mag, axis=2)
+    nonfinite = amax >= 0x7F800000
+    e = block_exponent(tl.where(nonfinite, 0, amax), FLOOR_RULE)
+    nonzero = (amax > _midpoint_bits(e + 127, -2, 0, False)) & ~nonfinite
+    return e, nonzero, nonfinite
+
+
+@triton.jit
+def fold_a_kernel(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, M, K, SEG_BLOCKS, NSEG,
+                  PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr):
+    """Quantize and fold rows pid(0) * PM .. + PM of A over segment pid(1) (mxfp4.fold's arrays:
+    q int8 [M, K], block factors [M, K/32], segment factors and flags [M, NSEG])."""
+    pid_m = tl.program_id(0)
+    seg = tl.program_id(1)
+    rows = pid_m * PM + tl.arange(0, PM)
+    row_ok = rows < M
+    KB = K // 32
+    b_lo = seg * SEG_BLOCKS
+    b_hi = tl.minimum(b_lo + SEG_BLOCKS, KB)
+    cols = tl.arange(0, CB * 32)
+    blks = tl.arange(0, CB)
+    hi = tl.full((PM,), -1000, tl.int32)
+    lo = tl.full((PM,), 1000, tl.int32)
+    nan = tl.zeros((PM,), tl.int32)
+    for b0 in range(b_lo, b_hi, CB):
+        k = b0 * 32 + cols
+        x = tl.load(a_ptr + rows[:, None] * stride_am + k[None, :] * stride_ak,
+                    mask=row_ok[:, None] & (k < b_hi * 32)[None, :], other=0.0)
+        e, nonzero, nonfinite = _block_facts(x, PM, CB, FLOOR_RULE)
+        hi = tl.maximum(hi, tl.max(tl.where(nonzero, e, -1000), axis=1))
+        lo = tl.minimum(lo, tl.min(tl.where(nonzero, e, 1000), axis=1))
+        nan = tl.maximum(nan, tl.max(nonfinite.to(tl.int32), axis=1))
+    folded = (hi - lo <= MAX_SHIFT) | (hi == -1000)
+    ref = tl.where(hi == -1000, 0, hi)
+    for b0 in range(b_lo, b_hi, CB):
+        k = b0 * 32 + cols
+        in_k = k < b_hi * 32
+        x = tl.load(a_ptr + rows[:, None] * stride_am + k[None, :] * stride_ak,
+                    mask=row_ok[:, None] & in_k[None, :], other=0.0)
+        r, e, nonfinite = round_to_e2m1(tl.reshape(x, (PM, CB, 32)), FLOOR_RULE)
+        shift = tl.where(folded[:, None], tl.minimum(tl.maximum(MAX_SHIFT - (ref[:, None] - e), 0), MAX_SHIFT), 0)
+        # q = r * 2**(7 + shift) is an integer, |q| <= 96: add 1.5 * 2**23 (one FFMA) and read the
+        # integer off the float's bits (no float -> int conversion, a slow instruction)
+        mult = ((shift + 134) << 23).to(tl.float32, bitcast=True)
+        q = (r * mult[:, :, None] + 12582912.0).to(tl.int32, bitcast=True) - 0x4B400000
+        tl.store(q_ptr + rows[:, None] * K + k[None, :], tl.reshape(q, (PM, CB * 32)).to(tl.int8),
+                 mask=row_ok[:, None] & in_k[None, :])
+        eff = tl.where(folded[:, None], ref[:, None] - 4, e - 1)
+        bfac = tl.where(nonfinite, float("nan"), _pow2(eff))
+        b = b0 + blks
+        tl.store(bs_ptr + rows[:, None] * KB + b[None, :], bfac, mask=row_ok[:, None] & (b < b_hi)[None, :])
+    tl.store(ss_ptr + rows * NSEG + seg, tl.where(nan != 0, float("nan"), _pow2(ref - 4)), mask=row_ok)
+    tl.store(ok_ptr + rows * NSEG + seg, folded.to(tl.int8), mask=row_ok)
+
+
+@triton.jit
+def _both_folded(aok_ptr, wok_ptr, offs_m, offs_n, mask_m, mask_n, seg, NSEG):
+    """True when every row of the A tile and of the W tile is folded over segment ``seg``."""
+    ok_a = tl.min(tl.load(aok_ptr + offs_m * NSEG + seg, mask=mask_m, other=1).to(tl.int32))
+    ok_w = tl.min(tl.load(wok_ptr + offs_n * NSEG + seg, mask=mask_n, other=1).to(tl.int32))
+    return ok_a * ok_w != 0
+
+
+@triton.jit
+def _int8_sum(a_desc, w_desc, row0, col0, k_lo, k_hi, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """int32 [BM, BN]: sum over K in [k_lo, k_hi) of folded A times folded W (exact). The tensor
+    descriptors' loads read zeros past K, M and N."""
+    d = tl.zeros((BM, BN), tl.int32)
+    for k0 in range(k_lo, k_hi, BK):
+        d = tl.dot(a_desc.load([row0, k0]), tl.trans(w_desc.load([col0, k0])), d, out_dtype=tl.int32)
+    return d
+
+
+@triton.jit
+def _blockwise(acc, a32_desc, w32_desc, abs_ptr, wbs_ptr, row0, col0, offs_m, offs_n, mask_m, mask_n, b_lo, b_hi,
+               KB):
+    """acc plus blocks [b_lo, b_hi) one by one: each block's exact int32 dot times its own two
+    block factors (any data; the path of segments that do not fold)."""
+    for b in range(b_lo, b_hi):
+        d = tl.dot(a32_desc.load([row0, b * 32]), tl.trans(w32_desc.load([col0, b * 32])), out_dtype=tl.int32)
+        fa = tl.load(abs_ptr + offs_m * KB + b, mask=mask_m, other=0.0)
+        fw = tl.load(wbs_ptr + offs_n * KB + b, mask=mask_n, other=0.0)
+        acc += d.to(tl.float32) * (fa[:, None] * fw[None, :])
+    return acc
+
+
+@triton.jit
+def _add_segment(acc, a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_ptr, wbs_ptr, wss_ptr, wok_ptr,
+                 row0, col0, offs_m, offs_n, mask_m, mask_n, seg, KB, SEG_BLOCKS, NSEG,
+                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """acc plus segment ``seg``'s contribution to the tile: one int8 matmul scaled once where
+    both tiles fold there, else block by block."""
+    b_lo = seg * SEG_BLOCKS
+    b_hi = tl.minimum(b_lo + SEG_BLOCKS, KB)
+    if _both_folded(aok_ptr, wok_ptr, offs_m, offs_n, mask_m, mask_n, seg, NSEG):
+        d = _int8_sum(a_desc, w_desc, row0, col0, b_lo * 32, b_hi * 32, BM, BN, BK)
+        fa = tl.load(ass_ptr + offs_m * NSEG + seg, mask=mask_m, other=0.0)
+        fw = tl.load(wss_ptr + offs_n * NSEG + seg, mask=mask_n, other=0.0)
+        acc += d.to(tl.float32) * (fa[:, None] * fw[None, :])
+    else:
+        acc = _blockwise(acc, a32_desc, w32_desc, abs_ptr, wbs_ptr, row0, col0, offs_m, offs_n, mask_m, mask_n,
+                         b_lo, b_hi, KB)
+    return acc
+
+
+@triton.jit
+def a4w4_int8_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_ptr, wbs_ptr, wss_ptr, wok_ptr,
+                     c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, K, SEG_BLOCKS, NSEG,
+                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, FBN: tl.constexpr,
+                     GROUP_M: tl.constexpr, MODE: tl.constexpr):
+    """C[M, N] (bf16) from folded A [M, K] and folded W [N, K] (tensor descriptors with blocks
+    [BM, BK] / [BN, BK], and [BM, 32] / [FBN, 32] for the block-by-block path). GROUP_M tiles of
+    M side by side, so neighbouring programs share W in L2.
+
+    MODE 0 (one segment, all of K; one program per tile): a tile is one int8 matmul scaled once,
+    or block by block in column pieces of FBN (so that path needs no more registers than the
+    other). MODE 1 (NSEG segments; one program per tile): the float32 accumulator lives across
+    the segments (FBN == BN). MODE 2 (split-K; one program per tile and segment): each program
+    adds its segment and the last of a tile to arrive sums the partials in segment order
+    (bitwise deterministic; FBN == BN)."""
+    pid = tl.program_id(0)
+    m_tiles = tl.cdiv(M, BM)
+    n_tiles = tl.cdiv(N, BN)
+    tile = pid
+    if MODE == 2:
+        tile = pid % (m_tiles * n_tiles)
+    per_group = GROUP_M * n_tiles
+    first_m = (tile // per_group) * GROUP_M
+    group_m = tl.minimum(m_tiles - first_m, GROUP_M)
+    pid_m = first_m + (tile % per_group) % group_m
+    pid_n = (tile % per_group) // group_m
+    row0 = pid_m * BM
+    col0 = pid_n * BN
+    offs_m = row0 + tl.arange(0, BM)
+    offs_n = col0 + tl.arange(0, BN)
+    mask_m = offs_m < M
+    mask_n = offs_n < N
+    KB = K // 32
+    if MODE == 0:
+        if _both_folded(aok_ptr, wok_ptr, offs_m, offs_n, mask_m, mask_n, 0, 1):
+            d = _int8_sum(a_desc, w_desc, row0, col0, 0, K, BM, BN, BK)
+            fa = tl.load(ass_ptr + offs_m, mask=mask_m, other=0.0)
+            fw = tl.load(wss_ptr + offs_n, mask=mask_n, other=0.0)
+            tile_f32 = d.to(tl.float32) * (fa[:, None] * fw[None, :])
+            tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, f32_to_bf16_rne(tile_f32),
+                     mask=mask_m[:, None] & mask_n[None, :])
+        else:
+            for piece in tl.static_range(BN // FBN):
+                cols = col0 + piece * FBN + tl.arange(0, FBN)
+                part = _blockwise(tl.zeros((BM, FBN), tl.float32), a32_desc, w32_desc, abs_ptr, wbs_ptr, row0,
+                                  col0 + piece * FBN, offs_m, cols, mask_m, cols < N, 0, KB, KB)
+                tl.store(c_ptr + offs_m[:, None] * stride_cm + cols[None, :] * stride_cn, f32_to_bf16_rne(part),
+                         mask=mask_m[:, None] & (cols < N)[None, :])
+    elif MODE == 1:
+        acc = tl.zeros((BM, BN), tl.float32)
+        for seg in range(NSEG):
+            acc = _add_segment(acc, a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_ptr, wbs_ptr, wss_ptr,
+                               wok_ptr, row0, col0, offs_m, offs_n, mask_m, mask_n, seg, KB, SEG_BLOCKS, NSEG,
+                               BM, BN, BK)
+        _store_tile(acc, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, pid_n, pid_m, 0, n_tiles, 1,
+                    BM, BN, False)
+    else:
+        acc = _add_segment(tl.zeros((BM, BN), tl.float32), a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr,
+                           aok_ptr, wbs_ptr, wss_ptr, wok_ptr, row0, col0, offs_m, offs_n, mask_m, mask_n,
+                           pid // (m_tiles * n_tiles), KB, SEG_BLOCKS, NSEG, BM, BN, BK)
+        _store_tile(acc, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, pid_n, pid_m,
+                    pid // (m_tiles * n_tiles), n_tiles, NSEG, BM, BN, True)

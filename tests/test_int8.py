@@ -1,0 +1,190 @@
+"""The int8 fold (mxfp4.fold) and the large-M int8 kernel, against the exact oracle.
+
+CPU: the fold in torch, the Triton fold kernel and the GEMM under TRITON_INTERPRET=1 on small
+shapes. GPU (marker ``gpu``): the issue's prefill shapes, on randn data (every segment folds)
+and on rows scaled 2**-20 .. 2**20 block to block (segments that do not fold).
+"""
+import pytest
+import torch
+
+import mxfp4
+from mxfp4 import KernelConfig, Layout, ScaleRule, fold, ops, testing
+
+CUDA = torch.cuda.is_available()
+DEV = "cuda" if CUDA else "cpu"
+gpu = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+
+
+def spread_rows(x: torch.Tensor, lo: int, hi: int, seed: int) -> torch.Tensor:
+    """x with each 32-block scaled by a random 2**j, j in [lo, hi]."""
+    g = torch.Generator().manual_seed(seed)
+    j = torch.randint(lo, hi + 1, (x.shape[0], x.shape[1] // 32), generator=g).float()
+    return (x.float().cpu() * torch.pow(2.0, j).repeat_interleave(32, 1)).to(x.dtype).to(x.device)
+
+
+def special_rows(m: int, k: int, seed: int) -> torch.Tensor:
+    """randn rows with NaN, Inf, zero, subnormal, huge (saturating) and tiny blocks mixed in."""
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(m, k, generator=g)
+    a[0, 3] = float("nan")
+    a[1 % m, 40 % k] = float("inf")
+    a[2 % m, :32] = 0.0
+    a[2 % m, 32:64] = -0.0
+    a[3 % m, 64:96] *= 2.0 ** -130  # bf16 subnormals
+    a[4 % m, 96:128] = 3.0e38  # rounds to a saturating block
+    a[5 % m] *= 2.0 ** 100
+    return a.to(torch.bfloat16)
+
+
+def same_bits(x: torch.Tensor, y: torch.Tensor) -> bool:
+    if x.dtype == torch.float32:
+        x, y = x.view(torch.int32), y.view(torch.int32)
+    return torch.equal(x.cpu(), y.cpu())
+
+
+# ---- the fold in torch -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seg", [1, 3, 8, 64])
+def test_fold_keeps_the_values(seg):
+    a = torch.cat([special_rows(6, 256, 1), spread_rows(torch.randn(6, 256), -6, 6, 2).to(torch.bfloat16)])
+    t = mxfp4.quantize(a)
+    f = fold.fold_tensor(t, seg)
+    values = mxfp4.dequantize(t, torch.float64)
+    got = fold.unfold(f)
+    assert torch.equal(torch.isnan(got), torch.isnan(values))
+    assert torch.equal(torch.nan_to_num(got), torch.nan_to_num(values))
+    assert int(f.q.abs().max()) <= 96
+
+
+def test_fold_flag_follows_the_spread_of_nonzero_blocks():
+    # one row per case, 4 blocks, one segment: block exponents set through the block amax
+    base = torch.full((32,), 1.0)
+    cases = {  # block multipliers -> folded?
+        (1, 2, 4, 8): True,          # spread 3
+        (1, 2, 4, 16): False,        # spread 4
+        (1, 0, 0, 8): True,          # zero blocks do not count
+        (1, 2 ** -40, 1, 1): False,  # a tiny (nonzero-coded) block does
+        (0, 0, 0, 0): True,
+    }
+    a = torch.stack([torch.cat([base * s for s in mult]) for mult in cases]).to(torch.bfloat16)
+    f = fold.fold_tensor(mxfp4.quantize(a), 4)
+    assert f.folded[:, 0].tolist() == [int(v) for v in cases.values()]
+
+
+def test_folded_weight_is_cached_and_follows_in_place_changes():
+    w = mxfp4.quantize(torch.randn(32, 128).to(torch.bfloat16))
+    first = fold.folded_weight(w, 4)
+    assert fold.folded_weight(w, 4) is first
+    w.data.bitwise_xor_(0x11)
+    again = fold.folded_weight(w, 4)
+    assert again is not first and not torch.equal(again.q, first.q)
+
+
+def test_int8_config_rules():
+    assert KernelConfig(64, 128, 1, 4, 3, False, 4, "int8", 8).fold_blocks == 8
+    with pytest.raises(ValueError, match="fold_blocks"):
+        KernelConfig(64, 128, 1, 4, 3, False, 4, "int8", 6)
+    with pytest.raises(ValueError, match="split_k > 1"):
+        KernelConfig(64, 128, 2, 4, 3, False, 4, "int8", 8)
+    with pytest.raises(ValueError, match="fold_blocks"):
+        KernelConfig(64, 128, fold_blocks=8)
+
+
+# ---- the Triton fold kernel (interpreter on CPU) -------------------------------------------------
+
+@pytest.mark.parametrize("m, k, seg", [(1, 64, 2), (7, 320, 4), (33, 256, 8), (6, 512, 16)])
+@pytest.mark.parametrize("rule", [ScaleRule.AITER, ScaleRule.FLOOR])
+def test_fold_kernel_matches_the_torch_fold(m, k, seg, rule):
+    a = torch.cat([special_rows(6, k, m), spread_rows(torch.randn(m, k), -5, 5, k).to(torch.bfloat16)]).to(DEV)
+    got = ops.fold_a(a, seg, rule)
+    want = fold.fold_tensor(mxfp4.quantize(a, rule), seg)
+    for name in ("q", "block_scale", "seg_scale", "folded"):
+        assert same_bits(getattr(got, name), getattr(want, name)), name
+
+
+# ---- the GEMM (interpreter on CPU) -------------------------------------------------------------
+
+SMALL = [  # m, n, k, config
+    (7, 48, 256, KernelConfig(16, 16, 1, 4, 2, False, 2, "int8")),
+    (33, 40, 320, KernelConfig(16, 32, 1, 4, 2, False, 2, "int8", 4)),
+    (20, 32, 512, KernelConfig(32, 16, 1, 4, 2, False, 4, "int8", 8)),
+    (20, 32, 512, KernelConfig(32, 16, 3, 4, 2, False, 4, "int8")),   # split-K: 2 segments of 8 blocks
+    (33, 40, 320, KernelConfig(16, 32, 2, 4, 2, False, 2, "int8")),   # split-K: 2 segments of 6 blocks
+]
+
+
+@pytest.mark.parametrize("m, n, k, cfg", SMALL)
+@pytest.mark.parametrize("data", ["randn", "spread", "mixed", "special"])
+def test_int8_gemm_small(m, n, k, cfg, data):
+    g = torch.Generator().manual_seed(m * n)
+    a = torch.randn(m, k, generator=g).to(torch.bfloat16)
+    b = torch.randn(n, k, generator=g).to(torch.bfloat16)
+    if data == "spread":  # every segment spreads: all block by block
+        a = spread_rows(a, -20, 20, 3)
+    elif data == "mixed":  # some A rows and some W rows spread: tiles mix both paths
+        a[::3] = spread_rows(a[::3], -9, 9, 4)
+        b[1::5] = spread_rows(b[1::5], -9, 9, 5)
+    elif data == "special":
+        a[:6] = special_rows(6, k, 6)
+    w = mxfp4.quantize(b.to(DEV)).to_layout(Layout.AITER_SHUFFLED if n % 16 == 0 else Layout.PLAIN)
+    a = a.to(DEV)
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+    ops.launch_a4w4(a, w, out, cfg)
+    report = testing.check_gemm(out, a, w)
+    assert report.violations == 0 and report.nonfinite_mismatch == 0, report
+    if data != "special":  # few, huge-magnitude rows there: the 99.9 % rule is about one element
+        assert report.passed, report
+
+
+# ---- GPU at prefill shapes -------------------------------------------------------------------
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("m", [1024, 4096, 8192])
+@pytest.mark.parametrize("n, k", [(7168, 2048), (8192, 7168)])
+@pytest.mark.parametrize("cfg", [KernelConfig(128, 128, 1, 8, 3, False, 4, "int8"),
+                                 KernelConfig(64, 256, 1, 8, 3, False, 4, "int8", 8)])
+def test_int8_large_on_gpu(m, n, k, cfg):
+    g = torch.Generator().manual_seed(m + n)
+    a = torch.randn(m, k, generator=g).to(torch.bfloat16).cuda()
+    w = mxfp4.quantize(torch.randn(n, k, generator=g).to(torch.bfloat16).cuda()).to_layout(Layout.AITER_SHUFFLED)
+    rows = testing.sample_rows(m, limit=0)
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    ops.launch_a4w4(a, w, out, cfg)
+    assert testing.check_gemm(out, a, w, rows).passed
+    if m == 1024:  # rows scaled 2**-20 .. 2**20 block to block: the block-by-block path
+        a = spread_rows(a, -20, 20, 7)
+        out.fill_(float("nan"))
+        ops.launch_a4w4(a, w, out, cfg)
+        assert testing.check_gemm(out, a, w, rows).passed
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("m", [64, 100, 333, 1024])
+@pytest.mark.parametrize("n, k", [(2112, 7168), (3072, 1536), (200 * 16 + 16, 2048), (2880, 2880)])
+def test_int8_odd_shapes_on_gpu(m, n, k):
+    g = torch.Generator().manual_seed(m + k)
+    a = torch.randn(m, k, generator=g).to(torch.bfloat16).cuda()
+    a[::7] = spread_rows(a[::7], -9, 9, 8)
+    w = mxfp4.quantize(torch.randn(n, k, generator=g).to(torch.bfloat16).cuda()).to_layout(Layout.AITER_SHUFFLED)
+    for cfg in (KernelConfig(128, 128, 1, 8, 3, False, 8, "int8"), KernelConfig(64, 128, 1, 4, 3, False, 4, "int8", 8),
+                KernelConfig(64, 128, 3, 4, 3, False, 4, "int8")):
+        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        ops.launch_a4w4(a, w, out, cfg)
+        assert testing.check_gemm(out, a, w).passed, cfg
+    got = ops.fold_a(a, 8, w.scale_rule)
+    want = fold.fold_tensor(mxfp4.quantize(a), 8)
+    for name in ("q", "block_scale", "seg_scale", "folded"):
+        assert same_bits(getattr(got, name), getattr(want, name)), name
+
+
+def test_block_by_block_path_in_column_pieces(monkeypatch):
+    """With the fold over all of K a tile that does not fold goes block by block in column
+    pieces (INT8_PIECE_N): two pieces here, one of them past N."""
+    monkeypatch.setattr(ops, "INT8_PIECE_N", 16)
+    a = spread_rows(torch.randn(9, 128), -20, 20, 9).to(torch.bfloat16).to(DEV)
+    w = mxfp4.quantize(torch.randn(24, 128).to(torch.bfloat16).to(DEV))
+    out = torch.full((9, 24), float("nan"), dtype=torch.bfloat16, device=DEV)
+    ops.launch_a4w4(a, w, out, KernelConfig(16, 32, 1, 4, 2, False, 2, "int8"))
+    assert testing.check_gemm(out, a, w).passed
