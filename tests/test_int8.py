@@ -188,3 +188,19 @@ def test_block_by_block_path_in_column_pieces(monkeypatch):
     out = torch.full((9, 24), float("nan"), dtype=torch.bfloat16, device=DEV)
     ops.launch_a4w4(a, w, out, KernelConfig(16, 32, 1, 4, 2, False, 2, "int8"))
     assert testing.check_gemm(out, a, w).passed
+
+
+def test_heuristic_routes_m64_up_to_int8_and_runs():
+    from mxfp4.tuning import heuristic_config
+
+    assert heuristic_config(8, 2112, 7168).kernel == "persistent"
+    assert heuristic_config(4096, 7168, 7168) == KernelConfig(128, 256, 1, 8, 4, False, 4, "int8")
+    assert heuristic_config(64, 2112, 7168).split_k == 4  # 17 tiles: split-K fills the GPU
+    assert heuristic_config(100, 7168, 2048, kernel="persistent").kernel == "persistent"
+    a = torch.randn(70, 256).to(torch.bfloat16).to(DEV)
+    w = mxfp4.quantize(torch.randn(48, 256).to(torch.bfloat16).to(DEV))
+    cfg = heuristic_config(70, 48, 256)
+    assert cfg.kernel == "int8"
+    out = torch.full((70, 48), float("nan"), dtype=torch.bfloat16, device=DEV)
+    ops.launch_a4w4(a, w, out, cfg)
+    assert testing.check_gemm(out, a, w).passed

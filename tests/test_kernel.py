@@ -186,7 +186,7 @@ def test_odd_shapes_on_gpu(m, n, k, variant):
     if variant == "direct":
         cfg = KernelConfig(32 if m > 16 else 16, 32, 4, blocks_per_step=8, kernel="direct")
     else:
-        cfg = dataclasses.replace(heuristic_config(m, n, k), **variant)
+        cfg = dataclasses.replace(heuristic_config(m, n, k, kernel="persistent"), **variant)
     run_and_check(a, w, cfg)
 
 

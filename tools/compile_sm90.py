@@ -20,7 +20,8 @@ from mxfp4.kernels.direct import a4w4_direct_kernel  # noqa: E402
 from mxfp4.kernels.int8 import a4w4_int8_kernel  # noqa: E402
 
 PTRS = {"abs_ptr": "*fp32", "ass_ptr": "*fp32", "aok_ptr": "*i8", "wbs_ptr": "*fp32", "wss_ptr": "*fp32",
-        "wok_ptr": "*i8", "a_ptr": "*bf16", "w_ptr": "*u8", "ws_ptr": "*u8", "c_ptr": "*bf16", "q_ptr": "*u8", "qs_ptr": "*fp32",
+        "wok_ptr": "*i8", "a_ptr": "*bf16", "w_ptr": "*u8", "ws_ptr": "*u8", "c_ptr": "*bf16", "q_ptr": "*u8",
+        "qs_ptr": "*fp32",
         "part_ptr": "*fp32", "sync_ptr": "*i32", "tile_cnt_ptr": "*i32"}
 
 
@@ -30,7 +31,8 @@ def compile_kernel(fn, consts, warps, stages):
     if "M_TILES" in names and fn is a4w4_kernel:
         consts["M_TILES"] = 1
     sig = {n: PTRS.get(n, "constexpr" if n in consts else "i32") for n in names}
-    div16 = ({p for p in PTRS if PTRS[p].startswith("*")} | {"stride_am", "stride_cm", "M", "N", "K", "SCOLS"}) & set(names)
+    ptrs = {p for p in PTRS if PTRS[p].startswith("*")}
+    div16 = (ptrs | {"stride_am", "stride_cm", "M", "N", "K", "SCOLS"}) & set(names)
     attrs = {(names.index(k),): [["tt.divisibility", 16]] for k in div16}
     src = ASTSource(fn=fn, signature=sig, constexprs={(names.index(k),): v for k, v in consts.items()}, attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, num_stages=stages))

@@ -86,7 +86,8 @@ def int8_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelCo
            for bm, bn, warps, nbs, stages in whole if bm <= max(64, m)]
     blocks = k // 32
     if blocks > 16:
-        out += [KernelConfig(bm, bn, 1, warps, 3, False, 4, "int8", 16) for bm, bn, warps in ((64, 256, 8), (64, 128, 4))]
+        out += [KernelConfig(bm, bn, 1, warps, 3, False, 4, "int8", 16)
+                for bm, bn, warps in ((64, 256, 8), (64, 128, 4))]
     for bm, bn, warps in ((64, 128, 4), (64, 256, 8)):
         tiles = -(-m // bm) * -(-n // bn)
         for split in (2, 3, 4, 6, 8):

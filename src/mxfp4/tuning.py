@@ -100,8 +100,21 @@ def pow2_at_least(x: int, lo: int = 1) -> int:
     return max(lo, 1 << max(0, math.ceil(math.log2(max(1, x)))))
 
 
-def heuristic_config(m: int, n: int, k: int, num_sms: int = 132) -> KernelConfig:
-    """A reasonable config for any shape, used when the tuned table has no entry."""
+def heuristic_config(m: int, n: int, k: int, num_sms: int = 132, kernel: str = "auto") -> KernelConfig:
+    """A reasonable config for any shape, used when the tuned table has no entry: the int8 path
+    from M = 64 (K >= 128) with the tiles that won most tuned shapes of that size on the H200
+    (64 x 128 up to M = 512, 128 x 256 above), else the persistent kernel. ``kernel`` forces
+    "persistent" or "int8"."""
+    if kernel not in ("auto", "persistent", "int8"):
+        raise ValueError(f"kernel must be 'auto', 'persistent' or 'int8', got {kernel!r}")
+    if kernel == "int8" or (kernel == "auto" and m >= 64 and k >= 128):
+        if m > 512:
+            return KernelConfig(128, 256, 1, 8, 4, False, 4, "int8")
+        tiles = -(-m // 64) * -(-n // 128)
+        split = 1
+        while tiles * split * 2 <= num_sms and k // 32 >= 8 * split * 2:
+            split *= 2
+        return KernelConfig(64, 128, split, 4, 4 if split == 1 else 3, False, 4, "int8")
     block_m = min(pow2_at_least(m, 16), 64)
     block_n = 64 if m <= 64 else 128
     tiles = -(-m // block_m) * -(-n // block_n)
