@@ -97,7 +97,6 @@ def fold_tensor(t: MXFP4Tensor, seg_blocks: int) -> Folded:
 
 def unfold(f: Folded) -> torch.Tensor:
     """The operand's values as float64 [R, K] (for tests: they equal the MXFP4 values)."""
-    r, k = f.q.shape
     scale = f.block_scale.to(torch.float64).repeat_interleave(BLOCK, dim=1)
     return f.q.to(torch.float64) * scale
 

@@ -300,7 +300,9 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
 
     a: bf16 (or fp16 / fp32) [..., K]. w: MXFP4 weight [N, K], plain or aiter-shuffled layout.
     Returns bf16 [..., N] (written into ``out`` when given). On CUDA with triton this is one
-    kernel launch; elsewhere it runs the reference (:func:`mxfp4.reference.gemm_a4w4`).
+    kernel launch, or two where the config is the int8 path (which also folds ``w`` into int8
+    on its first call and caches that on ``w.data``); elsewhere it runs the reference
+    (:func:`mxfp4.reference.gemm_a4w4`).
     ``config`` forces a kernel config; else ``table`` (a :class:`mxfp4.tuning.TunedTable`), else
     the table shipped for this GPU, else a heuristic picks it. Nothing is timed on this path.
     """

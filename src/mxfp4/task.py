@@ -50,6 +50,6 @@ def weight_from_task(b_shuffle: torch.Tensor, b_scale_sh: torch.Tensor, k: int) 
 
 
 def custom_kernel(data) -> torch.Tensor:
-    """C [m, n] bf16 = quant(A) @ dequant(B)^T, from A, B_shuffle and B_scale_sh (one launch on GPU)."""
+    """C [m, n] bf16 = quant(A) @ dequant(B)^T, from A, B_shuffle and B_scale_sh (one or two launches on GPU)."""
     a, _b, _bq, b_shuffle, b_scale_sh = data
     return ops.gemm_a4w4(a, weight_from_task(b_shuffle, b_scale_sh, a.shape[1]))
