@@ -81,11 +81,11 @@ def test_folded_weight_is_cached_and_follows_in_place_changes():
 
 
 def test_int8_config_rules():
-    assert KernelConfig(64, 128, 1, 4, 3, False, 4, "int8", 8).fold_blocks == 8
+    assert KernelConfig(64, 128, 1, 4, 3, 4, "int8", 8).fold_blocks == 8
     with pytest.raises(ValueError, match="fold_blocks"):
-        KernelConfig(64, 128, 1, 4, 3, False, 4, "int8", 6)
+        KernelConfig(64, 128, 1, 4, 3, 4, "int8", 6)
     with pytest.raises(ValueError, match="split_k > 1"):
-        KernelConfig(64, 128, 2, 4, 3, False, 4, "int8", 8)
+        KernelConfig(64, 128, 2, 4, 3, 4, "int8", 8)
     with pytest.raises(ValueError, match="fold_blocks"):
         KernelConfig(64, 128, fold_blocks=8)
 
@@ -105,11 +105,11 @@ def test_fold_kernel_matches_the_torch_fold(m, k, seg, rule):
 # ---- the GEMM (interpreter on CPU) -------------------------------------------------------------
 
 SMALL = [  # m, n, k, config
-    (7, 48, 256, KernelConfig(16, 16, 1, 4, 2, False, 2, "int8")),
-    (33, 40, 320, KernelConfig(16, 32, 1, 4, 2, False, 2, "int8", 4)),
-    (20, 32, 512, KernelConfig(32, 16, 1, 4, 2, False, 4, "int8", 8)),
-    (20, 32, 512, KernelConfig(32, 16, 3, 4, 2, False, 4, "int8")),   # split-K: 2 segments of 8 blocks
-    (33, 40, 320, KernelConfig(16, 32, 2, 4, 2, False, 2, "int8")),   # split-K: 2 segments of 6 blocks
+    (7, 48, 256, KernelConfig(16, 16, 1, 4, 2, 2, "int8")),
+    (33, 40, 320, KernelConfig(16, 32, 1, 4, 2, 2, "int8", 4)),
+    (20, 32, 512, KernelConfig(32, 16, 1, 4, 2, 4, "int8", 8)),
+    (20, 32, 512, KernelConfig(32, 16, 3, 4, 2, 4, "int8")),   # split-K: 2 segments of 8 blocks
+    (33, 40, 320, KernelConfig(16, 32, 2, 4, 2, 2, "int8")),   # split-K: 2 segments of 6 blocks
 ]
 
 
@@ -142,8 +142,8 @@ def test_int8_gemm_small(m, n, k, cfg, data):
 @gpu
 @pytest.mark.parametrize("m", [1024, 4096, 8192])
 @pytest.mark.parametrize("n, k", [(7168, 2048), (8192, 7168)])
-@pytest.mark.parametrize("cfg", [KernelConfig(128, 128, 1, 8, 3, False, 4, "int8"),
-                                 KernelConfig(64, 256, 1, 8, 3, False, 4, "int8", 8)])
+@pytest.mark.parametrize("cfg", [KernelConfig(128, 128, 1, 8, 3, 4, "int8"),
+                                 KernelConfig(64, 256, 1, 8, 3, 4, "int8", 8)])
 def test_int8_large_on_gpu(m, n, k, cfg):
     g = torch.Generator().manual_seed(m + n)
     a = torch.randn(m, k, generator=g).to(torch.bfloat16).cuda()
@@ -168,8 +168,8 @@ def test_int8_odd_shapes_on_gpu(m, n, k):
     a = torch.randn(m, k, generator=g).to(torch.bfloat16).cuda()
     a[::7] = spread_rows(a[::7], -9, 9, 8)
     w = mxfp4.quantize(torch.randn(n, k, generator=g).to(torch.bfloat16).cuda()).to_layout(Layout.AITER_SHUFFLED)
-    for cfg in (KernelConfig(128, 128, 1, 8, 3, False, 8, "int8"), KernelConfig(64, 128, 1, 4, 3, False, 4, "int8", 8),
-                KernelConfig(64, 128, 3, 4, 3, False, 4, "int8")):
+    for cfg in (KernelConfig(128, 128, 1, 8, 3, 8, "int8"), KernelConfig(64, 128, 1, 4, 3, 4, "int8", 8),
+                KernelConfig(64, 128, 3, 4, 3, 4, "int8")):
         out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
         ops.launch_a4w4(a, w, out, cfg)
         assert testing.check_gemm(out, a, w).passed, cfg
@@ -186,7 +186,7 @@ def test_block_by_block_path_in_column_pieces(monkeypatch):
     a = spread_rows(torch.randn(9, 128), -20, 20, 9).to(torch.bfloat16).to(DEV)
     w = mxfp4.quantize(torch.randn(24, 128).to(torch.bfloat16).to(DEV))
     out = torch.full((9, 24), float("nan"), dtype=torch.bfloat16, device=DEV)
-    ops.launch_a4w4(a, w, out, KernelConfig(16, 32, 1, 4, 2, False, 2, "int8"))
+    ops.launch_a4w4(a, w, out, KernelConfig(16, 32, 1, 4, 2, 2, "int8"))
     assert testing.check_gemm(out, a, w).passed
 
 
@@ -194,7 +194,7 @@ def test_heuristic_routes_m64_up_to_int8_and_runs():
     from mxfp4.tuning import heuristic_config
 
     assert heuristic_config(8, 2112, 7168).kernel == "persistent"
-    assert heuristic_config(4096, 7168, 7168) == KernelConfig(128, 256, 1, 8, 4, False, 4, "int8")
+    assert heuristic_config(4096, 7168, 7168) == KernelConfig(128, 256, 1, 8, 4, 4, "int8")
     assert heuristic_config(64, 2112, 7168).split_k == 4  # 17 tiles: split-K fills the GPU
     assert heuristic_config(100, 7168, 2048, kernel="persistent").kernel == "persistent"
     a = torch.randn(70, 256).to(torch.bfloat16).to(DEV)

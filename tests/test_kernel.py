@@ -50,9 +50,6 @@ SMALL = [
     (7, 48, 320, KernelConfig(16, 32, 2, num_stages=2)),
     (33, 80, 512, KernelConfig(32, 32, 3)),
     (100, 16, 128, KernelConfig(64, 16, 4)),
-    (1, 16, 64, KernelConfig(16, 16, 1, scale_mma=True)),
-    (7, 48, 320, KernelConfig(16, 32, 2, scale_mma=True)),
-    (33, 80, 512, KernelConfig(32, 32, 3, scale_mma=True)),
     (7, 48, 320, KernelConfig(16, 32, 3, blocks_per_step=4)),
     (33, 80, 512, KernelConfig(32, 32, 1, blocks_per_step=2)),
     (100, 16, 128, KernelConfig(64, 16, 4, blocks_per_step=8)),
@@ -100,7 +97,7 @@ def test_special_values_follow_the_quantizer():
     a[3, 0:32] = torch.tensor(2.0 ** -130, dtype=torch.bfloat16)  # subnormal bf16 block
     a[4, 32:64] *= 1e30                                              # huge block next to normal ones
     a[5, 0:32] = 7.0                                                 # 7/2**e: saturates to 6
-    for cfg in (KernelConfig(16, 16, 2), KernelConfig(16, 16, 2, scale_mma=True),
+    for cfg in (KernelConfig(16, 16, 2),
                 KernelConfig(16, 16, 2, blocks_per_step=2), DIRECT):
         out = run_and_check(a, w, cfg)
         assert torch.isnan(out[0]).all() and torch.isnan(out[1]).all()
@@ -157,7 +154,7 @@ def test_wide_block_scale_spread():
     spread = torch.pow(2.0, torch.randint(-20, 21, (6, 8), generator=g).float()).repeat_interleave(32, 1)
     a = (a.float().cpu() * spread).to(torch.bfloat16).to(dev)
     run_and_check(a, w, KernelConfig(16, 32, 2))
-    run_and_check(a, w.to_layout(Layout.AITER_SHUFFLED), KernelConfig(16, 32, 2, scale_mma=True))
+    run_and_check(a, w.to_layout(Layout.AITER_SHUFFLED), KernelConfig(16, 32, 2, blocks_per_step=2))
 
 
 # ---- GPU at real shapes ------------------------------------------------------------------------
@@ -180,7 +177,7 @@ def test_task_shapes_on_gpu(m, n, k, seed):
 @gpu
 @pytest.mark.parametrize("m", [1, 7, 100, 333, 1024])
 @pytest.mark.parametrize("n, k", [(2112, 512), (3072, 1536), (7168, 7168), (200 * 16 + 16, 2048)])
-@pytest.mark.parametrize("variant", [{}, {"scale_mma": True}, {"blocks_per_step": 4}, "direct"])
+@pytest.mark.parametrize("variant", [{}, {"blocks_per_step": 4}, "direct"])
 def test_odd_shapes_on_gpu(m, n, k, variant):
     a, w = operands(m, n, k, seed=m + n + k, device="cuda", layout=Layout.AITER_SHUFFLED)
     if variant == "direct":

@@ -137,3 +137,10 @@ def test_every_shape_gets_candidates():
                   (8192, 8192, 8192)]:
         cands = candidate_configs(*shape)
         assert cands and all(isinstance(c, KernelConfig) for c in cands), shape
+
+
+def test_tables_written_with_the_removed_scale_mma_option_still_load():
+    old = KernelConfig(16, 64).to_dict() | {"scale_mma": False}
+    assert KernelConfig.from_dict(old) == KernelConfig(16, 64)
+    with pytest.raises(ValueError, match="unknown KernelConfig fields"):
+        KernelConfig.from_dict(old | {"scale_mma": True})  # the tf32 scale dot no longer exists

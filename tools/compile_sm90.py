@@ -56,7 +56,7 @@ def main(argv):
     else:
         bm, bn, warps = map(int, argv[0:3])
         nbs = int(argv[3]) if len(argv) > 3 else 1
-        consts = dict(SHUFFLED=True, FLOOR_RULE=False, BM=bm, BN=bn, QM=16, QK=256, USE_SPLIT=True, SCALE_MMA=False,
+        consts = dict(SHUFFLED=True, FLOOR_RULE=False, BM=bm, BN=bn, QM=16, QK=256, USE_SPLIT=True,
                       NBS=nbs, INTERPRET=False, PHASES=3)
         ck, name = compile_kernel(a4w4_kernel, consts, warps, 3), f"k_{bm}_{bn}_{warps}"
     print("shared", ck.metadata.shared, "->", f"/tmp/{name}.*")

@@ -168,7 +168,7 @@ def plan_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Kern
             n_tiles, m_tiles, split_k, per_split, -(-m // qm) * kq_chunks, kq_chunks)
     consts = dict(SHUFFLED=w.layout is Layout.AITER_SHUFFLED, FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR,
                   BM=config.block_m, BN=config.block_n, QM=qm, QK=qk, USE_SPLIT=split_k > 1,
-                  SCALE_MMA=config.scale_mma, NBS=config.blocks_per_step, INTERPRET=interpreter_enabled(),
+                  NBS=config.blocks_per_step, INTERPRET=interpreter_enabled(),
                   num_warps=config.num_warps, num_stages=config.num_stages)
     return (programs,), args, consts
 

@@ -21,7 +21,7 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = 132) -> list[Kernel
 
 
 def persistent_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
-    """Persistent kernel (H200 sweeps found BN 64, 4-warp 64x256 tiles, scale_mma and one block
+    """Persistent kernel (H200 sweeps found BN 64, 4-warp 64x256 tiles, the tf32 scale dot and one block
     per step never best: docs/results/trials-*.csv): tiles that fit the shape; split-K keeping
     the work items between about a third of the SMs and 1.25 per SM (no split when the tiles
     alone are more); 2 or 4 blocks per step; 4 warps (8 for 64 x 128 tiles and up: twice
@@ -38,7 +38,7 @@ def persistent_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[Ke
                 continue
             warps = 8 if bm * bn >= 64 * 128 else 4
             for nbs in (2, 4):
-                out.append(KernelConfig(bm, bn, split, warps, 3, False, nbs))
+                out.append(KernelConfig(bm, bn, split, warps, 3, nbs))
     return list(dict.fromkeys(out))
 
 
@@ -65,7 +65,7 @@ def direct_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[Kernel
                     progs = tiles * split
                     if progs < num_sms // 2 or progs > 4 * num_sms:
                         continue
-                    out.append(KernelConfig(bm, bn, split, 4, 1, False, nb, "direct"))
+                    out.append(KernelConfig(bm, bn, split, 4, 1, nb, "direct"))
     return list(dict.fromkeys(out))
 
 
@@ -82,17 +82,17 @@ def int8_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelCo
         return []
     whole = ((128, 256, 8, 4, 3), (128, 256, 8, 4, 4), (128, 256, 8, 2, 6), (128, 128, 8, 8, 3), (128, 128, 8, 4, 4),
              (64, 128, 4, 4, 3), (64, 128, 4, 4, 4))
-    out = [KernelConfig(bm, bn, 1, warps, stages, False, nbs, "int8")
+    out = [KernelConfig(bm, bn, 1, warps, stages, nbs, "int8")
            for bm, bn, warps, nbs, stages in whole if bm <= max(64, m)]
     blocks = k // 32
     if blocks > 16:
-        out += [KernelConfig(bm, bn, 1, warps, 3, False, 4, "int8", 16)
+        out += [KernelConfig(bm, bn, 1, warps, 3, 4, "int8", 16)
                 for bm, bn, warps in ((64, 256, 8), (64, 128, 4))]
     for bm, bn, warps in ((64, 128, 4), (64, 256, 8)):
         tiles = -(-m // bm) * -(-n // bn)
         for split in (2, 3, 4, 6, 8):
             if num_sms // 2 <= tiles * split <= 1.5 * num_sms and blocks >= 8 * split:
-                out.append(KernelConfig(bm, bn, split, warps, 3, False, 4, "int8"))
+                out.append(KernelConfig(bm, bn, split, warps, 3, 4, "int8"))
     return out
 
 

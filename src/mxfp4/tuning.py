@@ -21,14 +21,12 @@ class KernelConfig:
     block_m, block_n: output tile (each >= 16, powers of two); K advances one MX block (32) per
     step. split_k: work items sharing one output tile along K, reduced inside the launch by the
     last to arrive. num_warps, num_stages: Triton launch options (stages of the K pipeline).
-    scale_mma: form each block's scale product with a small tf32 dot, so the pipeliner
-    prefetches the scale bytes with the operands (else they are plain per-step loads).
     blocks_per_step: MX blocks per K step (1, 2, 4, 8); the scales of a step's blocks come in one
-    load, so their memory round trip is paid once per step. Not combined with scale_mma.
+    load, so their memory round trip is paid once per step.
     kernel: "persistent" (A quantized once per launch, then a grid-wide meeting; the fields
     above) or "direct" (each program quantizes the A rows it needs; no meeting). For "direct",
     split_k is the number of programs along K and blocks_per_step (NB, 1 .. 64) the MX blocks
-    each program loads and multiplies at once; scale_mma does not apply. "int8" (large M: A
+    each program loads and multiplies at once. "int8" (large M: A
     folded by a first launch, then an int8 matmul, :mod:`mxfp4.kernels.int8`): blocks_per_step
     is the K step in MX blocks, fold_blocks the fold's segment length in MX blocks (0: all of K;
     else a multiple of blocks_per_step), split_k > 1 splits K into that many segments, one
@@ -40,7 +38,6 @@ class KernelConfig:
     split_k: int = 1
     num_warps: int = 4
     num_stages: int = 3
-    scale_mma: bool = False
     blocks_per_step: int = 1
     kernel: str = "persistent"
     fold_blocks: int = 0
@@ -50,20 +47,15 @@ class KernelConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"KernelConfig.{name} must be a positive int, got {value!r}")
-        if not isinstance(self.scale_mma, bool):
-            raise ValueError(f"KernelConfig.scale_mma must be a bool, got {self.scale_mma!r}")
         if self.kernel not in KERNELS:
             raise ValueError(f"KernelConfig.kernel must be one of {KERNELS}, got {self.kernel!r}")
         if self.kernel == "direct":
             if self.blocks_per_step > 64 or self.blocks_per_step & (self.blocks_per_step - 1):
                 raise ValueError("KernelConfig.blocks_per_step must be a power of two <= 64 for the direct "
                                  f"kernel, got {self.blocks_per_step}")
-            if self.scale_mma:
-                raise ValueError("KernelConfig.scale_mma applies to the persistent kernel only")
         elif self.kernel == "int8":
-            if self.blocks_per_step not in (1, 2, 4, 8) or self.scale_mma:
-                raise ValueError("the int8 kernel needs blocks_per_step in (1, 2, 4, 8) and no scale_mma, got "
-                                 f"{self.blocks_per_step}, {self.scale_mma}")
+            if self.blocks_per_step not in (1, 2, 4, 8):
+                raise ValueError(f"the int8 kernel needs blocks_per_step in (1, 2, 4, 8), got {self.blocks_per_step}")
             if self.split_k > 1 and self.fold_blocks:
                 raise ValueError("the int8 kernel's split-K makes each split one fold segment: fold_blocks must "
                                  f"be 0 with split_k > 1, got {self.fold_blocks}")
@@ -74,8 +66,6 @@ class KernelConfig:
             raise ValueError(f"KernelConfig.blocks_per_step must be 1, 2, 4 or 8, got {self.blocks_per_step}")
         if self.kernel != "int8" and self.fold_blocks != 0:
             raise ValueError(f"KernelConfig.fold_blocks applies to the int8 kernel only, got {self.fold_blocks!r}")
-        if self.scale_mma and self.blocks_per_step != 1:
-            raise ValueError("KernelConfig.scale_mma needs blocks_per_step == 1")
         for name in ("block_m", "block_n"):
             value = getattr(self, name)
             if value < 16 or value & (value - 1):
@@ -88,6 +78,8 @@ class KernelConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "KernelConfig":
+        if d.get("scale_mma") is False:  # tables written before the option was removed
+            d = {key: value for key, value in d.items() if key != "scale_mma"}
         fields = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - fields
         if unknown:
@@ -109,12 +101,12 @@ def heuristic_config(m: int, n: int, k: int, num_sms: int = 132, kernel: str = "
         raise ValueError(f"kernel must be 'auto', 'persistent' or 'int8', got {kernel!r}")
     if kernel == "int8" or (kernel == "auto" and m >= 64 and k >= 128):
         if m > 512:
-            return KernelConfig(128, 256, 1, 8, 4, False, 4, "int8")
+            return KernelConfig(128, 256, 1, 8, 4, 4, "int8")
         tiles = -(-m // 64) * -(-n // 128)
         split = 1
         while tiles * split * 2 <= num_sms and k // 32 >= 8 * split * 2:
             split *= 2
-        return KernelConfig(64, 128, split, 4, 4 if split == 1 else 3, False, 4, "int8")
+        return KernelConfig(64, 128, split, 4, 4 if split == 1 else 3, 4, "int8")
     block_m = min(pow2_at_least(m, 16), 64)
     block_n = 64 if m <= 64 else 128
     tiles = -(-m // block_m) * -(-n // block_n)

@@ -227,21 +227,12 @@ def _block_dot(a_rows, w_ptr, offs_n, mask_m, mask_n, k0, in_k, KB, SHUFFLED: tl
 
 @triton.jit
 def _step_scales(qs_ptr, ws_ptr, offs_m, offs_n, mask_m, mask_n, k0, K, SCOLS, BN: tl.constexpr,
-                 SHUFFLED: tl.constexpr, SCALE_MMA: tl.constexpr):
-    """Scales of the block at k0: A's (float32, from the scratch) and W's times 2**12, as [BM]
-    and [BN] (or [BM, 16] / [BN, 16] with only column 0 set, for the tf32 scale dot)."""
+                 SHUFFLED: tl.constexpr):
+    """Scales of the block at k0: A's (float32, from the scratch) [BM] and W's times 2**12 [BN]."""
     in_k = k0 < K
-    if SCALE_MMA:
-        cols = tl.arange(0, 16)
-        sa = tl.load(qs_ptr + offs_m[:, None] * (K // 32) + k0 // 32 + cols[None, :] * 0,
-                     mask=mask_m[:, None] & (cols == 0)[None, :] & in_k, other=0.0)
-        wsb = _load_w_scale_bytes(ws_ptr, offs_n[:, None] + cols[None, :] * 0, k0 // 32, SCOLS,
-                                  mask_n[:, None] & in_k, SHUFFLED)
-        return sa, _e8m0_to_f32(wsb, 12)
-    else:
-        sa = tl.load(qs_ptr + offs_m * (K // 32) + k0 // 32, mask=mask_m & in_k, other=0.0)
-        wsb = _load_w_scale_bytes(ws_ptr, offs_n[:, None], k0 // 32, SCOLS, mask_n[:, None] & in_k, SHUFFLED)
-        return sa, tl.reshape(_e8m0_to_f32(wsb, 12), (BN,))
+    sa = tl.load(qs_ptr + offs_m * (K // 32) + k0 // 32, mask=mask_m & in_k, other=0.0)
+    wsb = _load_w_scale_bytes(ws_ptr, offs_n[:, None], k0 // 32, SCOLS, mask_n[:, None] & in_k, SHUFFLED)
+    return sa, tl.reshape(_e8m0_to_f32(wsb, 12), (BN,))
 
 
 @triton.jit
@@ -300,7 +291,7 @@ def a4w4_kernel(
     N_TILES, M_TILES, SPLIT_K, STEPS, Q_CHUNKS, KQ_CHUNKS,
     SHUFFLED: tl.constexpr, FLOOR_RULE: tl.constexpr,
     BM: tl.constexpr, BN: tl.constexpr, QM: tl.constexpr, QK: tl.constexpr,
-    USE_SPLIT: tl.constexpr, SCALE_MMA: tl.constexpr, NBS: tl.constexpr, INTERPRET: tl.constexpr,
+    USE_SPLIT: tl.constexpr, NBS: tl.constexpr, INTERPRET: tl.constexpr,
     PHASES: tl.constexpr = 3,
 ):
     """C[M, N] (bf16) = quant(A)[M, K] @ W[N, K]^T in one persistent launch.
@@ -341,21 +332,16 @@ def a4w4_kernel(
             # them): their memory round trip overlaps a step of work. Measured on the H200: 0-1.7 us
             # per shape, less than predicted (NOTES.md).
             sa_nx, sb_nx = _step_scales(qs_ptr, ws_ptr, offs_m, offs_n, mask_m, mask_n, pid_k * STEPS * 32,
-                                        K, SCOLS, BN, SHUFFLED, SCALE_MMA)
+                                        K, SCOLS, BN, SHUFFLED)
             for step in tl.range(0, STEPS):
                 k0 = (pid_k * STEPS + step) * 32
                 in_k = k0 < K
                 sa = sa_nx
                 sb = sb_nx
                 sa_nx, sb_nx = _step_scales(qs_ptr, ws_ptr, offs_m, offs_n, mask_m, mask_n & (step + 1 < STEPS),
-                                            k0 + 32, K, SCOLS, BN, SHUFFLED, SCALE_MMA)
+                                            k0 + 32, K, SCOLS, BN, SHUFFLED)
                 p = _block_dot(a_rows, w_ptr, offs_n, mask_m, mask_n, k0, in_k, KB, SHUFFLED, INTERPRET)
-                if SCALE_MMA:
-                    # The outer product of the block scales as a K=16 tf32 dot (powers of two are
-                    # exact in tf32): the result lands in p's layout.
-                    acc += p * tl.dot(sa, tl.trans(sb), input_precision="tf32", out_dtype=tl.float32)
-                else:
-                    acc += p * (sa[:, None] * tl.reshape(sb, (1, BN)))
+                acc += p * (sa[:, None] * tl.reshape(sb, (1, BN)))
         else:
             # NBS blocks per step: the scales of a whole group come in one load each, one group
             # ahead, so their round trip overlaps the previous group's work; a8 and w stay one
