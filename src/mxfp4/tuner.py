@@ -73,7 +73,7 @@ def int8_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelCo
     """int8 kernel (two launches; M >= 16, as wgmma tiles have 64 rows). Tiles that compile
     without spills on sm_90 with the fold over all of K: 128 x 256 and 128 x 128 on 8 warps,
     64 x 128 on 4; K steps of 2, 4 or 8 blocks, 3, 4 or 6 stages (the first H200 sweep,
-    docs/results/trials-int8-*.csv, dropped 64 x 256 and 8-block steps on 64 x 128). Segments of
+    docs/results/int8/trials-run*.csv, dropped 64 x 256 and 8-block steps on 64 x 128). Segments of
     16 blocks on the tiles that keep both accumulators in registers (64 x 256, 64 x 128):
     sturdier where rows spread widely along K, as a segment that does not fold costs a
     block-by-block pass (8 blocks was slower). Where the tiles leave SMs idle, split-K over
