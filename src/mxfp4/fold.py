@@ -95,6 +95,19 @@ def fold_tensor(t: MXFP4Tensor, seg_blocks: int) -> Folded:
     return fold_codes(formats.unpack_codes(t.data), t.scales, seg_blocks)
 
 
+def differing_arrays(a: Folded, b: Folded) -> list[str]:
+    """Names of the arrays of ``a`` and ``b`` that are not bit-identical (floats compared by their
+    bits, so equal NaNs match), and "seg_blocks" if those differ; [] when the folds are the same."""
+    names = [] if a.seg_blocks == b.seg_blocks else ["seg_blocks"]
+    for name in ("q", "block_scale", "seg_scale", "folded"):
+        x, y = getattr(a, name).cpu(), getattr(b, name).cpu()
+        if x.dtype == torch.float32 and y.dtype == torch.float32:
+            x, y = x.view(torch.int32), y.view(torch.int32)
+        if not torch.equal(x, y):
+            names.append(name)
+    return names
+
+
 def unfold(f: Folded) -> torch.Tensor:
     """The operand's values as float64 [R, K] (for tests: they equal the MXFP4 values)."""
     scale = f.block_scale.to(torch.float64).repeat_interleave(BLOCK, dim=1)

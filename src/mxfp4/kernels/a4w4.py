@@ -130,6 +130,12 @@ def _scale_offsets(n, s, SCOLS, SHUFFLED: tl.constexpr):
 
 
 @triton.jit
+def pow2_f32(e):
+    """2**e as float32 for int32 e in [-149, 127], subnormals exact."""
+    return tl.where(e >= -126, (e + 127) << 23, 1 << tl.maximum(e + 149, 0)).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def _e8m0_to_f32(byte, extra_exp: tl.constexpr):
     """2**(byte - 127 + extra_exp) as float32; byte 255 -> NaN. Flushes to 0 below 2**-126."""
     biased = tl.minimum(tl.maximum(byte + extra_exp, 0), 255)

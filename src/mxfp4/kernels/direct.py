@@ -16,7 +16,7 @@ Numerics are those of the persistent kernel: per MX block an exact fp8 dot (bloc
 import triton
 import triton.language as tl
 
-from .a4w4 import _e8m0_to_f32, _scale_offsets, _store_tile, block_exponent, fp4x2_to_fp8, to_f32
+from .a4w4 import _e8m0_to_f32, _scale_offsets, _store_tile, block_exponent, fp4x2_to_fp8, pow2_f32, to_f32
 
 
 @triton.jit
@@ -41,7 +41,7 @@ def round_to_e2m1(x, FLOOR_RULE: tl.constexpr):
     amax = tl.where(nonfinite, 0, amax)
     e = block_exponent(amax, FLOOR_RULE)
     p = -e - 6  # in [-133, 121]: 2**p is a float32 normal from -126 up, a subnormal below
-    mult = tl.where(p >= -126, (p + 127) << 23, 1 << tl.maximum(p + 149, 0)).to(tl.float32, bitcast=True)
+    mult = pow2_f32(p)
     lim = tl.where(nonfinite, 0, 0x3DC00000).to(tl.uint32)  # bits of 6 * 2**-6; 0 empties a non-finite block
     sign = tl.where(nonfinite, 0, -0x80000000)
     xs = tl.abs(xf) * mult[:, :, None]

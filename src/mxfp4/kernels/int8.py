@@ -26,16 +26,10 @@ are near the ends of the float32 range and the result is Inf / NaN or loses its 
 import triton
 import triton.language as tl
 
-from .a4w4 import _midpoint_bits, _store_tile, block_exponent, f32_to_bf16_rne, to_f32
+from .a4w4 import _midpoint_bits, _store_tile, block_exponent, f32_to_bf16_rne, pow2_f32, to_f32
 from .direct import round_to_e2m1
 
 MAX_SHIFT = tl.constexpr(3)  # 12 << 3 = 96 fits int8 (mxfp4.fold.MAX_SHIFT)
-
-
-@triton.jit
-def _pow2(e):
-    """2**e as float32 for int32 e in [-149, 127], subnormals exact."""
-    return tl.where(e >= -126, (e + 127) << 23, 1 << tl.maximum(e + 149, 0)).to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -91,10 +85,10 @@ def fold_a_kernel(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, M,
         tl.store(q_ptr + rows[:, None] * K + k[None, :], tl.reshape(q, (PM, CB * 32)).to(tl.int8),
                  mask=row_ok[:, None] & in_k[None, :])
         eff = tl.where(folded[:, None], ref[:, None] - 4, e - 1)
-        bfac = tl.where(nonfinite, float("nan"), _pow2(eff))
+        bfac = tl.where(nonfinite, float("nan"), pow2_f32(eff))
         b = b0 + blks
         tl.store(bs_ptr + rows[:, None] * KB + b[None, :], bfac, mask=row_ok[:, None] & (b < b_hi)[None, :])
-    tl.store(ss_ptr + rows * NSEG + seg, tl.where(nan != 0, float("nan"), _pow2(ref - 4)), mask=row_ok)
+    tl.store(ss_ptr + rows * NSEG + seg, tl.where(nan != 0, float("nan"), pow2_f32(ref - 4)), mask=row_ok)
     tl.store(ok_ptr + rows * NSEG + seg, folded.to(tl.int8), mask=row_ok)
 
 
