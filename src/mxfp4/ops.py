@@ -259,8 +259,9 @@ def launch_int8(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Ke
     fw = folded_weight(w, seg)
     fbn = min(bn, INT8_PIECE_N) if mode == 0 else bn
     tiles = -(-m // bm) * -(-n // bn)
-    cnt, part = _split_k_buffers(a2.device, tiles, segs if mode == 2 else 1, config, fa.block_scale)
-    a4w4_int8_kernel[(tiles * (segs if mode == 2 else 1),)](
+    splits = segs if mode == 2 else 1
+    cnt, part = _split_k_buffers(a2.device, tiles, splits, config, fa.block_scale)
+    a4w4_int8_kernel[(tiles * splits,)](
         _descriptor(fa.q, bm, bk), _descriptor(fw.q, bn, bk), _descriptor(fa.q, bm, 32), _descriptor(fw.q, fbn, 32),
         fa.block_scale, fa.seg_scale, fa.folded, fw.block_scale, fw.seg_scale, fw.folded,
         out2, out2.stride(0), out2.stride(1), part, cnt[4:], m, n, k, seg, segs,
