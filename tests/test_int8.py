@@ -129,6 +129,48 @@ def test_int8_gemm_small(m, n, k, cfg, data):
         assert report.passed, report
 
 
+# ---- the one-launch kernel (int8_fused; interpreter on CPU) -----------------------------------
+
+FUSED_SMALL = [  # m, n, k, config
+    (4, 48, 256, KernelConfig(16, 16, 1, 4, 1, 8, "int8_fused")),     # M < 16: rows repeated, one step
+    (1, 40, 512, KernelConfig(16, 32, 1, 4, 1, 16, "int8_fused")),    # one row; N past the tile
+    (7, 64, 512, KernelConfig(16, 32, 2, 4, 1, 8, "int8_fused")),     # split-K, one step per split
+    (20, 32, 512, KernelConfig(16, 16, 3, 4, 2, 2, "int8_fused")),    # split-K, several steps per split
+    (33, 40, 320, KernelConfig(32, 32, 1, 4, 2, 2, "int8_fused")),    # M and N past the tiles, odd steps
+]
+
+
+@pytest.mark.parametrize("m, n, k, cfg", FUSED_SMALL)
+@pytest.mark.parametrize("data", ["randn", "spread", "mixed", "special"])
+def test_fused_gemm_small(m, n, k, cfg, data):
+    g = torch.Generator().manual_seed(m * n + k)
+    a = torch.randn(m, k, generator=g).to(torch.bfloat16)
+    b = torch.randn(n, k, generator=g).to(torch.bfloat16)
+    if data == "spread":
+        a = spread_rows(a, -20, 20, 3)
+    elif data == "mixed":  # some A rows and some W rows spread: tiles of both paths
+        a[::3] = spread_rows(a[::3], -9, 9, 4)
+        b[1::5] = spread_rows(b[1::5], -9, 9, 5)
+    elif data == "special":
+        a[:6] = special_rows(6, k, 6)[:m]
+    w = mxfp4.quantize(b.to(DEV)).to_layout(Layout.AITER_SHUFFLED if n % 16 == 0 else Layout.PLAIN)
+    a = a.to(DEV)
+    out, folded_a = ops.gemm_a4w4_debug(a, w, cfg)
+    assert not fold.differing_arrays(folded_a, fold.fold_tensor(mxfp4.quantize(a), folded_a.seg_blocks))
+    report = testing.check_gemm(out, a, w)
+    assert report.violations == 0 and report.nonfinite_mismatch == 0, report
+    if data != "special":
+        assert report.passed, report
+
+
+def test_fused_config_rules():
+    assert KernelConfig(16, 32, 1, 4, 1, 16, "int8_fused").blocks_per_step == 16
+    with pytest.raises(ValueError, match="blocks_per_step"):
+        KernelConfig(16, 32, 1, 4, 1, 32, "int8_fused")
+    with pytest.raises(ValueError, match="fold_blocks"):
+        KernelConfig(16, 32, 1, 4, 1, 4, "int8_fused", 8)
+
+
 # ---- GPU at prefill shapes -------------------------------------------------------------------
 
 @pytest.mark.gpu
@@ -204,3 +246,22 @@ def test_differing_arrays_names_what_differs():
     g = fold.Folded(f.q.clone(), f.block_scale, f.seg_scale, f.folded, f.seg_blocks)
     g.q[0, 0] += 1
     assert fold.differing_arrays(f, g) == ["q"]
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("m", [1, 7, 16, 100, 333])
+@pytest.mark.parametrize("n, k", [(2880, 512), (2112, 7168), (3072, 1536), (2152, 2048)])
+def test_fused_on_gpu(m, n, k):
+    """The one-launch kernel on GPU: odd M, N not a multiple of 64 (2152), every K of the task;
+    every 7th row spread (those tiles go block by block); A's fold bit for bit."""
+    g = torch.Generator().manual_seed(m + n + k)
+    a = torch.randn(m, k, generator=g).to(torch.bfloat16).cuda()
+    a[::7] = spread_rows(a[::7], -9, 9, 8)
+    w = mxfp4.quantize(torch.randn(n, k, generator=g).to(torch.bfloat16).cuda())
+    w = w.to_layout(Layout.AITER_SHUFFLED if n % 16 == 0 else Layout.PLAIN)
+    for cfg in (KernelConfig(16, 64, 1, 4, 3, 8, "int8_fused"), KernelConfig(16, 128, 4, 8, 3, 4, "int8_fused"),
+                KernelConfig(64, 128, 2, 4, 3, 4, "int8_fused"), KernelConfig(32, 32, 1, 8, 1, 16, "int8_fused")):
+        out, folded_a = ops.gemm_a4w4_debug(a, w, cfg)
+        assert not fold.differing_arrays(folded_a, fold.fold_tensor(mxfp4.quantize(a), folded_a.seg_blocks)), cfg
+        assert testing.check_gemm(out, a, w).passed, cfg

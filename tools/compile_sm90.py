@@ -4,6 +4,7 @@ Usage:
   python tools/compile_sm90.py BM BN WARPS [BLOCKS_PER_STEP]          persistent kernel
   python tools/compile_sm90.py --direct BM BN NB WARPS [BMQ]           direct kernel
   python tools/compile_sm90.py --int8 BM BN BK WARPS STAGES [MODE]      int8 kernel (MODE 0/1/2)
+  python tools/compile_sm90.py --fused BM BMQ BN BK WARPS STAGES [SPLIT] one-launch int8 kernel
 then  .venv/lib/python3.11/site-packages/triton/backends/nvidia/bin/cuobjdump --dump-sass /tmp/<name>.cubin
 Integer arguments are declared divisible by 16 and strides of 1 constant, as the real launch
 specializes them; costs no device time.
@@ -17,7 +18,7 @@ from triton.compiler import ASTSource
 sys.path.insert(0, "src")
 from mxfp4.kernels.a4w4 import a4w4_kernel  # noqa: E402
 from mxfp4.kernels.direct import a4w4_direct_kernel  # noqa: E402
-from mxfp4.kernels.int8 import a4w4_int8_kernel  # noqa: E402
+from mxfp4.kernels.int8 import a4w4_fused_kernel, a4w4_int8_kernel  # noqa: E402
 
 PTRS = {"abs_ptr": "*fp32", "ass_ptr": "*fp32", "aok_ptr": "*i8", "wbs_ptr": "*fp32", "wss_ptr": "*fp32",
         "wok_ptr": "*i8", "a_ptr": "*bf16", "w_ptr": "*u8", "ws_ptr": "*u8", "c_ptr": "*bf16", "q_ptr": "*u8",
@@ -47,6 +48,13 @@ def main(argv):
                     a32_desc=f"tensordesc<i8[{bm}, 32]>", w32_desc=f"tensordesc<i8[{fbn}, 32]>")
         consts = dict(BM=bm, BN=bn, BK=bk, FBN=fbn, GROUP_M=8, MODE=mode)
         ck, name = compile_kernel(a4w4_int8_kernel, consts, warps, stages), f"i8_{bm}_{bn}_{bk}_{warps}_{stages}_{mode}"
+    elif argv and argv[0] == "--fused":
+        bm, bmq, bn, bk, warps, stages = map(int, argv[1:7])
+        split = bool(int(argv[7])) if len(argv) > 7 else False
+        PTRS.update(w_ptr="*i8", q_ptr="*i8", bs_ptr="*fp32", ss_ptr="*fp32", ok_ptr="*i8")
+        consts = dict(BM=bm, BMQ=bmq, BN=bn, BK=bk, FLOOR_RULE=False, USE_SPLIT=split, WRITE_FOLD=False)
+        ck = compile_kernel(a4w4_fused_kernel, consts, warps, stages)
+        name = f"f_{bm}_{bmq}_{bn}_{bk}_{warps}_{stages}_{int(split)}"
     elif argv and argv[0] == "--direct":
         bm, bn, nb, warps = map(int, argv[1:5])
         bmq = int(argv[5]) if len(argv) > 5 else bm

@@ -91,7 +91,8 @@ def _tune(args: argparse.Namespace) -> int:
     from . import tuner
 
     pick = {"all": tuner.candidate_configs, "persistent": tuner.persistent_candidates,
-            "direct": tuner.direct_candidates, "int8": tuner.int8_candidates}[args.kernel]
+            "direct": tuner.direct_candidates, "int8": tuner.int8_candidates,
+            "int8_fused": tuner.fused_candidates}[args.kernel]
     table, trials = tune([(s.m, s.n, s.k) for s in shapes], candidates=pick, progress=not args.no_progress,
                          jobs=args.jobs)
     if args.trials:
@@ -127,8 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shapes", nargs="+", metavar="M,N,K", help="explicit shapes; overrides --shapes-set")
     p.add_argument("--m", metavar="M1,M2", help="only the shapes of the set(s) with these M")
     p.add_argument("--out", default="mxfp4-tuned.json", help="where to write the table (atomically)")
-    p.add_argument("--kernel", choices=("all", "persistent", "direct", "int8"), default="all",
-                   help="which kernel's candidates to time (default: all three)")
+    p.add_argument("--kernel", choices=("all", "persistent", "direct", "int8", "int8_fused"), default="all",
+                   help="which kernel's candidates to time (default: all)")
     p.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
                    help="processes that compile the candidates before timing (0: compile while timing)")
     p.add_argument("--replace", action="store_true",

@@ -213,6 +213,14 @@ def _descriptor(t: torch.Tensor, rows: int, cols: int):
     return TensorDescriptor.from_tensor(t, [rows, cols])
 
 
+def _empty_fold(m: int, k: int, seg_blocks: int, dev: torch.device) -> Folded:
+    segs = segments(k, seg_blocks)
+    return Folded(torch.empty((m, k), dtype=torch.int8, device=dev),
+                  torch.empty((m, k // 32), dtype=torch.float32, device=dev),
+                  torch.empty((m, segs), dtype=torch.float32, device=dev),
+                  torch.empty((m, segs), dtype=torch.int8, device=dev), seg_blocks)
+
+
 def fold_a(a2: torch.Tensor, seg_blocks: int, scale_rule: ScaleRule) -> Folded:
     """Quantize 2-D a [M, K] and fold it (:mod:`mxfp4.fold`) with the Triton fold kernel; the
     result equals ``fold_tensor(quantize(a2), seg_blocks)`` bit for bit."""
@@ -221,10 +229,7 @@ def fold_a(a2: torch.Tensor, seg_blocks: int, scale_rule: ScaleRule) -> Folded:
     m, k = a2.shape
     segs = segments(k, seg_blocks)
     dev = a2.device
-    f = Folded(torch.empty((m, k), dtype=torch.int8, device=dev),
-               torch.empty((m, k // 32), dtype=torch.float32, device=dev),
-               torch.empty((m, segs), dtype=torch.float32, device=dev),
-               torch.empty((m, segs), dtype=torch.int8, device=dev), seg_blocks)
+    f = _empty_fold(m, k, seg_blocks, dev)
     # Rows per program: at most FOLD_BYTES of A per program (its second read then finds the rows
     # in L2), and few enough that the GPU gets two programs per SM.
     rows = FOLD_ROWS
@@ -238,6 +243,16 @@ def fold_a(a2: torch.Tensor, seg_blocks: int, scale_rule: ScaleRule) -> Folded:
     return f
 
 
+def _segment_blocks(k: int, config: KernelConfig) -> int:
+    """The int8 kernels' fold segment in MX blocks: with split-K one segment per split, each a
+    whole number of K steps; else fold_blocks, or all of K."""
+    blocks = k // 32
+    if config.split_k > 1:
+        per = -(-blocks // config.split_k)
+        return -(-per // config.blocks_per_step) * config.blocks_per_step
+    return config.fold_blocks or blocks
+
+
 def launch_int8(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig) -> Folded:
     """The int8 path: fold A (one launch), fold W (once per weight, cached), multiply (one launch).
     Returns the folded A."""
@@ -247,12 +262,7 @@ def launch_int8(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Ke
     n = w.shape[0]
     _check_32bit(m, n, k, w)
     bm, bn, bk = config.block_m, config.block_n, 32 * config.blocks_per_step
-    blocks = k // 32
-    if config.split_k > 1:  # one segment per split, whole K steps each
-        per = -(-blocks // config.split_k)
-        seg = -(-per // config.blocks_per_step) * config.blocks_per_step
-    else:
-        seg = config.fold_blocks or blocks
+    seg = _segment_blocks(k, config)
     segs = segments(k, seg)
     mode = 0 if segs == 1 else (2 if config.split_k > 1 else 1)
     fa = fold_a(a2, seg, w.scale_rule)
@@ -270,6 +280,34 @@ def launch_int8(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Ke
     return fa
 
 
+def launch_int8_fused(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig,
+                      debug: bool = False) -> Folded | None:
+    """The one-launch int8 path: fold W (once per weight, cached), then one launch that folds A
+    in each program and multiplies. With ``debug`` the launch also writes A's fold, returned
+    (else None)."""
+    from .kernels.int8 import a4w4_fused_kernel
+
+    m, k = a2.shape
+    n = w.shape[0]
+    _check_32bit(m, n, k, w)
+    dev = a2.device
+    seg = _segment_blocks(k, config)
+    segs = segments(k, seg)
+    fw = folded_weight(w, seg)
+    bm, bn = config.block_m, config.block_n
+    bmq = min(bm, pow2_at_least(m))
+    tiles = -(-m // bmq) * -(-n // bn)
+    cnt, part = _split_k_buffers(dev, tiles, segs, config, fw.seg_scale)
+    fa = _empty_fold(m, k, seg, dev) if debug else None
+    targets = (fa.q, fa.block_scale, fa.seg_scale, fa.folded) if debug else (cnt,) * 4  # untouched unless debug
+    a4w4_fused_kernel[(tiles * segs,)](
+        a2, a2.stride(0), a2.stride(1), fw.q, fw.block_scale, fw.seg_scale, fw.folded,
+        out2, out2.stride(0), out2.stride(1), part, cnt[4:], *targets, m, n, k, seg, segs,
+        BM=bm, BMQ=bmq, BN=bn, BK=32 * config.blocks_per_step, FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR,
+        USE_SPLIT=segs > 1, WRITE_FOLD=debug, num_warps=config.num_warps, num_stages=config.num_stages)
+    return fa
+
+
 def launch_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig,
                 debug: bool = False) -> tuple[torch.Tensor, torch.Tensor] | Folded:
     """Launch the Triton kernel ``config.kernel`` on 2-D a [M, K] into out [M, N]; no validation.
@@ -281,6 +319,8 @@ def launch_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Ke
     """
     if config.kernel == "int8":
         return launch_int8(a2, w, out2, config)
+    if config.kernel == "int8_fused":
+        return launch_int8_fused(a2, w, out2, config, debug)
     if config.kernel == "direct":
         from .kernels.direct import a4w4_direct_kernel
 

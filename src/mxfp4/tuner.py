@@ -17,7 +17,8 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = 132) -> list[Kernel
     """The curated candidates of both kernels for one shape (see the two helpers); the heuristic
     config when neither fits (shapes far smaller than the GPU)."""
     return (persistent_candidates(m, n, k, num_sms) + direct_candidates(m, n, k, num_sms)
-            + int8_candidates(m, n, k, num_sms) or [heuristic_config(m, n, k, num_sms)])
+            + int8_candidates(m, n, k, num_sms) + fused_candidates(m, n, k, num_sms)
+            or [heuristic_config(m, n, k, num_sms)])
 
 
 def persistent_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
@@ -94,6 +95,36 @@ def int8_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelCo
             if num_sms // 2 <= tiles * split <= 1.5 * num_sms and blocks >= 8 * split:
                 out.append(KernelConfig(bm, bn, split, warps, 3, 4, "int8"))
     return out
+
+
+def fused_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
+    """One-launch int8 kernel (each program folds its A rows itself, so A is quantized N / BN
+    times over: only where M * K * N / BN is at most 48 M elements). Tiles of 16 rows, and of
+    min(64, M) rows; BN 32 .. 256. A split's K in one step where it is at most 16 blocks, else
+    steps of 8 blocks (256 of K); a step's A at most 8192 elements (registers). Split-K so the programs number half to twice the SMs (no
+    split: any number from half the SMs up). 4 warps, and 8 from 16 x 64 tiles up."""
+    out = []
+    blocks = k // 32
+    if blocks < 1:
+        return out
+    for bm in sorted({min(64, pow2_at_least(m, 16)), 16}):
+        bmq = min(bm, pow2_at_least(m))
+        for bn in (32, 64, 128, 256):
+            n_tiles = -(-n // bn)
+            if m * k * n_tiles > 48 * 2 ** 20:
+                continue
+            tiles = -(-m // bmq) * n_tiles
+            for split in (1, 2, 3, 4, 6, 8, 12, 16):
+                per = -(-blocks // split)
+                bps = min(pow2_at_least(per) if per <= 16 else 8, 256 // bmq)  # A step: <= 8192 elements
+                seg = -(-per // bps) * bps
+                segs = -(-blocks // seg)
+                programs = tiles * segs
+                if (split > 1 and (segs != split or programs > 2 * num_sms)) or programs < num_sms // 2:
+                    continue
+                for warps in ((4, 8) if bm * bn >= 16 * 64 else (4,)):
+                    out.append(KernelConfig(bm, bn, split, warps, 1 if seg == bps else 3, bps, "int8_fused"))
+    return list(dict.fromkeys(out))
 
 
 @dataclasses.dataclass(frozen=True)

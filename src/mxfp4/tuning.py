@@ -11,7 +11,7 @@ import warnings
 from pathlib import Path
 
 
-KERNELS = ("persistent", "direct", "int8")
+KERNELS = ("persistent", "direct", "int8", "int8_fused")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,7 +30,10 @@ class KernelConfig:
     folded by a first launch, then an int8 matmul, :mod:`mxfp4.kernels.int8`): blocks_per_step
     is the K step in MX blocks, fold_blocks the fold's segment length in MX blocks (0: all of K;
     else a multiple of blocks_per_step), split_k > 1 splits K into that many segments, one
-    program each, summed inside the launch (then fold_blocks is 0).
+    program each, summed inside the launch (then fold_blocks is 0). "int8_fused" (one launch:
+    each program folds the A rows it needs itself, :func:`mxfp4.kernels.int8.a4w4_fused_kernel`):
+    blocks_per_step is the K step (1 .. 16 MX blocks), split_k as for "int8", fold_blocks 0;
+    with M < block_m only the real rows are quantized.
     """
 
     block_m: int = 16
@@ -62,6 +65,13 @@ class KernelConfig:
             if not isinstance(self.fold_blocks, int) or self.fold_blocks < 0 or self.fold_blocks % self.blocks_per_step:
                 raise ValueError("KernelConfig.fold_blocks must be 0 (all of K) or a positive multiple of "
                                  f"blocks_per_step ({self.blocks_per_step}), got {self.fold_blocks!r}")
+        elif self.kernel == "int8_fused":
+            if self.blocks_per_step not in (1, 2, 4, 8, 16):
+                raise ValueError("the int8_fused kernel needs blocks_per_step in (1, 2, 4, 8, 16), got "
+                                 f"{self.blocks_per_step}")
+            if self.fold_blocks:
+                raise ValueError("the int8_fused kernel folds over each split (all of K without split-K): "
+                                 f"fold_blocks must be 0, got {self.fold_blocks!r}")
         elif self.blocks_per_step not in (1, 2, 4, 8):
             raise ValueError(f"KernelConfig.blocks_per_step must be 1, 2, 4 or 8, got {self.blocks_per_step}")
         if self.kernel != "int8" and self.fold_blocks != 0:

@@ -45,51 +45,94 @@ def _block_facts(x, PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr
 
 
 @triton.jit
+def _merge_facts(x, hi, lo, nan, PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr):
+    """Fold the blocks of x [PM, CB * 32] into each row's running facts over a segment: the
+    largest (hi) and smallest (lo) exponent of its blocks holding a nonzero code (-1000 / 1000
+    while none), and whether a block is non-finite (nan, int32)."""
+    e, nonzero, nonfinite = _block_facts(x, PM, CB, FLOOR_RULE)
+    hi = tl.maximum(hi, tl.max(tl.where(nonzero, e, -1000), axis=1))
+    lo = tl.minimum(lo, tl.min(tl.where(nonzero, e, 1000), axis=1))
+    nan = tl.maximum(nan, tl.max(nonfinite.to(tl.int32), axis=1))
+    return hi, lo, nan
+
+
+@triton.jit
+def _fold_rule(hi, lo):
+    """(folded, ref) of rows from their facts: the spread of nonzero blocks is at most MAX_SHIFT
+    (or there is no nonzero block, then R = 0)."""
+    return (hi - lo <= MAX_SHIFT) | (hi == -1000), tl.where(hi == -1000, 0, hi)
+
+
+@triton.jit
+def _fold_values(x, folded, ref, PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr):
+    """Quantize x [PM, CB * 32] and fold it with its rows' facts: int32 [PM, CB * 32] values
+    ``(2 * e2m1) << shift`` (shift 0 where a row is not folded), and each block's exponent and
+    non-finite flag [PM, CB]."""
+    r, e, nonfinite = round_to_e2m1(tl.reshape(x, (PM, CB, 32)), FLOOR_RULE)
+    shift = tl.where(folded[:, None], tl.minimum(tl.maximum(MAX_SHIFT - (ref[:, None] - e), 0), MAX_SHIFT), 0)
+    # q = r * 2**(7 + shift) is an integer, |q| <= 96: add 1.5 * 2**23 (one FFMA) and read the
+    # integer off the float's bits (no float -> int conversion, a slow instruction)
+    mult = ((shift + 134) << 23).to(tl.float32, bitcast=True)
+    q = (r * mult[:, :, None] + 12582912.0).to(tl.int32, bitcast=True) - 0x4B400000
+    return tl.reshape(q, (PM, CB * 32)), e, nonfinite
+
+
+@triton.jit
+def _load_rows(ptr, rows, row_ok, stride_r, stride_k, k0, k_hi, BK: tl.constexpr):
+    """ptr[rows, k0 : k0 + BK], zeros past row_ok and past column k_hi."""
+    k = k0 + tl.arange(0, BK)
+    return tl.load(ptr + rows[:, None] * stride_r + k[None, :] * stride_k,
+                   mask=row_ok[:, None] & (k < k_hi)[None, :], other=0)
+
+
+@triton.jit
+def _segment_facts(a_ptr, stride_am, stride_ak, rows, row_ok, k_lo, k_hi, hi, lo, nan,
+                   PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr):
+    """The running facts (:func:`_merge_facts`) continued over A's columns [k_lo, k_hi)."""
+    for k0 in range(k_lo, k_hi, CB * 32):
+        x = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, k0, k_hi, CB * 32)
+        hi, lo, nan = _merge_facts(x, hi, lo, nan, PM, CB, FLOOR_RULE)
+    return hi, lo, nan
+
+
+@triton.jit
+def _store_fold(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, rows, row_ok, K, b_lo, b_hi, seg,
+                NSEG, folded, ref, nan, PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr):
+    """Write the fold of A's rows over blocks [b_lo, b_hi) (segment ``seg``, facts known):
+    mxfp4.fold's arrays q int8 [M, K], block factors [M, K/32], segment factors and flags
+    [M, NSEG]."""
+    KB = K // 32
+    blks = tl.arange(0, CB)
+    for b0 in range(b_lo, b_hi, CB):
+        x = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, b0 * 32, b_hi * 32, CB * 32)
+        q, e, nonfinite = _fold_values(x, folded, ref, PM, CB, FLOOR_RULE)
+        k = b0 * 32 + tl.arange(0, CB * 32)
+        tl.store(q_ptr + rows[:, None] * K + k[None, :], q.to(tl.int8),
+                 mask=row_ok[:, None] & (k < b_hi * 32)[None, :])
+        eff = tl.where(folded[:, None], ref[:, None] - 4, e - 1)
+        b = b0 + blks
+        tl.store(bs_ptr + rows[:, None] * KB + b[None, :], tl.where(nonfinite, float("nan"), pow2_f32(eff)),
+                 mask=row_ok[:, None] & (b < b_hi)[None, :])
+    tl.store(ss_ptr + rows * NSEG + seg, tl.where(nan != 0, float("nan"), pow2_f32(ref - 4)), mask=row_ok)
+    tl.store(ok_ptr + rows * NSEG + seg, folded.to(tl.int8), mask=row_ok)
+
+
+@triton.jit
 def fold_a_kernel(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, M, K, SEG_BLOCKS, NSEG,
                   PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr):
     """Quantize and fold rows pid(0) * PM .. + PM of A over segment pid(1) (mxfp4.fold's arrays:
     q int8 [M, K], block factors [M, K/32], segment factors and flags [M, NSEG])."""
-    pid_m = tl.program_id(0)
     seg = tl.program_id(1)
-    rows = pid_m * PM + tl.arange(0, PM)
+    rows = tl.program_id(0) * PM + tl.arange(0, PM)
     row_ok = rows < M
-    KB = K // 32
     b_lo = seg * SEG_BLOCKS
-    b_hi = tl.minimum(b_lo + SEG_BLOCKS, KB)
-    cols = tl.arange(0, CB * 32)
-    blks = tl.arange(0, CB)
-    hi = tl.full((PM,), -1000, tl.int32)
-    lo = tl.full((PM,), 1000, tl.int32)
-    nan = tl.zeros((PM,), tl.int32)
-    for b0 in range(b_lo, b_hi, CB):
-        k = b0 * 32 + cols
-        x = tl.load(a_ptr + rows[:, None] * stride_am + k[None, :] * stride_ak,
-                    mask=row_ok[:, None] & (k < b_hi * 32)[None, :], other=0.0)
-        e, nonzero, nonfinite = _block_facts(x, PM, CB, FLOOR_RULE)
-        hi = tl.maximum(hi, tl.max(tl.where(nonzero, e, -1000), axis=1))
-        lo = tl.minimum(lo, tl.min(tl.where(nonzero, e, 1000), axis=1))
-        nan = tl.maximum(nan, tl.max(nonfinite.to(tl.int32), axis=1))
-    folded = (hi - lo <= MAX_SHIFT) | (hi == -1000)
-    ref = tl.where(hi == -1000, 0, hi)
-    for b0 in range(b_lo, b_hi, CB):
-        k = b0 * 32 + cols
-        in_k = k < b_hi * 32
-        x = tl.load(a_ptr + rows[:, None] * stride_am + k[None, :] * stride_ak,
-                    mask=row_ok[:, None] & in_k[None, :], other=0.0)
-        r, e, nonfinite = round_to_e2m1(tl.reshape(x, (PM, CB, 32)), FLOOR_RULE)
-        shift = tl.where(folded[:, None], tl.minimum(tl.maximum(MAX_SHIFT - (ref[:, None] - e), 0), MAX_SHIFT), 0)
-        # q = r * 2**(7 + shift) is an integer, |q| <= 96: add 1.5 * 2**23 (one FFMA) and read the
-        # integer off the float's bits (no float -> int conversion, a slow instruction)
-        mult = ((shift + 134) << 23).to(tl.float32, bitcast=True)
-        q = (r * mult[:, :, None] + 12582912.0).to(tl.int32, bitcast=True) - 0x4B400000
-        tl.store(q_ptr + rows[:, None] * K + k[None, :], tl.reshape(q, (PM, CB * 32)).to(tl.int8),
-                 mask=row_ok[:, None] & in_k[None, :])
-        eff = tl.where(folded[:, None], ref[:, None] - 4, e - 1)
-        bfac = tl.where(nonfinite, float("nan"), pow2_f32(eff))
-        b = b0 + blks
-        tl.store(bs_ptr + rows[:, None] * KB + b[None, :], bfac, mask=row_ok[:, None] & (b < b_hi)[None, :])
-    tl.store(ss_ptr + rows * NSEG + seg, tl.where(nan != 0, float("nan"), pow2_f32(ref - 4)), mask=row_ok)
-    tl.store(ok_ptr + rows * NSEG + seg, folded.to(tl.int8), mask=row_ok)
+    b_hi = tl.minimum(b_lo + SEG_BLOCKS, K // 32)
+    hi, lo, nan = _segment_facts(a_ptr, stride_am, stride_ak, rows, row_ok, b_lo * 32, b_hi * 32,
+                                 tl.full((PM,), -1000, tl.int32), tl.full((PM,), 1000, tl.int32),
+                                 tl.zeros((PM,), tl.int32), PM, CB, FLOOR_RULE)
+    folded, ref = _fold_rule(hi, lo)
+    _store_fold(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, rows, row_ok, K, b_lo, b_hi, seg, NSEG,
+                folded, ref, nan, PM, CB, FLOOR_RULE)
 
 
 @triton.jit
@@ -204,3 +247,89 @@ def a4w4_int8_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_p
                            pid // (m_tiles * n_tiles), KB, SEG_BLOCKS, NSEG, BM, BN, BK)
         _store_tile(acc, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, pid_n, pid_m,
                     pid // (m_tiles * n_tiles), n_tiles, NSEG, BM, BN, True)
+
+
+@triton.jit
+def _repeat_rows(x, REP: tl.constexpr):
+    """x [R] or [R, C] with each row repeated REP times (row i at i * REP .. i * REP + REP - 1)."""
+    if REP == 1:
+        return x
+    elif len(x.shape) == 1:
+        return tl.reshape(tl.broadcast_to(x[:, None], (x.shape[0], REP)), (x.shape[0] * REP,))
+    else:
+        r: tl.constexpr = x.shape[0]
+        c: tl.constexpr = x.shape[1]
+        return tl.reshape(tl.broadcast_to(tl.reshape(x, (r, 1, c)), (r, REP, c)), (r * REP, c))
+
+
+@triton.jit
+def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, wbs_ptr, wss_ptr, wok_ptr,
+                      c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, q_ptr, bs_ptr, ss_ptr, ok_ptr,
+                      M, N, K, SEG_BLOCKS, NSEG,
+                      BM: tl.constexpr, BMQ: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                      FLOOR_RULE: tl.constexpr, USE_SPLIT: tl.constexpr, WRITE_FOLD: tl.constexpr):
+    """C[M, N] (bf16) from bf16 A [M, K] and the folded weight W (int8 [N, K] with its fold
+    arrays) in one launch: each program folds the A rows it needs itself.
+
+    One program per (tile, segment); a segment is all of K, or one split of split-K (the last
+    program of a tile to arrive sums the partials in segment order). A program takes BMQ rows of
+    A (BMQ < BM only when M < BM: each row is then repeated BM / BMQ times into the dot's rows,
+    so no work goes into padding rows) and BN weight rows. It loads the weight's first K step,
+    then reads its A rows over the segment for their fold facts (the weight load is in flight
+    meanwhile), then per K step of BK quantizes and folds A in registers and runs an int8 dot
+    (exact int32 sums), scaled once at the end. Where an A row or a W row of the tile does not
+    fold over the segment, the segment goes block by block instead (exact for any data).
+    WRITE_FOLD (tests): programs of the first N tile also write A's fold (the arrays of
+    fold_a_kernel, bit for bit)."""
+    pid = tl.program_id(0)
+    n_tiles = tl.cdiv(N, BN)
+    tiles = tl.cdiv(M, BMQ) * n_tiles
+    seg = pid // tiles
+    pid_m = (pid % tiles) // n_tiles
+    pid_n = pid % n_tiles
+    REP: tl.constexpr = BM // BMQ
+    CB: tl.constexpr = BK // 32
+    rows = pid_m * BMQ + tl.arange(0, BMQ)
+    row_ok = rows < M
+    cols = pid_n * BN + tl.arange(0, BN)
+    col_ok = cols < N
+    b_lo = seg * SEG_BLOCKS
+    b_hi = tl.minimum(b_lo + SEG_BLOCKS, K // 32)
+    k_lo = b_lo * 32
+    k_hi = b_hi * 32
+    w0 = _load_rows(w_ptr, cols, col_ok, K, 1, k_lo, k_hi, BK)
+    x0 = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, k_lo, k_hi, BK)
+    hi, lo, nan = _merge_facts(x0, tl.full((BMQ,), -1000, tl.int32), tl.full((BMQ,), 1000, tl.int32),
+                               tl.zeros((BMQ,), tl.int32), BMQ, CB, FLOOR_RULE)
+    hi, lo, nan = _segment_facts(a_ptr, stride_am, stride_ak, rows, row_ok, k_lo + BK, k_hi, hi, lo, nan,
+                                 BMQ, CB, FLOOR_RULE)
+    folded, ref = _fold_rule(hi, lo)
+    if WRITE_FOLD:
+        if pid_n == 0:
+            _store_fold(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, rows, row_ok, K, b_lo, b_hi,
+                        seg, NSEG, folded, ref, nan, BMQ, CB, FLOOR_RULE)
+    ok_w = tl.min(tl.load(wok_ptr + cols * NSEG + seg, mask=col_ok, other=1).to(tl.int32))
+    if tl.min(folded.to(tl.int32)) * ok_w != 0:
+        q, _, _ = _fold_values(x0, folded, ref, BMQ, CB, FLOOR_RULE)
+        d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w0), out_dtype=tl.int32)
+        for k0 in range(k_lo + BK, k_hi, BK):
+            x = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, k0, k_hi, BK)
+            q, _, _ = _fold_values(x, folded, ref, BMQ, CB, FLOOR_RULE)
+            w = _load_rows(w_ptr, cols, col_ok, K, 1, k0, k_hi, BK)
+            d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w), d, out_dtype=tl.int32)
+        fa = tl.where(nan != 0, float("nan"), pow2_f32(ref - 4))
+        fw = tl.load(wss_ptr + cols * NSEG + seg, mask=col_ok, other=0.0)
+        acc = d.to(tl.float32) * (_repeat_rows(fa, REP)[:, None] * fw[None, :])
+    else:
+        acc = tl.zeros((BM, BN), tl.float32)
+        unfolded = folded & False
+        for b in range(b_lo, b_hi):
+            x = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, b * 32, k_hi, 32)
+            q, e, nonfinite = _fold_values(x, unfolded, ref, BMQ, 1, FLOOR_RULE)
+            fa = tl.reshape(tl.where(nonfinite, float("nan"), pow2_f32(e - 1)), (BMQ,))
+            w = _load_rows(w_ptr, cols, col_ok, K, 1, b * 32, k_hi, 32)
+            fw = tl.load(wbs_ptr + cols * (K // 32) + b, mask=col_ok, other=0.0)
+            d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w), out_dtype=tl.int32)
+            acc += d.to(tl.float32) * (_repeat_rows(fa, REP)[:, None] * fw[None, :])
+    _store_tile(acc, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, pid_n, pid_m, seg, n_tiles, NSEG,
+                BM, BN, USE_SPLIT, REP)
