@@ -4,7 +4,7 @@ Usage:
   python tools/compile_sm90.py BM BN WARPS [BLOCKS_PER_STEP]          persistent kernel
   python tools/compile_sm90.py --direct BM BN NB WARPS [BMQ]           direct kernel
   python tools/compile_sm90.py --int8 BM BN BK WARPS STAGES [MODE]      int8 kernel (MODE 0/1/2)
-  python tools/compile_sm90.py --fused BM BMQ BN BK WARPS STAGES [SPLIT] one-launch int8 kernel
+  python tools/compile_sm90.py --fused BM BMQ BN BK WARPS STAGES [SPLIT] one-launch int8 kernel (STAGES 1: one K step)
 then  .venv/lib/python3.11/site-packages/triton/backends/nvidia/bin/cuobjdump --dump-sass /tmp/<name>.cubin
 Integer arguments are declared divisible by 16 and strides of 1 constant, as the real launch
 specializes them; costs no device time.
@@ -52,7 +52,7 @@ def main(argv):
         bm, bmq, bn, bk, warps, stages = map(int, argv[1:7])
         split = bool(int(argv[7])) if len(argv) > 7 else False
         PTRS.update(w_ptr="*i8", q_ptr="*i8", bs_ptr="*fp32", ss_ptr="*fp32", ok_ptr="*i8")
-        consts = dict(BM=bm, BMQ=bmq, BN=bn, BK=bk, FLOOR_RULE=False, USE_SPLIT=split, WRITE_FOLD=False)
+        consts = dict(BM=bm, BMQ=bmq, BN=bn, BK=bk, ONE_STEP=stages == 1, FLOOR_RULE=False, USE_SPLIT=split, WRITE_FOLD=False)
         ck = compile_kernel(a4w4_fused_kernel, consts, warps, stages)
         name = f"f_{bm}_{bmq}_{bn}_{bk}_{warps}_{stages}_{int(split)}"
     elif argv and argv[0] == "--direct":

@@ -303,7 +303,7 @@ def launch_int8_fused(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, conf
     a4w4_fused_kernel[(tiles * segs,)](
         a2, a2.stride(0), a2.stride(1), fw.q, fw.block_scale, fw.seg_scale, fw.folded,
         out2, out2.stride(0), out2.stride(1), part, cnt[4:], *targets, m, n, k, seg, segs,
-        BM=bm, BMQ=bmq, BN=bn, BK=32 * config.blocks_per_step, FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR,
+        BM=bm, BMQ=bmq, BN=bn, BK=32 * config.blocks_per_step, ONE_STEP=seg <= config.blocks_per_step, FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR,
         USE_SPLIT=segs > 1, WRITE_FOLD=debug, num_warps=config.num_warps, num_stages=config.num_stages)
     return fa
 
