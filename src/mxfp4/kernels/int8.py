@@ -219,10 +219,15 @@ def a4w4_int8_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_p
     mask_n = offs_n < N
     KB = K // 32
     if MODE == 0:
-        if _both_folded(aok_ptr, wok_ptr, offs_m, offs_n, mask_m, mask_n, 0, 1):
+        # The factors' loads beside the flags' (one memory round trip before the K loop, not one
+        # after it): reduced with them, or the compiler would move them to their use. A factor is
+        # never negative (a power of two or NaN); were it, the tile would go block by block.
+        fa = tl.load(ass_ptr + offs_m, mask=mask_m, other=0.0)
+        fw = tl.load(wss_ptr + offs_n, mask=mask_n, other=0.0)
+        ok_a = tl.min(tl.where(fa < 0.0, 0, tl.load(aok_ptr + offs_m, mask=mask_m, other=1).to(tl.int32)))
+        ok_w = tl.min(tl.where(fw < 0.0, 0, tl.load(wok_ptr + offs_n, mask=mask_n, other=1).to(tl.int32)))
+        if ok_a * ok_w != 0:
             d = _int8_sum(a_desc, w_desc, row0, col0, 0, K, BM, BN, BK)
-            fa = tl.load(ass_ptr + offs_m, mask=mask_m, other=0.0)
-            fw = tl.load(wss_ptr + offs_n, mask=mask_n, other=0.0)
             tile_f32 = d.to(tl.float32) * (fa[:, None] * fw[None, :])
             tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, f32_to_bf16_rne(tile_f32),
                      mask=mask_m[:, None] & mask_n[None, :])
