@@ -1,3 +1,6 @@
+#!/usr/bin/env bash
+# ncu stall reasons (per issued instruction) of int8_fused configs, on the device: bash tools/ncu_stalls.sh
+# Each `run` line: M N K and the KernelConfig fields (see tools/profile_one.py); prints one line per config.
 export PYTHONPATH=$PWD/src
 M="gpu__time_duration.sum,sm__cycles_elapsed.max,launch__registers_per_thread,smsp__inst_executed.sum,smsp__cycles_active.avg,smsp__average_warp_latency_per_inst_issued.ratio"
 for s in long_scoreboard short_scoreboard barrier wait math_pipe_throttle mio_throttle lg_throttle not_selected selected dispatch_stall membar no_instruction branch_resolving drain imc_miss; do M="$M,smsp__average_warps_issue_stalled_${s}_per_issue_active.ratio"; done

@@ -1,11 +1,28 @@
-import csv,sys,collections
-rows=list(csv.DictReader(open(sys.argv[1])))
-best=collections.defaultdict(dict)
-for r in rows:
-    if r['us']=='' : continue
-    key=(r['m'],r['n'],r['k']); kern=r['kernel']; us=float(r['us'])
-    if kern not in best[key] or us<best[key][kern][0]:
-        best[key][kern]=(us,'%sx%s s%s w%s st%s b%s'%(r['block_m'],r['block_n'],r['split_k'],r['num_warps'],r['num_stages'],r['blocks_per_step']))
-for key,d in best.items():
-    print('x'.join(key), '  '.join('%s %.2f (%s)'%(k,v[0],v[1]) for k,v in sorted(d.items(), key=lambda kv: kv[1][0])))
-print('rejected', sum(1 for r in rows if r['passed']!='True'))
+"""Best time per kernel per shape from a tuner trials CSV (`mxfp4 tune --trials`), fastest first.
+
+Usage: python tools/trials_summary.py trials.csv
+"""
+import collections
+import csv
+import sys
+
+
+def main(path: str) -> None:
+    best = collections.defaultdict(dict)
+    rejected = 0
+    for r in csv.DictReader(open(path)):
+        if not r["us"]:
+            rejected += 1
+            continue
+        shape, kernel, us = "x".join((r["m"], r["n"], r["k"])), r["kernel"], float(r["us"])
+        if kernel not in best[shape] or us < best[shape][kernel][0]:
+            cfg = "{block_m}x{block_n} s{split_k} w{num_warps} st{num_stages} b{blocks_per_step}".format(**r)
+            best[shape][kernel] = (us, cfg)
+    for shape, per_kernel in best.items():
+        ranked = sorted(per_kernel.items(), key=lambda kv: kv[1][0])
+        print(shape, "  ".join(f"{k} {us:.2f} ({cfg})" for k, (us, cfg) in ranked))
+    print("rejected", rejected)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

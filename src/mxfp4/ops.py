@@ -379,11 +379,12 @@ def gemm_a4w4_debug(a: torch.Tensor, w: MXFP4Tensor, config: KernelConfig | None
     an MXFP4 tensor (persistent and direct kernels), or the folded A the int8 kernel multiplied.
 
     For tests: the first must be bit-identical to :func:`mxfp4.quantize`, the second to
-    :func:`mxfp4.fold.fold_tensor` of it.
+    :func:`mxfp4.fold.fold_tensor` of it. The output starts as NaN, so an element the kernel
+    leaves unwritten shows.
     """
     m, n, k = validate_gemm_args(a, w, None)
     a2 = a.reshape(m, k)
-    out = torch.empty((m, n), dtype=torch.bfloat16, device=a.device)
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=a.device)
     quantized = launch_a4w4(a2, w, out, config or resolve_config(m, n, k, a.device), debug=True)
     if isinstance(quantized, Folded):
         return out.reshape(*a.shape[:-1], n), quantized
