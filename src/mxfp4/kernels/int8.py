@@ -136,11 +136,17 @@ def fold_a_kernel(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, M,
 
 
 @triton.jit
-def _both_folded(aok_ptr, wok_ptr, offs_m, offs_n, mask_m, mask_n, seg, NSEG):
-    """True when every row of the A tile and of the W tile is folded over segment ``seg``."""
-    ok_a = tl.min(tl.load(aok_ptr + offs_m * NSEG + seg, mask=mask_m, other=1).to(tl.int32))
-    ok_w = tl.min(tl.load(wok_ptr + offs_n * NSEG + seg, mask=mask_n, other=1).to(tl.int32))
-    return ok_a * ok_w != 0
+def _folded_tile(aok_ptr, ass_ptr, wok_ptr, wss_ptr, offs_m, offs_n, mask_m, mask_n, seg, NSEG):
+    """(both, fa, fw): whether every row of the A tile and of the W tile is folded over segment
+    ``seg``, and the rows' segment factors. All four loads go out together and are reduced at
+    once (one memory round trip; at their use the compiler would move the factors' loads after
+    the K loop). A factor is never negative (a power of two or NaN); were it, the tile would go
+    the exact block-by-block way."""
+    fa = tl.load(ass_ptr + offs_m * NSEG + seg, mask=mask_m, other=0.0)
+    fw = tl.load(wss_ptr + offs_n * NSEG + seg, mask=mask_n, other=0.0)
+    ok_a = tl.min(tl.where(fa < 0.0, 0, tl.load(aok_ptr + offs_m * NSEG + seg, mask=mask_m, other=1).to(tl.int32)))
+    ok_w = tl.min(tl.where(fw < 0.0, 0, tl.load(wok_ptr + offs_n * NSEG + seg, mask=mask_n, other=1).to(tl.int32)))
+    return ok_a * ok_w != 0, fa, fw
 
 
 @triton.jit
@@ -174,10 +180,9 @@ def _add_segment(acc, a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_
     both tiles fold there, else block by block."""
     b_lo = seg * SEG_BLOCKS
     b_hi = tl.minimum(b_lo + SEG_BLOCKS, KB)
-    if _both_folded(aok_ptr, wok_ptr, offs_m, offs_n, mask_m, mask_n, seg, NSEG):
+    both, fa, fw = _folded_tile(aok_ptr, ass_ptr, wok_ptr, wss_ptr, offs_m, offs_n, mask_m, mask_n, seg, NSEG)
+    if both:
         d = _int8_sum(a_desc, w_desc, row0, col0, b_lo * 32, b_hi * 32, BM, BN, BK)
-        fa = tl.load(ass_ptr + offs_m * NSEG + seg, mask=mask_m, other=0.0)
-        fw = tl.load(wss_ptr + offs_n * NSEG + seg, mask=mask_n, other=0.0)
         acc += d.to(tl.float32) * (fa[:, None] * fw[None, :])
     else:
         acc = _blockwise(acc, a32_desc, w32_desc, abs_ptr, wbs_ptr, row0, col0, offs_m, offs_n, mask_m, mask_n,
@@ -219,14 +224,8 @@ def a4w4_int8_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_p
     mask_n = offs_n < N
     KB = K // 32
     if MODE == 0:
-        # The factors' loads beside the flags' (one memory round trip before the K loop, not one
-        # after it): reduced with them, or the compiler would move them to their use. A factor is
-        # never negative (a power of two or NaN); were it, the tile would go block by block.
-        fa = tl.load(ass_ptr + offs_m, mask=mask_m, other=0.0)
-        fw = tl.load(wss_ptr + offs_n, mask=mask_n, other=0.0)
-        ok_a = tl.min(tl.where(fa < 0.0, 0, tl.load(aok_ptr + offs_m, mask=mask_m, other=1).to(tl.int32)))
-        ok_w = tl.min(tl.where(fw < 0.0, 0, tl.load(wok_ptr + offs_n, mask=mask_n, other=1).to(tl.int32)))
-        if ok_a * ok_w != 0:
+        both, fa, fw = _folded_tile(aok_ptr, ass_ptr, wok_ptr, wss_ptr, offs_m, offs_n, mask_m, mask_n, 0, 1)
+        if both:
             d = _int8_sum(a_desc, w_desc, row0, col0, 0, K, BM, BN, BK)
             tile_f32 = d.to(tl.float32) * (fa[:, None] * fw[None, :])
             tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, f32_to_bf16_rne(tile_f32),
@@ -282,8 +281,8 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, wbs_ptr, wss_ptr, wok_
     A (BMQ < BM only when M < BM: each row is then repeated BM / BMQ times into the dot's rows,
     so no work goes into padding rows) and BN weight rows. It loads A's and the weight's first K
     step together, then reads its A rows over the rest of the segment for their fold facts, then
-    per K step of BK quantizes and folds A in registers and runs an int8 dot
-    (exact int32 sums), scaled once at the end. Where an A row or a W row of the tile does not
+    per K step of BK quantizes and folds A in registers and runs an int8 dot (exact int32 sums),
+    scaled once at the end. Where an A row or a W row of the tile does not
     fold over the segment, the segment goes block by block instead (exact for any data).
     ONE_STEP: every segment fits one K step (no K loop is compiled). WRITE_FOLD (tests): programs
     of the first N tile also write A's fold (the arrays of fold_a_kernel, bit for bit)."""
