@@ -224,20 +224,24 @@ def test_block_by_block_path_in_column_pieces(monkeypatch):
     assert testing.check_gemm(out, a, w).passed
 
 
-def test_heuristic_routes_m64_up_to_int8_and_runs():
+def test_heuristic_routes_by_m_and_runs():
     from mxfp4.tuning import heuristic_config
 
-    assert heuristic_config(8, 2112, 7168).kernel == "persistent"
+    assert heuristic_config(4, 2880, 512) == KernelConfig(16, 32, 1, 4, 1, 16, "int8_fused")  # the tuned winner
+    assert heuristic_config(8, 2112, 7168).kernel == "int8_fused"
+    assert heuristic_config(1, 2112, 7168).split_k == 12  # 17 tiles: split-K fills the GPU
+    assert heuristic_config(33, 2112, 7168).kernel == "int8"
     assert heuristic_config(4096, 7168, 7168) == KernelConfig(128, 256, 1, 8, 4, 4, "int8")
     assert heuristic_config(64, 2112, 7168).split_k == 4  # 17 tiles: split-K fills the GPU
     assert heuristic_config(100, 7168, 2048, kernel="persistent").kernel == "persistent"
     a = torch.randn(70, 256).to(torch.bfloat16).to(DEV)
     w = mxfp4.quantize(torch.randn(48, 256).to(torch.bfloat16).to(DEV))
-    cfg = heuristic_config(70, 48, 256)
-    assert cfg.kernel == "int8"
-    out = torch.full((70, 48), float("nan"), dtype=torch.bfloat16, device=DEV)
-    ops.launch_a4w4(a, w, out, cfg)
-    assert testing.check_gemm(out, a, w).passed
+    for rows in (70, 5):  # the int8 path, the one-launch kernel
+        cfg = heuristic_config(rows, 48, 256)
+        assert cfg.kernel == ("int8" if rows == 70 else "int8_fused")
+        out = torch.full((rows, 48), float("nan"), dtype=torch.bfloat16, device=DEV)
+        ops.launch_a4w4(a[:rows], w, out, cfg)
+        assert testing.check_gemm(out, a[:rows], w).passed
 
 
 def test_differing_arrays_names_what_differs():

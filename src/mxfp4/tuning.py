@@ -103,13 +103,30 @@ def pow2_at_least(x: int, lo: int = 1) -> int:
 
 
 def heuristic_config(m: int, n: int, k: int, num_sms: int = 132, kernel: str = "auto") -> KernelConfig:
-    """A reasonable config for any shape, used when the tuned table has no entry: the int8 path
-    from M = 64 (K >= 128) with the tiles that won most tuned shapes of that size on the H200
-    (64 x 128 up to M = 512, 128 x 256 above), else the persistent kernel. ``kernel`` forces
-    "persistent" or "int8"."""
-    if kernel not in ("auto", "persistent", "int8"):
-        raise ValueError(f"kernel must be 'auto', 'persistent' or 'int8', got {kernel!r}")
-    if kernel == "int8" or (kernel == "auto" and m >= 64 and k >= 128):
+    """A reasonable config for any shape, used when the tuned table has no entry. ``kernel``
+    forces "persistent", "int8" or "int8_fused"; "auto" picks by M, after the H200 sweeps:
+
+    - M <= 32: the one-launch int8 kernel, which beat the persistent and direct kernels on all
+      26 tuned shapes of that size (by 5-37 %), with tiles like their winners: 16 rows; at
+      K <= 512 32 columns and no split; else 128 columns and split-K to about 1.5 programs per SM
+      (at least 4 MX blocks per split); a split's K in one step up to 16 blocks, else 8-block
+      steps; 4 warps at M <= 4, else 8. Not timed as a heuristic;
+    - M >= 33 (K >= 128): the two-launch int8 path (M = 33 .. 63 untuned: it beat the persistent
+      kernel at M = 32 and 64), 64 x 128 tiles up to M = 512 (split-K to
+      fill the SMs) and 128 x 256 above;
+    - else the persistent kernel.
+    """
+    if kernel not in ("auto", "persistent", "int8", "int8_fused"):
+        raise ValueError(f"kernel must be 'auto', 'persistent', 'int8' or 'int8_fused', got {kernel!r}")
+    blocks = max(1, k // 32)
+    if kernel == "int8_fused" or (kernel == "auto" and m <= 32):
+        block_n = 32 if k <= 512 else 128
+        tiles = -(-m // 16) * -(-n // block_n)
+        split = 1 if blocks <= 16 else max(1, min(16, blocks // 4, round(1.5 * num_sms / tiles)))
+        per = -(-blocks // split)
+        step = pow2_at_least(per) if per <= 16 else 8
+        return KernelConfig(16, block_n, split, 4 if m <= 4 else 8, 1 if per <= step else 3, step, "int8_fused")
+    if kernel == "int8" or (kernel == "auto" and k >= 128):
         if m > 512:
             return KernelConfig(128, 256, 1, 8, 4, 4, "int8")
         tiles = -(-m // 64) * -(-n // 128)
@@ -120,7 +137,6 @@ def heuristic_config(m: int, n: int, k: int, num_sms: int = 132, kernel: str = "
     block_m = min(pow2_at_least(m, 16), 64)
     block_n = 64 if m <= 64 else 128
     tiles = -(-m // block_m) * -(-n // block_n)
-    blocks = max(1, k // 32)
     split_k = 1
     while tiles * split_k * 2 <= num_sms and blocks // (split_k * 2) >= 4:
         split_k *= 2
