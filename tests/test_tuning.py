@@ -144,3 +144,12 @@ def test_tables_written_with_the_removed_scale_mma_option_still_load():
     assert KernelConfig.from_dict(old) == KernelConfig(16, 64)
     with pytest.raises(ValueError, match="unknown KernelConfig fields"):
         KernelConfig.from_dict(old | {"scale_mma": True})  # the tf32 scale dot no longer exists
+
+
+def test_fused_step_sizes():
+    from mxfp4.tuning import fused_step
+
+    assert fused_step(16, 1, 16) == (16, 16)   # K = 512 in one step
+    assert fused_step(224, 7, 16) == (8, 32)   # 7168 in 7 splits of 4 steps of 8 blocks
+    assert fused_step(224, 12, 16) == (4, 20)  # 8-block steps make only 10 splits; 4-block ones 12
+    assert fused_step(16, 3, 64) is None       # 64 rows: steps of 4 blocks at most, 2 segments only

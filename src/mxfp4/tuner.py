@@ -10,7 +10,7 @@ import torch
 
 from . import ops, testing
 from .tensor import Layout, MXFP4Tensor, quantize
-from .tuning import KernelConfig, TunedTable, heuristic_config, pow2_at_least
+from .tuning import KernelConfig, TunedTable, fused_step, heuristic_config, pow2_at_least
 
 
 def candidate_configs(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
@@ -100,9 +100,7 @@ def int8_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelCo
 def fused_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
     """One-launch int8 kernel (each program folds its A rows itself, so A is quantized N / BN
     times over: only where M * K * N / BN is at most 48 M elements). Tiles of 16 rows, and of
-    min(64, M) rows; BN 32 .. 256. A split's K in one step where it is at most 16 blocks, else
-    steps of 8 blocks (256 of K), or 4 where 8 cannot make that many splits; a step's A at most
-    8192 elements (registers). Split-K so the programs number half to twice the SMs (no
+    min(64, M) rows; BN 32 .. 256; K steps by :func:`mxfp4.tuning.fused_step`. Split-K so the programs number half to twice the SMs (no
     split: any number from half the SMs up). 4 warps, and 8 from 16 x 64 tiles up."""
     out = []
     blocks = k // 32
@@ -116,16 +114,11 @@ def fused_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelC
                 continue
             tiles = -(-m // bmq) * n_tiles
             for split in (1, 2, 3, 4, 6, 8, 12, 16):
-                per = -(-blocks // split)
-                for bps in (pow2_at_least(per), 8, 4) if per <= 16 else (8, 4):
-                    bps = min(bps, 256 // bmq)  # a step's A: at most 8192 elements
-                    segs = -(-blocks // (-(-per // bps) * bps))
-                    if segs == split:
-                        break
-                programs = tiles * segs
-                if (split > 1 and (segs != split or programs > 2 * num_sms)) or programs < num_sms // 2:
+                step = fused_step(blocks, split, bmq)
+                programs = tiles * split
+                if step is None or (split > 1 and programs > 2 * num_sms) or programs < num_sms // 2:
                     continue
-                seg = -(-per // bps) * bps
+                bps, seg = step
                 for warps in ((4, 8) if bm * bn >= 16 * 64 else (4,)):
                     out.append(KernelConfig(bm, bn, split, warps, 1 if seg == bps else 3, bps, "int8_fused"))
     return list(dict.fromkeys(out))

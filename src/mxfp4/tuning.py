@@ -102,6 +102,20 @@ def pow2_at_least(x: int, lo: int = 1) -> int:
     return max(lo, 1 << max(0, math.ceil(math.log2(max(1, x)))))
 
 
+def fused_step(blocks: int, split: int, rows: int) -> tuple[int, int] | None:
+    """(blocks per K step, blocks per segment) for the one-launch int8 kernel on K = 32 * blocks
+    cut into ``split`` segments of ``rows`` A rows: a segment in one step where it is at most 16
+    blocks, else steps of 8 blocks, or 4 where 8 cannot make ``split`` segments; a step's A at
+    most 8192 elements (registers). None when no step size makes exactly ``split`` segments."""
+    per = -(-blocks // split)
+    for step in ((pow2_at_least(per),) if per <= 16 else ()) + (8, 4):
+        step = min(step, 256 // rows)
+        seg = -(-per // step) * step
+        if -(-blocks // seg) == split:
+            return step, seg
+    return None
+
+
 def heuristic_config(m: int, n: int, k: int, num_sms: int = 132, kernel: str = "auto") -> KernelConfig:
     """A reasonable config for any shape, used when the tuned table has no entry. ``kernel``
     forces "persistent", "int8" or "int8_fused"; "auto" picks by M, after the H200 sweeps:
@@ -109,8 +123,8 @@ def heuristic_config(m: int, n: int, k: int, num_sms: int = 132, kernel: str = "
     - M <= 32: the one-launch int8 kernel, which beat the persistent and direct kernels on all
       26 tuned shapes of that size (by 5-37 %), with tiles like their winners: 16 rows; at
       K <= 512 32 columns and no split; else 128 columns and split-K to about 1.5 programs per SM
-      (at least 4 MX blocks per split); a split's K in one step up to 16 blocks, else 8-block
-      steps; 4 warps at M <= 4, else 8. Not timed as a heuristic;
+      (at least 4 MX blocks per split); K steps by :func:`fused_step`; 4 warps at M <= 4, else 8.
+      Not timed as a heuristic;
     - M >= 33 (K >= 128): the two-launch int8 path (M = 33 .. 63 untuned: it beat the persistent
       kernel at M = 32 and 64), 64 x 128 tiles up to M = 512 (split-K to
       fill the SMs) and 128 x 256 above;
@@ -123,9 +137,10 @@ def heuristic_config(m: int, n: int, k: int, num_sms: int = 132, kernel: str = "
         block_n = 32 if k <= 512 else 128
         tiles = -(-m // 16) * -(-n // block_n)
         split = 1 if blocks <= 16 else max(1, min(16, blocks // 4, round(1.5 * num_sms / tiles)))
-        per = -(-blocks // split)
-        step = pow2_at_least(per) if per <= 16 else 8
-        return KernelConfig(16, block_n, split, 4 if m <= 4 else 8, 1 if per <= step else 3, step, "int8_fused")
+        while fused_step(blocks, split, 16) is None:
+            split -= 1
+        step, seg = fused_step(blocks, split, 16)
+        return KernelConfig(16, block_n, split, 4 if m <= 4 else 8, 1 if seg == step else 3, step, "int8_fused")
     if kernel == "int8" or (kernel == "auto" and k >= 128):
         if m > 512:
             return KernelConfig(128, 256, 1, 8, 4, 4, "int8")
