@@ -214,6 +214,7 @@ def _descriptor(t: torch.Tensor, rows: int, cols: int):
 
 
 def _empty_fold(m: int, k: int, seg_blocks: int, dev: torch.device) -> Folded:
+    """Uninitialized arrays of a fold of [m, k] for a launch to write."""
     segs = segments(k, seg_blocks)
     return Folded(torch.empty((m, k), dtype=torch.int8, device=dev),
                   torch.empty((m, k // 32), dtype=torch.float32, device=dev),
@@ -303,19 +304,21 @@ def launch_int8_fused(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, conf
     a4w4_fused_kernel[(tiles * segs,)](
         a2, a2.stride(0), a2.stride(1), fw.q, fw.block_scale, fw.seg_scale, fw.folded,
         out2, out2.stride(0), out2.stride(1), part, cnt[4:], *targets, m, n, k, seg, segs,
-        BM=bm, BMQ=bmq, BN=bn, BK=32 * config.blocks_per_step, ONE_STEP=seg <= config.blocks_per_step, FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR,
-        USE_SPLIT=segs > 1, WRITE_FOLD=debug, num_warps=config.num_warps, num_stages=config.num_stages)
+        BM=bm, BMQ=bmq, BN=bn, BK=32 * config.blocks_per_step, ONE_STEP=seg <= config.blocks_per_step,
+        FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR, USE_SPLIT=segs > 1, WRITE_FOLD=debug,
+        num_warps=config.num_warps, num_stages=config.num_stages)
     return fa
 
 
 def launch_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig,
-                debug: bool = False) -> tuple[torch.Tensor, torch.Tensor] | Folded:
+                debug: bool = False) -> tuple[torch.Tensor, torch.Tensor] | Folded | None:
     """Launch the Triton kernel ``config.kernel`` on 2-D a [M, K] into out [M, N]; no validation.
 
     Returns the quantized A: e4m3 bytes [M, K] and block scales as float32 [M, K/32] (2**e; the
     float's exponent field is the e8m0 byte). The persistent kernel always writes them (its
     phase-1 scratch); the direct kernel only when ``debug`` (else the buffers are placeholders).
-    The int8 kernel returns its folded A (:class:`mxfp4.fold.Folded`) instead.
+    The int8 kernel returns its folded A (:class:`mxfp4.fold.Folded`) instead; the int8_fused
+    kernel too when ``debug``, else None.
     """
     if config.kernel == "int8":
         return launch_int8(a2, w, out2, config)
