@@ -126,8 +126,8 @@ def heuristic_config(m: int, n: int, k: int, num_sms: int = 132, kernel: str = "
       (at least 4 MX blocks per split); K steps by :func:`fused_step`; 4 warps at M <= 4, else 8.
       Not timed as a heuristic;
     - M >= 33 (K >= 128): the two-launch int8 path (M = 33 .. 63 untuned: it beat the persistent
-      kernel at M = 32 and 64), 64 x 128 tiles up to M = 512 (split-K to
-      fill the SMs) and 128 x 256 above;
+      kernel at M = 32 and 64), 64 x 128 tiles up to M = 512 (split-K to fill the SMs) and
+      128 x 256 above;
     - else the persistent kernel.
     """
     if kernel not in ("auto", "persistent", "int8", "int8_fused"):
