@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import mxfp4
-from mxfp4 import KernelConfig, Layout, ScaleRule, fold, ops, testing
+from mxfp4 import KernelConfig, Layout, ScaleRule, fold, launch, ops, testing
 
 CUDA = torch.cuda.is_available()
 DEV = "cuda" if CUDA else "cpu"
@@ -90,7 +90,7 @@ def test_int8_config_rules():
 @pytest.mark.parametrize("rule", [ScaleRule.AITER, ScaleRule.FLOOR])
 def test_fold_kernel_matches_the_torch_fold(m, k, seg, rule):
     a = torch.cat([special_rows(6, k, m), spread_rows(torch.randn(m, k), -5, 5, k).to(torch.bfloat16)]).to(DEV)
-    got = ops.fold_a(a, seg, rule)
+    got = launch.fold_a(a, seg, rule)
     want = fold.fold_tensor(mxfp4.quantize(a, rule), seg)
     assert not fold.differing_arrays(got, want)
 
@@ -122,7 +122,7 @@ def test_int8_gemm_small(m, n, k, cfg, data):
     w = mxfp4.quantize(b.to(DEV)).to_layout(Layout.AITER_SHUFFLED if n % 16 == 0 else Layout.PLAIN)
     a = a.to(DEV)
     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
-    ops.launch_a4w4(a, w, out, cfg)
+    launch.launch_a4w4(a, w, out, cfg)
     report = testing.check_gemm(out, a, w)
     assert report.violations == 0 and report.nonfinite_mismatch == 0, report
     if data != "special":  # few, huge-magnitude rows there: the 99.9 % rule is about one element
@@ -185,12 +185,12 @@ def test_int8_large_on_gpu(m, n, k, cfg):
     w = mxfp4.quantize(torch.randn(n, k, generator=g).to(torch.bfloat16).cuda()).to_layout(Layout.AITER_SHUFFLED)
     rows = testing.sample_rows(m, limit=0)
     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-    ops.launch_a4w4(a, w, out, cfg)
+    launch.launch_a4w4(a, w, out, cfg)
     assert testing.check_gemm(out, a, w, rows).passed
     if m == 1024:  # rows scaled 2**-20 .. 2**20 block to block: the block-by-block path
         a = spread_rows(a, -20, 20, 7)
         out.fill_(float("nan"))
-        ops.launch_a4w4(a, w, out, cfg)
+        launch.launch_a4w4(a, w, out, cfg)
         assert testing.check_gemm(out, a, w, rows).passed
 
 
@@ -206,9 +206,9 @@ def test_int8_odd_shapes_on_gpu(m, n, k):
     for cfg in (KernelConfig(128, 128, 1, 8, 3, 8, "int8"), KernelConfig(64, 128, 1, 4, 3, 4, "int8", 8),
                 KernelConfig(64, 128, 3, 4, 3, 4, "int8")):
         out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-        ops.launch_a4w4(a, w, out, cfg)
+        launch.launch_a4w4(a, w, out, cfg)
         assert testing.check_gemm(out, a, w).passed, cfg
-    got = ops.fold_a(a, 8, w.scale_rule)
+    got = launch.fold_a(a, 8, w.scale_rule)
     want = fold.fold_tensor(mxfp4.quantize(a), 8)
     assert not fold.differing_arrays(got, want)
 
@@ -216,11 +216,11 @@ def test_int8_odd_shapes_on_gpu(m, n, k):
 def test_block_by_block_path_in_column_pieces(monkeypatch):
     """With the fold over all of K a tile that does not fold goes block by block in column
     pieces (INT8_PIECE_N): two pieces here, one of them past N."""
-    monkeypatch.setattr(ops, "INT8_PIECE_N", 16)
+    monkeypatch.setattr(launch, "INT8_PIECE_N", 16)
     a = spread_rows(torch.randn(9, 128), -20, 20, 9).to(torch.bfloat16).to(DEV)
     w = mxfp4.quantize(torch.randn(24, 128).to(torch.bfloat16).to(DEV))
     out = torch.full((9, 24), float("nan"), dtype=torch.bfloat16, device=DEV)
-    ops.launch_a4w4(a, w, out, KernelConfig(16, 32, 1, 4, 2, 2, "int8"))
+    launch.launch_a4w4(a, w, out, KernelConfig(16, 32, 1, 4, 2, 2, "int8"))
     assert testing.check_gemm(out, a, w).passed
 
 
@@ -240,7 +240,7 @@ def test_heuristic_routes_by_m_and_runs():
         cfg = heuristic_config(rows, 48, 256)
         assert cfg.kernel == ("int8" if rows == 70 else "int8_fused")
         out = torch.full((rows, 48), float("nan"), dtype=torch.bfloat16, device=DEV)
-        ops.launch_a4w4(a[:rows], w, out, cfg)
+        launch.launch_a4w4(a[:rows], w, out, cfg)
         assert testing.check_gemm(out, a[:rows], w).passed
 
 

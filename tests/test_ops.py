@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import mxfp4
+import mxfp4.launch
 from mxfp4 import KernelConfig, Layout, MXFP4Tensor
 from mxfp4.ops import select_backend
 from mxfp4.reference import gemm_a4w4 as reference_gemm
@@ -200,4 +201,4 @@ def test_kernel_rejects_shapes_beyond_32_bit_indexing():
                           torch.empty(16, 2 ** 10, dtype=torch.uint8, device="meta"), (16, 2 ** 15))
     out = torch.empty(2 ** 16, 16, dtype=torch.bfloat16, device="meta")
     with pytest.raises(ValueError, match="32-bit offsets"):
-        mxfp4.ops.plan_a4w4(a, w, out, mxfp4.KernelConfig())
+        mxfp4.launch.plan_a4w4(a, w, out, mxfp4.KernelConfig())

@@ -8,7 +8,7 @@ import sys
 
 import torch
 
-from mxfp4 import Layout, ops, quantize, testing
+from mxfp4 import Layout, launch, ops, quantize, testing
 from mxfp4.bench.timing import ColdTimer
 
 
@@ -25,20 +25,20 @@ def main(argv):
         cfg = ops.resolve_config(m, n, k, a.device)
         out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
         seg = cfg.fold_blocks or k // 32
-        fold_us = t(lambda: ops.fold_a(a, seg, w.scale_rule))
-        folded = ops.fold_a(a, seg, w.scale_rule)
-        real_fold = ops.fold_a
+        fold_us = t(lambda: launch.fold_a(a, seg, w.scale_rule))
+        folded = launch.fold_a(a, seg, w.scale_rule)
+        real_fold = launch.fold_a
         cublas = t(lambda: a @ b.T)
         for group in (4, 8, 16):
-            ops.GROUP_M = group
-            ops.launch_a4w4(a, w, out, cfg)
+            launch.GROUP_M = group
+            launch.launch_a4w4(a, w, out, cfg)
             exact = testing.check_gemm(out, a, w, testing.sample_rows(m, limit=0)).passed
-            call = t(lambda: ops.launch_a4w4(a, w, out, cfg))
-            ops.fold_a = lambda *args: folded  # the GEMM launch alone
-            gemm = t(lambda: ops.launch_a4w4(a, w, out, cfg))
-            ops.fold_a = real_fold
+            call = t(lambda: launch.launch_a4w4(a, w, out, cfg))
+            launch.fold_a = lambda *args: folded  # the GEMM launch alone
+            gemm = t(lambda: launch.launch_a4w4(a, w, out, cfg))
+            launch.fold_a = real_fold
             print(f"{spec:>16} {group:>7} {fold_us:8.1f} {gemm:8.1f} {call:8.1f} {cublas:8.1f} {exact}", flush=True)
-        ops.GROUP_M = 8
+        launch.GROUP_M = 8
     print("config:", cfg)
 
 

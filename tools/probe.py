@@ -14,7 +14,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
 from mxfp4 import KernelConfig as KC  # noqa: E402
-from mxfp4 import ops, task, testing  # noqa: E402
+from mxfp4 import launch, task, testing  # noqa: E402
 from mxfp4.bench.providers import build_stream_floor  # noqa: E402
 from mxfp4.bench.timing import ColdTimer, geomean  # noqa: E402
 from mxfp4.kernels.a4w4 import a4w4_kernel  # noqa: E402
@@ -43,7 +43,7 @@ def main() -> None:
         shape_best = None
         for cfg in CONFIGS[(m, n, k)]:
             out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-            grid, args, consts = ops.plan_a4w4(a, w, out, cfg)
+            grid, args, consts = launch.plan_a4w4(a, w, out, cfg)
             a4w4_kernel[grid](*args, **consts)
             torch.cuda.synchronize()
             ok = testing.check_gemm(out, a, w).passed

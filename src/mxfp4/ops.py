@@ -1,15 +1,15 @@
-"""Public GEMM op: validation, dispatch between the Triton kernel and the reference, launch."""
+"""Public GEMM op: validation, config choice, dispatch between the Triton kernel (launched by
+:mod:`mxfp4.launch`) and the reference; the torch.library op."""
 from __future__ import annotations
-
-import os
 
 import torch
 
 from . import reference
-from .fold import Folded, folded_weight, segments
+from .fold import Folded
 from .formats import ScaleRule
+from .launch import device_facts, interpreter_enabled, launch_a4w4, num_programs_cap
 from .tensor import Layout, MXFP4Tensor
-from .tuning import KernelConfig, TableCache, TunedTable, choose_config, pow2_at_least
+from .tuning import KernelConfig, TableCache, TunedTable, choose_config
 
 BACKENDS = ("auto", "triton", "reference")
 
@@ -21,10 +21,6 @@ def triton_available() -> bool:
     except Exception:
         return False
     return True
-
-
-def interpreter_enabled() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def select_backend(a: torch.Tensor, backend: str = "auto") -> str:
@@ -67,36 +63,7 @@ def validate_gemm_args(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None
     return m, n, k
 
 
-class _Workspace:
-    """Launch counters per (device, stream), zero when first made. Slot 0: the epoch; 1, 2: the
-    phase-1 meeting counters (alternating with the epoch); from 4: split-K tile counters, reset
-    by the program that empties them. Launches on one stream are ordered, so they never overlap."""
-
-    def __init__(self) -> None:
-        self._counters: dict[tuple, torch.Tensor] = {}
-
-    def counters(self, device: torch.device, count: int) -> torch.Tensor:
-        stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
-        key = (device.type, device.index, stream)
-        buf = self._counters.get(key)
-        if buf is None or buf.numel() < count:
-            buf = torch.zeros(max(count, 4096), dtype=torch.int32, device=device)
-            self._counters[key] = buf
-        return buf
-
-
-_WORKSPACE = _Workspace()
-_DEVICE_FACTS: dict[int, tuple[str, int]] = {}
 _TABLES = TableCache()
-
-
-def _device_facts(device: torch.device) -> tuple[str, int]:
-    """(GPU model name, SM count) of a CUDA device, queried once per device."""
-    idx = device.index if device.index is not None else torch.cuda.current_device()
-    if idx not in _DEVICE_FACTS:
-        props = torch.cuda.get_device_properties(idx)
-        _DEVICE_FACTS[idx] = (props.name, props.multi_processor_count)
-    return _DEVICE_FACTS[idx]
 
 
 def resolve_config(m: int, n: int, k: int, device: torch.device, table: TunedTable | None = None
@@ -106,235 +73,8 @@ def resolve_config(m: int, n: int, k: int, device: torch.device, table: TunedTab
     if table is None and device.type == "cuda":
         import triton
 
-        table = _TABLES.for_device(_device_facts(device)[0], triton.__version__)
-    return choose_config(m, n, k, table, _num_programs_cap(device) if device.type == "cuda" else 132)
-
-
-def _num_programs_cap(device: torch.device) -> int:
-    """Programs that are surely co-resident: one per SM on CUDA; a few under the interpreter."""
-    return _device_facts(device)[1] if device.type == "cuda" else 8
-
-
-def _quant_chunks(m: int, k: int, programs: int) -> tuple[int, int]:
-    """Chunk shape (QM rows, QK columns) for phase 1: few enough chunks that each program does
-    about one (one DRAM round trip), small enough to keep registers in bounds."""
-    qm = pow2_at_least(min(m, 16))
-    kpow = pow2_at_least(k)
-    qk = 32
-    while -(-m // qm) * -(-k // qk) > programs and qk < min(kpow, 512):
-        qk *= 2
-    while -(-m // qm) * -(-k // qk) > programs and qm * qk < 8192:
-        qm *= 2
-    return qm, qk
-
-
-def _check_32bit(m: int, n: int, k: int, w: MXFP4Tensor) -> None:
-    if max(m * k, m * n, n * k // 2, w.scales.numel()) >= 2 ** 31:
-        raise ValueError(f"the Triton kernel indexes with 32-bit offsets: a [{m}, {k}], out [{m}, {n}] and "
-                         f"w [{n}, {k}] must each have fewer than 2**31 elements (bytes for w); split the call")
-
-
-def _split_k_buffers(dev: torch.device, tiles: int, split_k: int, config: KernelConfig,
-                     unused: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(counters, partials): the per-stream counter workspace (4 meeting slots, then one per
-    tile), and a float32 buffer for every split's tile, or ``unused`` when there is no split."""
-    cnt = _WORKSPACE.counters(dev, 4 + tiles)
-    if split_k == 1:
-        return cnt, unused
-    return cnt, torch.empty(tiles * split_k * config.block_m * config.block_n, dtype=torch.float32, device=dev)
-
-
-def plan_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig
-              ) -> tuple[tuple, tuple, dict]:
-    """Grid, positional arguments and constexpr keywords of one launch of the Triton kernel."""
-    m, k = a2.shape
-    n = w.shape[0]
-    _check_32bit(m, n, k, w)
-    dev = a2.device
-    blocks = k // 32
-    split_k = max(1, min(config.split_k, blocks))
-    per_split = -(-blocks // split_k)
-    split_k = -(-blocks // per_split)
-    n_tiles, m_tiles = -(-n // config.block_n), -(-m // config.block_m)
-    work = n_tiles * m_tiles * split_k
-    programs = max(1, min(work, _num_programs_cap(dev)))
-    qm, qk = _quant_chunks(m, k, programs)
-    kq_chunks = -(-k // qk)
-    q = torch.empty((m, k), dtype=torch.uint8, device=dev)
-    qs = torch.empty((m, blocks), dtype=torch.float32, device=dev)
-    cnt, part = _split_k_buffers(dev, n_tiles * m_tiles, split_k, config, q)
-    args = (a2, a2.stride(0), a2.stride(1), w.data, w.scales, out2, out2.stride(0), out2.stride(1),
-            q, qs, part, cnt, cnt[4:], m, n, k, w.scales.shape[1],
-            n_tiles, m_tiles, split_k, per_split, -(-m // qm) * kq_chunks, kq_chunks)
-    consts = dict(SHUFFLED=w.layout is Layout.AITER_SHUFFLED, FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR,
-                  BM=config.block_m, BN=config.block_n, QM=qm, QK=qk, USE_SPLIT=split_k > 1,
-                  NBS=config.blocks_per_step, INTERPRET=interpreter_enabled(),
-                  num_warps=config.num_warps, num_stages=config.num_stages)
-    return (programs,), args, consts
-
-
-def plan_direct(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig,
-                write_q: bool = False) -> tuple[tuple, tuple, dict]:
-    """Grid, positional arguments and constexpr keywords of one launch of the direct kernel."""
-    m, k = a2.shape
-    n = w.shape[0]
-    _check_32bit(m, n, k, w)
-    dev = a2.device
-    blocks = k // 32
-    nb = config.blocks_per_step
-    split_k = max(1, min(config.split_k, -(-blocks // nb)))
-    chunks = -(-blocks // (split_k * nb))  # chunks of nb blocks per program
-    split_k = -(-blocks // (chunks * nb))
-    n_tiles, m_tiles = -(-n // config.block_n), -(-m // config.block_m)
-    q = torch.empty((m, k) if write_q else (1,), dtype=torch.uint8, device=dev)
-    qs = torch.empty((m, blocks) if write_q else (1,), dtype=torch.float32, device=dev)
-    cnt, part = _split_k_buffers(dev, n_tiles * m_tiles, split_k, config, qs)
-    args = (a2, a2.stride(0), a2.stride(1), w.data, w.scales, out2, out2.stride(0), out2.stride(1),
-            q, qs, part, cnt[4:], m, n, k, w.scales.shape[1], n_tiles, m_tiles, split_k, chunks)
-    consts = dict(SHUFFLED=w.layout is Layout.AITER_SHUFFLED, FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR,
-                  BM=config.block_m, BN=config.block_n, NB=nb, BMQ=min(config.block_m, pow2_at_least(m)),
-                  USE_SPLIT=split_k > 1, WRITE_Q=write_q,
-                  INTERPRET=interpreter_enabled(), num_warps=config.num_warps, num_stages=config.num_stages)
-    return (n_tiles * m_tiles * split_k,), args, consts
-
-
-FOLD_ROWS = 16      # rows per program of the A fold launch (at most)
-FOLD_ELEMS = 4096   # elements per load of the A fold launch
-FOLD_BYTES = 32768  # bytes of A per program of the A fold launch (at most, unless one row is more)
-GROUP_M = 8         # int8 kernel: M tiles side by side (W reuse in L2)
-INT8_PIECE_N = 128  # int8 kernel: column piece of the block-by-block path when the fold spans K
-
-
-def _descriptor(t: torch.Tensor, rows: int, cols: int):
-    """A TMA tensor descriptor over 2-D contiguous ``t`` with [rows, cols] blocks (reads past the
-    end give zeros)."""
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
-    return TensorDescriptor.from_tensor(t, [rows, cols])
-
-
-def _empty_fold(m: int, k: int, seg_blocks: int, dev: torch.device) -> Folded:
-    """Uninitialized arrays of a fold of [m, k] for a launch to write."""
-    segs = segments(k, seg_blocks)
-    return Folded(torch.empty((m, k), dtype=torch.int8, device=dev),
-                  torch.empty((m, k // 32), dtype=torch.float32, device=dev),
-                  torch.empty((m, segs), dtype=torch.float32, device=dev),
-                  torch.empty((m, segs), dtype=torch.int8, device=dev), seg_blocks)
-
-
-def fold_a(a2: torch.Tensor, seg_blocks: int, scale_rule: ScaleRule) -> Folded:
-    """Quantize 2-D a [M, K] and fold it (:mod:`mxfp4.fold`) with the Triton fold kernel; the
-    result equals ``fold_tensor(quantize(a2), seg_blocks)`` bit for bit."""
-    from .kernels.int8 import fold_a_kernel
-
-    m, k = a2.shape
-    segs = segments(k, seg_blocks)
-    dev = a2.device
-    f = _empty_fold(m, k, seg_blocks, dev)
-    # Rows per program: at most FOLD_BYTES of A per program (its second read then finds the rows
-    # in L2), and few enough that the GPU gets two programs per SM.
-    rows = FOLD_ROWS
-    while rows > 1 and (rows * min(k, seg_blocks * 32) * a2.element_size() > FOLD_BYTES
-                        or -(-m // rows) * segs < 2 * _num_programs_cap(dev)):
-        rows //= 2
-    chunk = min(FOLD_ELEMS // (32 * rows), pow2_at_least(seg_blocks))
-    fold_a_kernel[(-(-m // rows), segs)](
-        a2, a2.stride(0), a2.stride(1), f.q, f.block_scale, f.seg_scale, f.folded, m, k, seg_blocks, segs,
-        PM=rows, CB=chunk, FLOOR_RULE=scale_rule is ScaleRule.FLOOR)
-    return f
-
-
-def _segment_blocks(k: int, config: KernelConfig) -> int:
-    """The int8 kernels' fold segment in MX blocks: with split-K one segment per split, each a
-    whole number of K steps; else fold_blocks, or all of K."""
-    blocks = k // 32
-    if config.split_k > 1:
-        per = -(-blocks // config.split_k)
-        return -(-per // config.blocks_per_step) * config.blocks_per_step
-    return config.fold_blocks or blocks
-
-
-def launch_int8(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig) -> Folded:
-    """The int8 path: fold A (one launch), fold W (once per weight, cached), multiply (one launch).
-    Returns the folded A."""
-    from .kernels.int8 import a4w4_int8_kernel
-
-    m, k = a2.shape
-    n = w.shape[0]
-    _check_32bit(m, n, k, w)
-    bm, bn, bk = config.block_m, config.block_n, 32 * config.blocks_per_step
-    seg = _segment_blocks(k, config)
-    segs = segments(k, seg)
-    mode = 0 if segs == 1 else (2 if config.split_k > 1 else 1)
-    fa = fold_a(a2, seg, w.scale_rule)
-    fw = folded_weight(w, seg)
-    fbn = min(bn, INT8_PIECE_N) if mode == 0 else bn
-    tiles = -(-m // bm) * -(-n // bn)
-    splits = segs if mode == 2 else 1
-    cnt, part = _split_k_buffers(a2.device, tiles, splits, config, fa.block_scale)
-    a4w4_int8_kernel[(tiles * splits,)](
-        _descriptor(fa.q, bm, bk), _descriptor(fw.q, bn, bk), _descriptor(fa.q, bm, 32), _descriptor(fw.q, fbn, 32),
-        fa.block_scale, fa.seg_scale, fa.folded, fw.block_scale, fw.seg_scale, fw.folded,
-        out2, out2.stride(0), out2.stride(1), part, cnt[4:], m, n, k, seg, segs,
-        BM=bm, BN=bn, BK=bk, FBN=fbn, GROUP_M=GROUP_M, MODE=mode,
-        num_warps=config.num_warps, num_stages=config.num_stages)
-    return fa
-
-
-def launch_int8_fused(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig,
-                      debug: bool = False) -> Folded | None:
-    """The one-launch int8 path: fold W (once per weight, cached), then one launch that folds A
-    in each program and multiplies. With ``debug`` the launch also writes A's fold, returned
-    (else None)."""
-    from .kernels.int8 import a4w4_fused_kernel
-
-    m, k = a2.shape
-    n = w.shape[0]
-    _check_32bit(m, n, k, w)
-    dev = a2.device
-    seg = _segment_blocks(k, config)
-    segs = segments(k, seg)
-    fw = folded_weight(w, seg)
-    bm, bn = config.block_m, config.block_n
-    bmq = min(bm, pow2_at_least(m))
-    tiles = -(-m // bmq) * -(-n // bn)
-    cnt, part = _split_k_buffers(dev, tiles, segs, config, fw.seg_scale)
-    fa = _empty_fold(m, k, seg, dev) if debug else None
-    targets = (fa.q, fa.block_scale, fa.seg_scale, fa.folded) if debug else (cnt,) * 4  # untouched unless debug
-    a4w4_fused_kernel[(tiles * segs,)](
-        a2, a2.stride(0), a2.stride(1), fw.q, fw.block_scale, fw.seg_scale, fw.folded,
-        out2, out2.stride(0), out2.stride(1), part, cnt[4:], *targets, m, n, k, seg, segs,
-        BM=bm, BMQ=bmq, BN=bn, BK=32 * config.blocks_per_step, ONE_STEP=seg <= config.blocks_per_step,
-        FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR, USE_SPLIT=segs > 1, WRITE_FOLD=debug,
-        num_warps=config.num_warps, num_stages=config.num_stages)
-    return fa
-
-
-def launch_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig,
-                debug: bool = False) -> tuple[torch.Tensor, torch.Tensor] | Folded | None:
-    """Launch the Triton kernel ``config.kernel`` on 2-D a [M, K] into out [M, N]; no validation.
-
-    Returns the quantized A: e4m3 bytes [M, K] and block scales as float32 [M, K/32] (2**e; the
-    float's exponent field is the e8m0 byte). The persistent kernel always writes them (its
-    phase-1 scratch); the direct kernel only when ``debug`` (else the buffers are placeholders).
-    The int8 kernel returns its folded A (:class:`mxfp4.fold.Folded`) instead; the int8_fused
-    kernel too when ``debug``, else None.
-    """
-    if config.kernel == "int8":
-        return launch_int8(a2, w, out2, config)
-    if config.kernel == "int8_fused":
-        return launch_int8_fused(a2, w, out2, config, debug)
-    if config.kernel == "direct":
-        from .kernels.direct import a4w4_direct_kernel
-
-        grid, args, consts = plan_direct(a2, w, out2, config, write_q=debug)
-        a4w4_direct_kernel[grid](*args, **consts)
-        return args[8], args[9]
-    from .kernels.a4w4 import a4w4_kernel
-
-    grid, args, consts = plan_a4w4(a2, w, out2, config)
-    a4w4_kernel[grid](*args, **consts)
-    return args[8], args[9]
+        table = _TABLES.for_device(device_facts(device)[0], triton.__version__)
+    return choose_config(m, n, k, table, num_programs_cap(device) if device.type == "cuda" else 132)
 
 
 def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, *,

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from typing import Callable, Iterable
 
 import torch
 
-from . import ops, testing
+from . import launch, testing
 from .tensor import Layout, MXFP4Tensor, quantize
 from .tuning import KernelConfig, TunedTable, fused_step, heuristic_config, pow2_at_least
 
@@ -145,7 +144,7 @@ def _operands(m: int, n: int, k: int, seed: int, device: torch.device) -> tuple[
 
 
 def _run_kernel(a: torch.Tensor, w: MXFP4Tensor, cfg: KernelConfig, out: torch.Tensor) -> torch.Tensor:
-    ops.launch_a4w4(a, w, out, cfg)
+    launch.launch_a4w4(a, w, out, cfg)
     return out
 
 
