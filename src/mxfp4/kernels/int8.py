@@ -66,15 +66,16 @@ def _fold_rule(hi, lo):
 @triton.jit
 def _fold_values(x, folded, ref, PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr):
     """Quantize x [PM, CB * 32] and fold it with its rows' facts: int32 [PM, CB * 32] values
-    ``(2 * e2m1) << shift`` (shift 0 where a row is not folded), and each block's exponent and
-    non-finite flag [PM, CB]."""
+    ``(2 * e2m1) << shift`` (shift 0 where a row is not folded), and each block's factor [PM, CB]
+    (2**(R - 4) in a folded row, else 2**(e - 1); NaN for a non-finite block)."""
     r, e, nonfinite = round_to_e2m1(tl.reshape(x, (PM, CB, 32)), FLOOR_RULE)
     shift = tl.where(folded[:, None], tl.minimum(tl.maximum(MAX_SHIFT - (ref[:, None] - e), 0), MAX_SHIFT), 0)
     # q = r * 2**(7 + shift) is an integer, |q| <= 96: add 1.5 * 2**23 (one FFMA) and read the
     # integer off the float's bits (no float -> int conversion, a slow instruction)
     mult = ((shift + 134) << 23).to(tl.float32, bitcast=True)
     q = (r * mult[:, :, None] + 12582912.0).to(tl.int32, bitcast=True) - 0x4B400000
-    return tl.reshape(q, (PM, CB * 32)), e, nonfinite
+    factor = tl.where(nonfinite, float("nan"), pow2_f32(tl.where(folded[:, None], ref[:, None] - 4, e - 1)))
+    return tl.reshape(q, (PM, CB * 32)), factor
 
 
 @triton.jit
@@ -105,14 +106,12 @@ def _store_fold(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, rows
     blks = tl.arange(0, CB)
     for b0 in range(b_lo, b_hi, CB):
         x = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, b0 * 32, b_hi * 32, CB * 32)
-        q, e, nonfinite = _fold_values(x, folded, ref, PM, CB, FLOOR_RULE)
+        q, factor = _fold_values(x, folded, ref, PM, CB, FLOOR_RULE)
         k = b0 * 32 + tl.arange(0, CB * 32)
         tl.store(q_ptr + rows[:, None] * K + k[None, :], q.to(tl.int8),
                  mask=row_ok[:, None] & (k < b_hi * 32)[None, :])
-        eff = tl.where(folded[:, None], ref[:, None] - 4, e - 1)
         b = b0 + blks
-        tl.store(bs_ptr + rows[:, None] * KB + b[None, :], tl.where(nonfinite, float("nan"), pow2_f32(eff)),
-                 mask=row_ok[:, None] & (b < b_hi)[None, :])
+        tl.store(bs_ptr + rows[:, None] * KB + b[None, :], factor, mask=row_ok[:, None] & (b < b_hi)[None, :])
     tl.store(ss_ptr + rows * NSEG + seg, tl.where(nan != 0, float("nan"), pow2_f32(ref - 4)), mask=row_ok)
     tl.store(ok_ptr + rows * NSEG + seg, folded.to(tl.int8), mask=row_ok)
 
@@ -322,12 +321,12 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, wbs_ptr, wss_ptr, wok_
             _store_fold(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, rows, row_ok, K, b_lo, b_hi,
                         seg, NSEG, folded, ref, nan, BMQ, CB, FLOOR_RULE)
     if tl.min(folded.to(tl.int32)) * ok_w != 0:
-        q, _, _ = _fold_values(x0, folded, ref, BMQ, CB, FLOOR_RULE)
+        q, _ = _fold_values(x0, folded, ref, BMQ, CB, FLOOR_RULE)
         d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w0), out_dtype=tl.int32)
         if not ONE_STEP:
             for k0 in range(k_lo + BK, k_hi, BK):
                 x = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, k0, k_hi, BK)
-                q, _, _ = _fold_values(x, folded, ref, BMQ, CB, FLOOR_RULE)
+                q, _ = _fold_values(x, folded, ref, BMQ, CB, FLOOR_RULE)
                 w = _load_rows(w_ptr, cols, col_ok, K, 1, k0, k_hi, BK)
                 d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w), d, out_dtype=tl.int32)
         fa = tl.where(nan != 0, float("nan"), pow2_f32(ref - 4))
@@ -337,8 +336,8 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, wbs_ptr, wss_ptr, wok_
         unfolded = folded & False
         for b in range(b_lo, b_hi):
             x = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, b * 32, k_hi, 32)
-            q, e, nonfinite = _fold_values(x, unfolded, ref, BMQ, 1, FLOOR_RULE)
-            fa = tl.reshape(tl.where(nonfinite, float("nan"), pow2_f32(e - 1)), (BMQ,))
+            q, fa = _fold_values(x, unfolded, ref, BMQ, 1, FLOOR_RULE)
+            fa = tl.reshape(fa, (BMQ,))
             w = _load_rows(w_ptr, cols, col_ok, K, 1, b * 32, k_hi, 32)
             fwb = tl.load(wbs_ptr + cols * (K // 32) + b, mask=col_ok, other=0.0)
             d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w), out_dtype=tl.int32)
