@@ -173,36 +173,44 @@ def _quantize_a_chunk(c, a_ptr, stride_am, stride_ak, q_ptr, qs_ptr, M, K, KQ_CH
 
 
 @triton.jit
+def meet(sync_ptr, INTERPRET: tl.constexpr):
+    """Wait until every program of the launch has arrived here (the grid must be co-resident;
+    under the CPU interpreter, which runs programs one after another, nothing to wait for).
+    A program arrives with 1 at the counter in use, which alternates with an epoch
+    (sync_ptr[0]); the last to arrive clears the other counter and bumps the epoch, so no reset
+    is needed at exit. Every program has read the epoch before the last one arrives. The
+    arrival releases the program's earlier writes and the wait acquires everyone's."""
+    if not INTERPRET:
+        G = tl.num_programs(0)
+        epoch = tl.load(sync_ptr, volatile=True)
+        counter = sync_ptr + 1 + epoch % 2
+        tl.debug_barrier()
+        seen = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") + 1
+        if seen == G:
+            tl.store(sync_ptr + 1 + (epoch + 1) % 2, 0)
+            tl.store(sync_ptr, epoch + 1)
+        while seen < G:
+            seen = tl.atomic_add(counter, 0, sem="acquire", scope="gpu")
+        tl.debug_barrier()
+
+
+@triton.jit
 def quantize_a_and_meet(a_ptr, stride_am, stride_ak, q_ptr, qs_ptr, sync_ptr, M, K, Q_CHUNKS, KQ_CHUNKS,
                         QM: tl.constexpr, QK: tl.constexpr, FLOOR_RULE: tl.constexpr, INTERPRET: tl.constexpr):
     """Phase 1 of a persistent launch: the programs quantize A's chunks (QM x QK) into the fp8
-    scratch, then wait until all chunks are done. The grid must be co-resident. The counter in
-    use alternates with an epoch (sync_ptr[0]) that the last program bumps once everyone has
-    met, so no reset is needed at exit. Under the CPU interpreter programs run one after
-    another, so program 0 quantizes every chunk."""
+    scratch, then :func:`meet`. Under the CPU interpreter programs run one after another, so
+    program 0 quantizes every chunk."""
     pid = tl.program_id(0)
-    G = tl.num_programs(0)
-    epoch = tl.load(sync_ptr, volatile=True)
-    counter = sync_ptr + 1 + epoch % 2
     if INTERPRET:
-        mine = tl.where(pid == 0, Q_CHUNKS, 0)
         if pid == 0:
             for c in range(0, Q_CHUNKS):
                 _quantize_a_chunk(c, a_ptr, stride_am, stride_ak, q_ptr, qs_ptr, M, K, KQ_CHUNKS, QM, QK,
                                   FLOOR_RULE)
     else:
-        mine = tl.maximum(Q_CHUNKS - pid + G - 1, 0) // G
-        for c in range(pid, Q_CHUNKS, G):
+        for c in range(pid, Q_CHUNKS, tl.num_programs(0)):
             _quantize_a_chunk(c, a_ptr, stride_am, stride_ak, q_ptr, qs_ptr, M, K, KQ_CHUNKS, QM, QK,
                               FLOOR_RULE)
-    tl.debug_barrier()
-    seen = tl.atomic_add(counter, mine, sem="acq_rel", scope="gpu") + mine
-    while seen < Q_CHUNKS:
-        seen = tl.atomic_add(counter, 0, sem="acquire", scope="gpu")
-    tl.debug_barrier()
-    if pid == G - 1:  # everyone has read the epoch (they arrived): move to the next one
-        tl.store(sync_ptr + 1 + (epoch + 1) % 2, 0)
-        tl.store(sync_ptr, epoch + 1)
+    meet(sync_ptr, INTERPRET)
 
 
 @triton.jit
@@ -303,10 +311,9 @@ def a4w4_kernel(
     """C[M, N] (bf16) = quant(A)[M, K] @ W[N, K]^T in one persistent launch.
 
     Phase 1: the programs quantize A once, chunk by chunk, into an fp8 scratch (q_ptr, qs_ptr)
-    and meet at a counter; the grid must be co-resident (the launcher keeps it at most one
-    program per SM). The counter in use alternates with an epoch (sync_ptr[0]) that the last
-    program bumps once everyone has met, so no reset is needed at exit. Under the CPU
-    interpreter programs run one after another, so program 0 quantizes every chunk.
+    and :func:`meet`; the grid must be co-resident (the launcher keeps it at most one program
+    per SM). Under the CPU interpreter programs run one after another, so program 0 quantizes
+    every chunk.
     Phase 2: each program walks its (n tile, m tile, k split) work items, STEPS blocks of 32
     each, one fp8 dot per block. PHASES (bit 0: phase 1, bit 1: phase 2) is for profiling
     (tools/probe.py); the library always runs both.
