@@ -29,6 +29,12 @@ def test_tune_needs_a_gpu(capsys):
     assert "needs a CUDA GPU" in capsys.readouterr().err
 
 
+def test_tune_kernel_list_names_an_unknown_kernel(capsys):
+    with pytest.raises(SystemExit):
+        main(["tune", "--kernel", "int8,int9"])
+    assert "unknown kernel(s) int9" in capsys.readouterr().err
+
+
 def test_python_dash_m_entry_point():
     done = subprocess.run([sys.executable, "-m", "mxfp4", "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "bench" in done.stdout and "tune" in done.stdout

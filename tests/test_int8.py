@@ -95,9 +95,9 @@ def test_fold_kernel_matches_the_torch_fold(m, k, seg, rule):
     assert not fold.differing_arrays(got, want)
 
 
-# ---- the GEMMs: two launches (int8) and one (int8_fused); interpreter on CPU -------------------
+# ---- the GEMMs: two launches (int8) and one (int8_fused, int8_meet); interpreter on CPU --------
 
-SMALL = [  # m, n, k, data seed, config: the two-launch int8 path, then the one-launch kernel
+SMALL = [  # m, n, k, data seed, config: the two-launch int8 path, then the one-launch kernels
     (7, 48, 256, 336, KernelConfig(16, 16, 1, 4, 2, 2, "int8")),
     (33, 40, 320, 1320, KernelConfig(16, 32, 1, 4, 2, 2, "int8", 4)),
     (20, 32, 512, 640, KernelConfig(32, 16, 1, 4, 2, 4, "int8", 8)),
@@ -108,6 +108,9 @@ SMALL = [  # m, n, k, data seed, config: the two-launch int8 path, then the one-
     (7, 64, 512, 960, KernelConfig(16, 32, 2, 4, 1, 8, "int8_fused")),     # split-K, one step per split
     (20, 32, 512, 1152, KernelConfig(16, 16, 3, 4, 2, 2, "int8_fused")),    # split-K, several steps per split
     (33, 40, 320, 1640, KernelConfig(32, 32, 1, 4, 2, 2, "int8_fused")),    # M and N past the tiles, odd steps
+    (7, 48, 256, 337, KernelConfig(16, 16, 1, 4, 2, 2, "int8_meet")),       # one launch, persistent: whole K
+    (33, 40, 320, 1321, KernelConfig(16, 32, 1, 4, 2, 2, "int8_meet", 4)),  # segments in a loop
+    (20, 32, 512, 641, KernelConfig(32, 16, 3, 4, 2, 4, "int8_meet")),      # split-K
 ]
 
 
@@ -177,7 +180,8 @@ def test_int8_odd_shapes_on_gpu(m, n, k):
     a[::7] = spread_rows(a[::7], -9, 9, 8)
     w = mxfp4.quantize(torch.randn(n, k, generator=g).to(torch.bfloat16).cuda()).to_layout(Layout.AITER_SHUFFLED)
     for cfg in (KernelConfig(128, 128, 1, 8, 3, 8, "int8"), KernelConfig(64, 128, 1, 4, 3, 4, "int8", 8),
-                KernelConfig(64, 128, 3, 4, 3, 4, "int8")):
+                KernelConfig(64, 128, 3, 4, 3, 4, "int8"), KernelConfig(64, 128, 1, 4, 4, 4, "int8_meet"),
+                KernelConfig(64, 128, 3, 4, 3, 4, "int8_meet"), KernelConfig(64, 256, 1, 8, 3, 4, "int8_meet", 8)):
         out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
         launch.launch_a4w4(a, w, out, cfg)
         assert testing.check_gemm(out, a, w).passed, cfg
@@ -203,15 +207,17 @@ def test_heuristic_routes_by_m_and_runs():
     assert heuristic_config(4, 2880, 512) == KernelConfig(16, 32, 1, 4, 1, 16, "int8_fused")  # the tuned winner
     assert heuristic_config(8, 2112, 7168).kernel == "int8_fused"
     assert heuristic_config(1, 2112, 7168).split_k == 12  # 17 tiles: split-K fills the GPU
-    assert heuristic_config(33, 2112, 7168).kernel == "int8"
+    assert heuristic_config(33, 2112, 7168).kernel == "int8_meet"
+    assert heuristic_config(300, 2112, 7168).kernel == "int8"
     assert heuristic_config(4096, 7168, 7168) == KernelConfig(128, 256, 1, 8, 4, 4, "int8")
-    assert heuristic_config(64, 2112, 7168).split_k == 4  # 17 tiles: split-K fills the GPU
+    assert heuristic_config(64, 2112, 7168).split_k == 2  # 17 tiles, long K: split-K
+    assert heuristic_config(64, 7168, 2048) == KernelConfig(64, 128, 1, 4, 4, 8, "int8_meet")  # the tuned winner
     assert heuristic_config(100, 7168, 2048, kernel="persistent").kernel == "persistent"
-    a = torch.randn(70, 256).to(torch.bfloat16).to(DEV)
+    a = torch.randn(300, 256).to(torch.bfloat16).to(DEV)
     w = mxfp4.quantize(torch.randn(48, 256).to(torch.bfloat16).to(DEV))
-    for rows in (70, 5):  # the int8 path, the one-launch kernel
+    for rows, kernel in ((300, "int8"), (70, "int8_meet"), (5, "int8_fused")):
         cfg = heuristic_config(rows, 48, 256)
-        assert cfg.kernel == ("int8" if rows == 70 else "int8_fused")
+        assert cfg.kernel == kernel
         out = torch.full((rows, 48), float("nan"), dtype=torch.bfloat16, device=DEV)
         launch.launch_a4w4(a[:rows], w, out, cfg)
         assert testing.check_gemm(out, a[:rows], w).passed

@@ -4,6 +4,7 @@ Usage:
   python tools/compile_sm90.py BM BN WARPS [BLOCKS_PER_STEP]          persistent kernel
   python tools/compile_sm90.py --direct BM BN NB WARPS [BMQ]           direct kernel
   python tools/compile_sm90.py --int8 BM BN BK WARPS STAGES [MODE]      int8 kernel (MODE 0/1/2)
+  python tools/compile_sm90.py --meet BM BN BK WARPS STAGES [MODE]      one-launch persistent int8 kernel
   python tools/compile_sm90.py --fused BM BMQ BN BK WARPS STAGES [SPLIT] one-launch int8 kernel (STAGES 1: one K step)
 then  .venv/lib/python3.11/site-packages/triton/backends/nvidia/bin/cuobjdump --dump-sass /tmp/<name>.cubin
 Integer arguments are declared divisible by 16 and strides of 1 constant, as the real launch
@@ -19,6 +20,7 @@ sys.path.insert(0, "src")
 from mxfp4.kernels.a4w4 import a4w4_kernel  # noqa: E402
 from mxfp4.kernels.direct import a4w4_direct_kernel  # noqa: E402
 from mxfp4.kernels.int8 import a4w4_fused_kernel, a4w4_int8_kernel  # noqa: E402
+from mxfp4.kernels.meet import a4w4_meet_kernel  # noqa: E402
 
 PTRS = {"abs_ptr": "*fp32", "ass_ptr": "*fp32", "aok_ptr": "*i8", "wbs_ptr": "*fp32", "wss_ptr": "*fp32",
         "wok_ptr": "*i8", "a_ptr": "*bf16", "w_ptr": "*u8", "ws_ptr": "*u8", "c_ptr": "*bf16", "q_ptr": "*u8",
@@ -40,14 +42,19 @@ def compile_kernel(fn, consts, warps, stages):
 
 
 def main(argv):
-    if argv and argv[0] == "--int8":
+    if argv and argv[0] in ("--int8", "--meet"):
         bm, bn, bk, warps, stages = map(int, argv[1:6])
         mode = int(argv[6]) if len(argv) > 6 else 0
         fbn = min(bn, 128) if mode == 0 else bn
         PTRS.update(a_desc=f"tensordesc<i8[{bm}, {bk}]>", w_desc=f"tensordesc<i8[{bn}, {bk}]>",
                     a32_desc=f"tensordesc<i8[{bm}, 32]>", w32_desc=f"tensordesc<i8[{fbn}, 32]>")
         consts = dict(BM=bm, BN=bn, BK=bk, FBN=fbn, GROUP_M=8, MODE=mode)
-        ck, name = compile_kernel(a4w4_int8_kernel, consts, warps, stages), f"i8_{bm}_{bn}_{bk}_{warps}_{stages}_{mode}"
+        fn, name = a4w4_int8_kernel, f"i8_{bm}_{bn}_{bk}_{warps}_{stages}_{mode}"
+        if argv[0] == "--meet":
+            PTRS.update(q_ptr="*i8", wq_ptr="*i8")
+            consts.update(PM=2, CB=64, FLOOR_RULE=False, PREFETCH=4, INTERPRET=False)
+            fn, name = a4w4_meet_kernel, "meet" + name[2:]
+        ck = compile_kernel(fn, consts, warps, stages)
     elif argv and argv[0] == "--fused":
         bm, bmq, bn, bk, warps, stages = map(int, argv[1:7])
         split = bool(int(argv[7])) if len(argv) > 7 else False

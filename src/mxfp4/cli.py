@@ -72,6 +72,20 @@ def _merged(path: str, new):
     return TunedTable(new.gpu, new.triton, new.package, kept + new.entries)
 
 
+_CANDIDATES = {"all": "candidate_configs", "persistent": "persistent_candidates", "direct": "direct_candidates",
+               "int8": "int8_candidates", "int8_fused": "fused_candidates", "int8_meet": "meet_candidates"}
+"""``mxfp4 tune --kernel`` name -> the :mod:`mxfp4.tuner` function listing its candidates."""
+
+
+def _kernel_list(text: str) -> str:
+    names = [x for x in text.split(",") if x]
+    unknown = [x for x in names if x not in _CANDIDATES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown kernel(s) {', '.join(unknown) or repr(text)}; "
+                                         f"choose from {', '.join(_CANDIDATES)}")
+    return ",".join(names)
+
+
 def _tune(args: argparse.Namespace) -> int:
     from .bench.shapes import parse_shapes, shape_set
     from .tuner import tune
@@ -90,10 +104,9 @@ def _tune(args: argparse.Namespace) -> int:
         return 2
     from . import tuner
 
-    pick = {"all": tuner.candidate_configs, "persistent": tuner.persistent_candidates,
-            "direct": tuner.direct_candidates, "int8": tuner.int8_candidates,
-            "int8_fused": tuner.fused_candidates}[args.kernel]
-    table, trials = tune([(s.m, s.n, s.k) for s in shapes], candidates=pick, progress=not args.no_progress,
+    pick = [getattr(tuner, _CANDIDATES[name]) for name in args.kernel.split(",")]
+    candidates = pick[0] if len(pick) == 1 else lambda m, n, k: [c for fn in pick for c in fn(m, n, k)]
+    table, trials = tune([(s.m, s.n, s.k) for s in shapes], candidates=candidates, progress=not args.no_progress,
                          jobs=args.jobs)
     if args.trials:
         tuner.write_trials(trials, args.trials)
@@ -128,8 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shapes", nargs="+", metavar="M,N,K", help="explicit shapes; overrides --shapes-set")
     p.add_argument("--m", metavar="M1,M2", help="only the shapes of the set(s) with these M")
     p.add_argument("--out", default="mxfp4-tuned.json", help="where to write the table (atomically)")
-    p.add_argument("--kernel", choices=("all", "persistent", "direct", "int8", "int8_fused"), default="all",
-                   help="which kernel's candidates to time (default: all)")
+    p.add_argument("--kernel", type=_kernel_list, default="all",
+                   help="which kernels' candidates to time, comma-separated: all, or of "
+                        f"{', '.join(k for k in _CANDIDATES if k != 'all')} (default: all)")
     p.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
                    help="processes that compile the candidates before timing (0: compile while timing)")
     p.add_argument("--replace", action="store_true",

@@ -194,30 +194,73 @@ def _segment_blocks(k: int, config: KernelConfig) -> int:
     return config.fold_blocks or blocks
 
 
+def _int8_shape(k: int, config: KernelConfig) -> tuple[int, int, int]:
+    """(segment blocks, segments, MODE) of the int8 kernels' launch (see a4w4_int8_kernel)."""
+    seg = _segment_blocks(k, config)
+    segs = segments(k, seg)
+    return seg, segs, 0 if segs == 1 else (2 if config.split_k > 1 else 1)
+
+
+def _int8_tile_args(fa: Folded, fw: Folded, out2: torch.Tensor, config: KernelConfig, mode: int
+                    ) -> tuple[tuple, dict, int]:
+    """(arguments, constexpr keywords, work items) of :func:`mxfp4.kernels.int8.int8_tile`'s
+    part of a launch: tensor descriptors, fold arrays, output, split-K buffers, sizes."""
+    (m, k), n = fa.q.shape, fw.q.shape[0]
+    bm, bn, bk = config.block_m, config.block_n, 32 * config.blocks_per_step
+    segs = fa.seg_scale.shape[1]
+    fbn = min(bn, INT8_PIECE_N) if mode == 0 else bn
+    tiles = -(-m // bm) * -(-n // bn)
+    splits = segs if mode == 2 else 1
+    cnt, part = _split_k_buffers(out2.device, tiles, splits, config, fa.block_scale)
+    args = (_descriptor(fa.q, bm, bk), _descriptor(fw.q, bn, bk), _descriptor(fa.q, bm, 32), _descriptor(fw.q, fbn, 32),
+            fa.block_scale, fa.seg_scale, fa.folded, fw.block_scale, fw.seg_scale, fw.folded,
+            out2, out2.stride(0), out2.stride(1), part, cnt[4:], m, n, k, fa.seg_blocks, segs)
+    consts = dict(BM=bm, BN=bn, BK=bk, FBN=fbn, GROUP_M=GROUP_M, MODE=mode,
+                  num_warps=config.num_warps, num_stages=config.num_stages)
+    return args, consts, tiles * splits
+
+
 def launch_int8(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig) -> Folded:
     """The int8 path: fold A (one launch), fold W (once per weight, cached), multiply (one launch).
     Returns the folded A."""
     from .kernels.int8 import a4w4_int8_kernel
 
     m, k = a2.shape
-    n = w.shape[0]
-    _check_32bit(m, n, k, w)
-    bm, bn, bk = config.block_m, config.block_n, 32 * config.blocks_per_step
-    seg = _segment_blocks(k, config)
-    segs = segments(k, seg)
-    mode = 0 if segs == 1 else (2 if config.split_k > 1 else 1)
+    _check_32bit(m, w.shape[0], k, w)
+    seg, _, mode = _int8_shape(k, config)
     fa = fold_a(a2, seg, w.scale_rule)
+    args, consts, items = _int8_tile_args(fa, folded_weight(w, seg), out2, config, mode)
+    a4w4_int8_kernel[(items,)](*args, **consts)
+    return fa
+
+
+def launch_int8_meet(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig,
+                     prefetch_steps: int = 0) -> Folded:
+    """The int8 path in one persistent launch (:mod:`mxfp4.kernels.meet`): the programs fold A
+    once, meet, then multiply; the weight is folded once per weight and cached. Returns the
+    folded A. ``prefetch_steps`` > 0 (sm_90) asks L2 for that many K steps of each work item's
+    weight while A is folded. Prefetching all of it was slower on the H200 (64x7168x2048:
+    19.1 against 17.4 us, docs/results/meet/breakdown-run2.txt)."""
+    from .kernels.meet import a4w4_meet_kernel
+
+    m, k = a2.shape
+    _check_32bit(m, w.shape[0], k, w)
+    dev = a2.device
+    seg, segs, mode = _int8_shape(k, config)
+    fa = _empty_fold(m, k, seg, dev)
     fw = folded_weight(w, seg)
-    fbn = min(bn, INT8_PIECE_N) if mode == 0 else bn
-    tiles = -(-m // bm) * -(-n // bn)
-    splits = segs if mode == 2 else 1
-    cnt, part = _split_k_buffers(a2.device, tiles, splits, config, fa.block_scale)
-    a4w4_int8_kernel[(tiles * splits,)](
-        _descriptor(fa.q, bm, bk), _descriptor(fw.q, bn, bk), _descriptor(fa.q, bm, 32), _descriptor(fw.q, fbn, 32),
-        fa.block_scale, fa.seg_scale, fa.folded, fw.block_scale, fw.seg_scale, fw.folded,
-        out2, out2.stride(0), out2.stride(1), part, cnt[4:], m, n, k, seg, segs,
-        BM=bm, BN=bn, BK=bk, FBN=fbn, GROUP_M=GROUP_M, MODE=mode,
-        num_warps=config.num_warps, num_stages=config.num_stages)
+    args, consts, items = _int8_tile_args(fa, fw, out2, config, mode)
+    cap = num_programs_cap(dev)
+    rows = 1  # rows per fold unit: units of one row, or few enough for one unit per program
+    while rows < FOLD_ROWS and -(-m // rows) * segs > cap:
+        rows *= 2
+    groups = -(-m // rows)
+    interpret = interpreter_enabled()
+    sync = _WORKSPACE.counters(dev, 4)
+    a4w4_meet_kernel[(min(cap, max(items, groups * segs)),)](
+        *args, a2, a2.stride(0), a2.stride(1), fa.q, fw.q, sync, groups,
+        PM=rows, CB=min(FOLD_ELEMS // (32 * rows), pow2_at_least(seg)), FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR,
+        PREFETCH=0 if interpret else prefetch_steps, INTERPRET=interpret, **consts)
     return fa
 
 
@@ -257,13 +300,15 @@ def launch_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Ke
     Returns the quantized A: e4m3 bytes [M, K] and block scales as float32 [M, K/32] (2**e; the
     float's exponent field is the e8m0 byte). The persistent kernel always writes them (its
     phase-1 scratch); the direct kernel only when ``debug`` (else the buffers are placeholders).
-    The int8 kernel returns its folded A (:class:`mxfp4.fold.Folded`) instead; the int8_fused
-    kernel too when ``debug``, else None.
+    The int8 and int8_meet kernels return their folded A (:class:`mxfp4.fold.Folded`) instead;
+    the int8_fused kernel too when ``debug``, else None.
     """
     if config.kernel == "int8":
         return launch_int8(a2, w, out2, config)
     if config.kernel == "int8_fused":
         return launch_int8_fused(a2, w, out2, config, debug)
+    if config.kernel == "int8_meet":
+        return launch_int8_meet(a2, w, out2, config)
     if config.kernel == "direct":
         from .kernels.direct import a4w4_direct_kernel
 

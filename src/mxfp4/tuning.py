@@ -11,7 +11,7 @@ import warnings
 from pathlib import Path
 
 
-KERNELS = ("persistent", "direct", "int8", "int8_fused")
+KERNELS = ("persistent", "direct", "int8", "int8_fused", "int8_meet")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,7 +33,9 @@ class KernelConfig:
     program each, summed inside the launch (then fold_blocks is 0). "int8_fused" (one launch:
     each program folds the A rows it needs itself, :func:`mxfp4.kernels.int8.a4w4_fused_kernel`):
     blocks_per_step is the K step (1 .. 16 MX blocks), split_k as for "int8", fold_blocks 0;
-    with M < block_m only the real rows are quantized.
+    with M < block_m only the real rows are quantized. "int8_meet" (one persistent launch: the
+    programs fold A once, meet, then run the int8 kernel's work items,
+    :mod:`mxfp4.kernels.meet`): the fields as for "int8".
     """
 
     block_m: int = 16
@@ -56,11 +58,11 @@ class KernelConfig:
             if self.blocks_per_step > 64 or self.blocks_per_step & (self.blocks_per_step - 1):
                 raise ValueError("KernelConfig.blocks_per_step must be a power of two <= 64 for the direct "
                                  f"kernel, got {self.blocks_per_step}")
-        elif self.kernel == "int8":
+        elif self.kernel in ("int8", "int8_meet"):
             if self.blocks_per_step not in (1, 2, 4, 8):
-                raise ValueError(f"the int8 kernel needs blocks_per_step in (1, 2, 4, 8), got {self.blocks_per_step}")
+                raise ValueError(f"the {self.kernel} kernel needs blocks_per_step in (1, 2, 4, 8), got {self.blocks_per_step}")
             if self.split_k > 1 and self.fold_blocks:
-                raise ValueError("the int8 kernel's split-K makes each split one fold segment: fold_blocks must "
+                raise ValueError(f"the {self.kernel} kernel's split-K makes each split one fold segment: fold_blocks must "
                                  f"be 0 with split_k > 1, got {self.fold_blocks}")
             if not isinstance(self.fold_blocks, int) or self.fold_blocks < 0 or self.fold_blocks % self.blocks_per_step:
                 raise ValueError("KernelConfig.fold_blocks must be 0 (all of K) or a positive multiple of "
@@ -74,14 +76,19 @@ class KernelConfig:
                                  f"fold_blocks must be 0, got {self.fold_blocks!r}")
         elif self.blocks_per_step not in (1, 2, 4, 8):
             raise ValueError(f"KernelConfig.blocks_per_step must be 1, 2, 4 or 8, got {self.blocks_per_step}")
-        if self.kernel != "int8" and self.fold_blocks != 0:
-            raise ValueError(f"KernelConfig.fold_blocks applies to the int8 kernel only, got {self.fold_blocks!r}")
+        if self.kernel not in ("int8", "int8_meet") and self.fold_blocks != 0:
+            raise ValueError(f"KernelConfig.fold_blocks applies to the int8 kernels only, got {self.fold_blocks!r}")
         for name in ("block_m", "block_n"):
             value = getattr(self, name)
             if value < 16 or value & (value - 1):
                 raise ValueError(f"KernelConfig.{name} must be a power of two >= 16, got {value}")
         if self.num_warps & (self.num_warps - 1) or self.num_warps > 16:
             raise ValueError(f"KernelConfig.num_warps must be a power of two <= 16, got {self.num_warps}")
+
+    @property
+    def launches(self) -> int:
+        """Kernel launches per call: 2 for "int8" (the A fold, then the GEMM), else 1."""
+        return 2 if self.kernel == "int8" else 1
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -118,20 +125,22 @@ def fused_step(blocks: int, split: int, rows: int) -> tuple[int, int] | None:
 
 def heuristic_config(m: int, n: int, k: int, num_sms: int = 132, kernel: str = "auto") -> KernelConfig:
     """A reasonable config for any shape, used when the tuned table has no entry. ``kernel``
-    forces "persistent", "int8" or "int8_fused"; "auto" picks by M, after the H200 sweeps:
+    forces "persistent", "int8", "int8_fused" or "int8_meet"; "auto" picks by M, after the H200
+    sweeps:
 
     - M <= 32: the one-launch int8 kernel, which beat the persistent and direct kernels on all
       26 tuned shapes of that size (by 5-37 %), with tiles like their winners: 16 rows; at
       K <= 512 32 columns and no split; else 128 columns and split-K to about 1.5 programs per SM
       (at least 4 MX blocks per split); K steps by :func:`fused_step`; 4 warps at M <= 4, else 8.
       Not timed as a heuristic;
-    - M >= 33 (K >= 128): the two-launch int8 path (M = 33 .. 63 untuned: it beat the persistent
-      kernel at M = 32 and 64), 64 x 128 tiles up to M = 512 (split-K to fill the SMs) and
-      128 x 256 above;
+    - M >= 33 (K >= 128): the int8 path on 64 x 128 tiles up to M = 512 (split-K only where the
+      tiles fill less than a quarter of the SMs and K is long, as on 64x2112x7168; without a
+      split 8-block K steps and 4 stages, the M = 64 winners) and 128 x 256 above; in one launch (int8_meet) up to M = 256, where it came within 0.3-3.5 % of the two
+      launches on the tuned shapes (M = 33 .. 63 untuned);
     - else the persistent kernel.
     """
-    if kernel not in ("auto", "persistent", "int8", "int8_fused"):
-        raise ValueError(f"kernel must be 'auto', 'persistent', 'int8' or 'int8_fused', got {kernel!r}")
+    if kernel not in ("auto", "persistent", "int8", "int8_fused", "int8_meet"):
+        raise ValueError(f"kernel must be 'auto', 'persistent', 'int8', 'int8_fused' or 'int8_meet', got {kernel!r}")
     blocks = max(1, k // 32)
     if kernel == "int8_fused" or (kernel == "auto" and m <= 32):
         block_n = 32 if k <= 512 else 128
@@ -141,14 +150,18 @@ def heuristic_config(m: int, n: int, k: int, num_sms: int = 132, kernel: str = "
             split -= 1
         step, seg = fused_step(blocks, split, 16)
         return KernelConfig(16, block_n, split, 4 if m <= 4 else 8, 1 if seg == step else 3, step, "int8_fused")
-    if kernel == "int8" or (kernel == "auto" and k >= 128):
+    if kernel in ("int8", "int8_meet") or (kernel == "auto" and k >= 128):
+        if kernel == "auto":
+            kernel = "int8_meet" if m <= 256 else "int8"
         if m > 512:
-            return KernelConfig(128, 256, 1, 8, 4, 4, "int8")
+            return KernelConfig(128, 256, 1, 8, 4, 4, kernel)
         tiles = -(-m // 64) * -(-n // 128)
         split = 1
-        while tiles * split * 2 <= num_sms and k // 32 >= 8 * split * 2:
+        while tiles * split * 2 <= num_sms // 2 and blocks >= 64 * split * 2:
             split *= 2
-        return KernelConfig(64, 128, split, 4, 4 if split == 1 else 3, 4, "int8")
+        if split == 1:
+            return KernelConfig(64, 128, 1, 4, 4, 8 if blocks >= 16 else 4, kernel)
+        return KernelConfig(64, 128, split, 4, 3, 4, kernel)
     block_m = min(pow2_at_least(m, 16), 64)
     block_n = 64 if m <= 64 else 128
     tiles = -(-m // block_m) * -(-n // block_n)

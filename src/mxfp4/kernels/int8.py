@@ -1,6 +1,6 @@
 """Large-M W4A4 GEMM on int8 tensor cores, exact, through the int8 fold (:mod:`mxfp4.fold`).
 
-@triton.jit code only; the launcher is :mod:`mxfp4.ops`. Two launches per call:
+@triton.jit code only; the launchers are in :mod:`mxfp4.launch`. Two launches per call:
 
 1. ``fold_a_kernel`` quantizes bf16 A per 1x32 block (the same rule, bit for bit, as
    :func:`mxfp4.quantize`) and writes it in the fold's form: int8 values, per-block and
@@ -117,12 +117,11 @@ def _store_fold(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, rows
 
 
 @triton.jit
-def fold_a_kernel(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, M, K, SEG_BLOCKS, NSEG,
-                  PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr):
-    """Quantize and fold rows pid(0) * PM .. + PM of A over segment pid(1) (mxfp4.fold's arrays:
-    q int8 [M, K], block factors [M, K/32], segment factors and flags [M, NSEG])."""
-    seg = tl.program_id(1)
-    rows = tl.program_id(0) * PM + tl.arange(0, PM)
+def fold_rows(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, row0, seg, M, K, SEG_BLOCKS, NSEG,
+              PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr):
+    """Quantize and fold rows row0 .. row0 + PM - 1 of A over segment ``seg`` into mxfp4.fold's
+    arrays (q int8 [M, K], block factors [M, K/32], segment factors and flags [M, NSEG])."""
+    rows = row0 + tl.arange(0, PM)
     row_ok = rows < M
     b_lo = seg * SEG_BLOCKS
     b_hi = tl.minimum(b_lo + SEG_BLOCKS, K // 32)
@@ -132,6 +131,14 @@ def fold_a_kernel(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, M,
     folded, ref = _fold_rule(hi, lo)
     _store_fold(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, rows, row_ok, K, b_lo, b_hi, seg, NSEG,
                 folded, ref, nan, PM, CB, FLOOR_RULE)
+
+
+@triton.jit
+def fold_a_kernel(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, M, K, SEG_BLOCKS, NSEG,
+                  PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr):
+    """Quantize and fold rows pid(0) * PM .. + PM of A over segment pid(1) (:func:`fold_rows`)."""
+    fold_rows(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, tl.program_id(0) * PM, tl.program_id(1),
+              M, K, SEG_BLOCKS, NSEG, PM, CB, FLOOR_RULE)
 
 
 @triton.jit
@@ -190,31 +197,30 @@ def _add_segment(acc, a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_
 
 
 @triton.jit
-def a4w4_int8_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_ptr, wbs_ptr, wss_ptr, wok_ptr,
-                     c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, K, SEG_BLOCKS, NSEG,
-                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, FBN: tl.constexpr,
-                     GROUP_M: tl.constexpr, MODE: tl.constexpr):
-    """C[M, N] (bf16) from folded A [M, K] and folded W [N, K] (tensor descriptors with blocks
-    [BM, BK] / [BN, BK], and [BM, 32] / [FBN, 32] for the block-by-block path). GROUP_M tiles of
-    M side by side, so neighbouring programs share W in L2.
-
-    MODE 0 (one segment, all of K; one program per tile): a tile is one int8 matmul scaled once,
-    or block by block in column pieces of FBN (so that path needs no more registers than the
-    other). MODE 1 (NSEG segments; one program per tile): the float32 accumulator lives across
-    the segments (FBN == BN). MODE 2 (split-K; one program per tile and segment): each program
-    adds its segment and the last of a tile to arrive sums the partials in segment order
-    (bitwise deterministic; FBN == BN)."""
-    pid = tl.program_id(0)
+def tile_of(item, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr, MODE: tl.constexpr):
+    """(pid_m, pid_n, split) of work item ``item``: tiles in GROUP_M rows of M tiles side by side
+    (neighbouring items share W in L2), then (MODE 2, split-K) the segment; split 0 otherwise."""
     m_tiles = tl.cdiv(M, BM)
     n_tiles = tl.cdiv(N, BN)
-    tile = pid
+    tile = item
+    split = 0
     if MODE == 2:
-        tile = pid % (m_tiles * n_tiles)
+        tile = item % (m_tiles * n_tiles)
+        split = item // (m_tiles * n_tiles)
     per_group = GROUP_M * n_tiles
     first_m = (tile // per_group) * GROUP_M
     group_m = tl.minimum(m_tiles - first_m, GROUP_M)
-    pid_m = first_m + (tile % per_group) % group_m
-    pid_n = (tile % per_group) // group_m
+    return first_m + (tile % per_group) % group_m, (tile % per_group) // group_m, split
+
+
+@triton.jit
+def int8_tile(item, a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_ptr, wbs_ptr, wss_ptr, wok_ptr,
+              c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, K, SEG_BLOCKS, NSEG,
+              BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, FBN: tl.constexpr,
+              GROUP_M: tl.constexpr, MODE: tl.constexpr):
+    """Work item ``item`` of :func:`a4w4_int8_kernel` (a tile, and with MODE 2 a segment)."""
+    pid_m, pid_n, split = tile_of(item, M, N, BM, BN, GROUP_M, MODE)
+    n_tiles = tl.cdiv(N, BN)
     row0 = pid_m * BM
     col0 = pid_n * BN
     offs_m = row0 + tl.arange(0, BM)
@@ -247,9 +253,29 @@ def a4w4_int8_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_p
     else:
         acc = _add_segment(tl.zeros((BM, BN), tl.float32), a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr,
                            aok_ptr, wbs_ptr, wss_ptr, wok_ptr, row0, col0, offs_m, offs_n, mask_m, mask_n,
-                           pid // (m_tiles * n_tiles), KB, SEG_BLOCKS, NSEG, BM, BN, BK)
+                           split, KB, SEG_BLOCKS, NSEG, BM, BN, BK)
         _store_tile(acc, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, pid_n, pid_m,
-                    pid // (m_tiles * n_tiles), n_tiles, NSEG, BM, BN, True)
+                    split, n_tiles, NSEG, BM, BN, True)
+
+
+@triton.jit
+def a4w4_int8_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_ptr, wbs_ptr, wss_ptr, wok_ptr,
+                     c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, K, SEG_BLOCKS, NSEG,
+                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, FBN: tl.constexpr,
+                     GROUP_M: tl.constexpr, MODE: tl.constexpr):
+    """C[M, N] (bf16) from folded A [M, K] and folded W [N, K] (tensor descriptors with blocks
+    [BM, BK] / [BN, BK], and [BM, 32] / [FBN, 32] for the block-by-block path). GROUP_M tiles of
+    M side by side, so neighbouring programs share W in L2.
+
+    MODE 0 (one segment, all of K; one program per tile): a tile is one int8 matmul scaled once,
+    or block by block in column pieces of FBN (so that path needs no more registers than the
+    other). MODE 1 (NSEG segments; one program per tile): the float32 accumulator lives across
+    the segments (FBN == BN). MODE 2 (split-K; one program per tile and segment): each program
+    adds its segment and the last of a tile to arrive sums the partials in segment order
+    (bitwise deterministic; FBN == BN)."""
+    int8_tile(tl.program_id(0), a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_ptr, wbs_ptr, wss_ptr,
+              wok_ptr, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, K, SEG_BLOCKS, NSEG, BM, BN, BK,
+              FBN, GROUP_M, MODE)
 
 
 @triton.jit
