@@ -128,15 +128,16 @@ def heuristic_config(m: int, n: int, k: int, num_sms: int = 132, kernel: str = "
     forces "persistent", "int8", "int8_fused" or "int8_meet"; "auto" picks by M, after the H200
     sweeps:
 
-    - M <= 32: the one-launch int8 kernel, which beat the persistent and direct kernels on all
+    - M <= 32: the one-launch int8_fused kernel, which beat the persistent and direct kernels on all
       26 tuned shapes of that size (by 5-37 %), with tiles like their winners: 16 rows; at
       K <= 512 32 columns and no split; else 128 columns and split-K to about 1.5 programs per SM
       (at least 4 MX blocks per split); K steps by :func:`fused_step`; 4 warps at M <= 4, else 8.
       Not timed as a heuristic;
     - M >= 33 (K >= 128): the int8 path on 64 x 128 tiles up to M = 512 (split-K only where the
       tiles fill less than a quarter of the SMs and K is long, as on 64x2112x7168; without a
-      split 8-block K steps and 4 stages, the M = 64 winners) and 128 x 256 above; in one launch (int8_meet) up to M = 256, where it came within 0.3-3.5 % of the two
-      launches on the tuned shapes (M = 33 .. 63 untuned);
+      split 8-block K steps and 4 stages, the M = 64 winners) and 128 x 256 above; in one
+      launch (int8_meet) up to M = 256, where it came within 0.2-3.5 % of the two launches on
+      9 of 12 tuned shapes and beat them on 2 (M = 33 .. 63 untuned). Not timed as a heuristic;
     - else the persistent kernel.
     """
     if kernel not in ("auto", "persistent", "int8", "int8_fused", "int8_meet"):

@@ -58,8 +58,8 @@ def build_mxfp4(data, device: torch.device, timer=None) -> Built:
     a, _b, _bq, b_shuffle, b_scale_sh = data
     w = task.weight_from_task(b_shuffle, b_scale_sh, a.shape[1])
     if ops.select_backend(a) == "triton":
-        kernel = ops.resolve_config(a.shape[0], w.shape[0], a.shape[1], a.device).kernel
-        note = f"Triton kernel {kernel!r}, {'two launches' if kernel == 'int8' else 'one launch'} per call"
+        config = ops.resolve_config(a.shape[0], w.shape[0], a.shape[1], a.device)
+        note = f"Triton kernel {config.kernel!r}, {'two launches' if config.launches == 2 else 'one launch'} per call"
     else:
         note = "reference backend (PyTorch on CPU, not the Triton kernel)"
     return Built(lambda: ops.gemm_a4w4(a, w), note)
