@@ -51,8 +51,8 @@ def main(argv):
         consts = dict(BM=bm, BN=bn, BK=bk, FBN=fbn, GROUP_M=8, MODE=mode)
         fn, name = a4w4_int8_kernel, f"i8_{bm}_{bn}_{bk}_{warps}_{stages}_{mode}"
         if argv[0] == "--meet":
-            PTRS.update(q_ptr="*i8", wq_ptr="*i8")
-            consts.update(PM=2, CB=64, FLOOR_RULE=False, PREFETCH=4, INTERPRET=False)
+            PTRS.update(q_ptr="*i8")
+            consts.update(PM=2, CB=64, FLOOR_RULE=False, INTERPRET=False)
             fn, name = a4w4_meet_kernel, "meet" + name[2:]
         ck = compile_kernel(fn, consts, warps, stages)
     elif argv and argv[0] == "--fused":

@@ -1,7 +1,7 @@
 """Where the int8 paths' time goes (GPU), cold L2 (the bench's timer), beside cuBLAS bf16: the
 A fold launch alone, the int8 GEMM launch alone (on A folded beforehand), the two-launch call,
-and the one-launch persistent kernel (int8_meet) without and with a weight prefetch of its first
-num_stages K steps, all on the same tile config. Each call's output is checked against the exact oracle first.
+and the one-launch persistent kernel (int8_meet), all on the same tile config. Each call's
+output is checked against the exact oracle first.
 
 Usage (on the GPU box, from the repo root):
   PYTHONPATH=src python3 tools/int8_breakdown.py M,N,K[,BM,BN,SPLIT,WARPS,STAGES,STEP] ...
@@ -19,7 +19,7 @@ from mxfp4.bench.timing import ColdTimer
 def main(argv):
     timer = ColdTimer("cuda")
     t = lambda fn: timer.time(fn, min_runs=5, max_runs=30, budget_s=0.5).mean_us  # noqa: E731
-    print(f"{'shape':>16} {'tile':>22} {'fold_a':>7} {'gemm':>7} {'2 launch':>8} {'meet':>7} {'meet+pf':>7} "
+    print(f"{'shape':>16} {'tile':>22} {'fold_a':>7} {'gemm':>7} {'2 launch':>8} {'meet':>7} "
           f"{'cublas':>7} exact")
     for spec in argv:
         fields = list(map(int, spec.split(",")))
@@ -38,8 +38,7 @@ def main(argv):
         folded = launch.fold_a(a, seg, w.scale_rule)
         real_fold = launch.fold_a
         calls = {"two": lambda: launch.launch_int8(a, w, out, cfg),
-                 "meet": lambda: launch.launch_int8_meet(a, w, out, cfg),
-                 "meet+pf": lambda: launch.launch_int8_meet(a, w, out, cfg, prefetch_steps=cfg.num_stages)}
+                 "meet": lambda: launch.launch_int8_meet(a, w, out, cfg)}
         exact = True
         for fn in calls.values():
             out.fill_(float("nan"))
@@ -52,7 +51,7 @@ def main(argv):
         cublas = t(lambda: a @ b.T)
         tile = f"{cfg.block_m}x{cfg.block_n} s{cfg.split_k} w{cfg.num_warps} st{cfg.num_stages} b{cfg.blocks_per_step}"
         print(f"{m},{n},{k:>5} {tile:>22} {fold_us:7.1f} {gemm:7.1f} {us['two']:8.1f} {us['meet']:7.1f} "
-              f"{us['meet+pf']:7.1f} {cublas:7.1f} {exact}", flush=True)
+              f"{cublas:7.1f} {exact}", flush=True)
 
 
 if __name__ == "__main__":

@@ -234,13 +234,10 @@ def launch_int8(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Ke
     return fa
 
 
-def launch_int8_meet(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig,
-                     prefetch_steps: int = 0) -> Folded:
+def launch_int8_meet(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig) -> Folded:
     """The int8 path in one persistent launch (:mod:`mxfp4.kernels.meet`): the programs fold A
     once, meet, then multiply; the weight is folded once per weight and cached. Returns the
-    folded A. ``prefetch_steps`` > 0 (sm_90) asks L2 for that many K steps of each work item's
-    weight while A is folded. Prefetching all of it was slower on the H200 (64x7168x2048:
-    19.1 against 17.4 us, docs/results/meet/breakdown-run2.txt)."""
+    folded A."""
     from .kernels.meet import a4w4_meet_kernel
 
     m, k = a2.shape
@@ -255,12 +252,11 @@ def launch_int8_meet(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, confi
     while rows < FOLD_ROWS and -(-m // rows) * segs > cap:
         rows *= 2
     groups = -(-m // rows)
-    interpret = interpreter_enabled()
     sync = _WORKSPACE.counters(dev, 4)
     a4w4_meet_kernel[(min(cap, max(items, groups * segs)),)](
-        *args, a2, a2.stride(0), a2.stride(1), fa.q, fw.q, sync, groups,
+        *args, a2, a2.stride(0), a2.stride(1), fa.q, sync, groups,
         PM=rows, CB=min(FOLD_ELEMS // (32 * rows), pow2_at_least(seg)), FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR,
-        PREFETCH=0 if interpret else prefetch_steps, INTERPRET=interpret, **consts)
+        INTERPRET=interpreter_enabled(), **consts)
     return fa
 
 

@@ -13,8 +13,8 @@ from .tuning import KernelConfig, TunedTable, fused_step, heuristic_config, pow2
 
 
 def candidate_configs(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
-    """The curated candidates of both kernels for one shape (see the two helpers); the heuristic
-    config when neither fits (shapes far smaller than the GPU)."""
+    """The curated candidates of every kernel for one shape (see the helpers below); the
+    heuristic config when none fits (shapes far smaller than the GPU)."""
     return (persistent_candidates(m, n, k, num_sms) + direct_candidates(m, n, k, num_sms)
             + int8_candidates(m, n, k, num_sms) + fused_candidates(m, n, k, num_sms)
             + meet_candidates(m, n, k, num_sms) or [heuristic_config(m, n, k, num_sms)])
@@ -167,8 +167,8 @@ def tune(shapes: Iterable[tuple[int, int, int]], *, device: str | torch.device =
          time_us: Callable[[Callable[[], object]], float] | None = None,
          progress: bool = True, gpu: str | None = None, triton_version: str | None = None,
          jobs: int = 0) -> tuple[TunedTable, list[Trial]]:
-    """Time every candidate on every shape; keep the fastest that passes the exactness check
-    (:func:`best_configs`).
+    """Time every candidate on every shape; keep the fastest that passes the exactness check,
+    two-launch configs handicapped (:func:`best_configs`).
 
     Each candidate is first checked on fresh random data (a seed the timing data does not use)
     with :func:`mxfp4.testing.check_gemm`; a candidate that fails or raises is never timed and

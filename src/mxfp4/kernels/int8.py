@@ -197,7 +197,7 @@ def _add_segment(acc, a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_
 
 
 @triton.jit
-def tile_of(item, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr, MODE: tl.constexpr):
+def _tile_of(item, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr, MODE: tl.constexpr):
     """(pid_m, pid_n, split) of work item ``item``: tiles in GROUP_M rows of M tiles side by side
     (neighbouring items share W in L2), then (MODE 2, split-K) the segment; split 0 otherwise."""
     m_tiles = tl.cdiv(M, BM)
@@ -219,7 +219,7 @@ def int8_tile(item, a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_pt
               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, FBN: tl.constexpr,
               GROUP_M: tl.constexpr, MODE: tl.constexpr):
     """Work item ``item`` of :func:`a4w4_int8_kernel` (a tile, and with MODE 2 a segment)."""
-    pid_m, pid_n, split = tile_of(item, M, N, BM, BN, GROUP_M, MODE)
+    pid_m, pid_n, split = _tile_of(item, M, N, BM, BN, GROUP_M, MODE)
     n_tiles = tl.cdiv(N, BN)
     row0 = pid_m * BM
     col0 = pid_n * BN
