@@ -136,7 +136,7 @@ def test_two_launch_configs_win_only_by_the_margin():
 def test_candidates_are_valid_and_bounded():
     for m, n, k, _ in task.BENCHMARK_SHAPES:
         cands = candidate_configs(m, n, k)
-        assert 1 <= len(cands) <= 80  # about a minute of tuning per shape on the H200
+        assert 1 <= len(cands) <= 60
         assert all(isinstance(c, KernelConfig) for c in cands)
 
 

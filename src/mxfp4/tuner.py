@@ -99,11 +99,12 @@ def int8_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelCo
 
 
 def meet_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
-    """One-launch persistent int8 kernel up to M = 256: the int8 kernel's 64 x 128 candidates
-    (the same work items, after the fold and the meeting). At M = 512 it lost to the two-launch
-    path on all 11 model layers by 20-50 % (one program per SM walking 4-8 tiles each;
-    docs/results/meet/trials-run4-m512.csv)."""
-    if m > 256:
+    """One-launch persistent int8 kernel for M = 33 .. 256: the int8 kernel's 64 x 128
+    candidates (the same work items, after the fold and the meeting). At M = 512 it lost to the
+    two-launch path on all 11 model layers by 20-50 % (one program per SM walking 4-8 tiles
+    each; docs/results/meet/trials-run4-m512.csv); at M <= 32 int8_fused beat the int8 work
+    items on every tuned shape (session 4)."""
+    if not 33 <= m <= 256:
         return []
     return [dataclasses.replace(c, kernel="int8_meet") for c in int8_candidates(m, n, k, num_sms)
             if (c.block_m, c.block_n) == (64, 128)]
