@@ -211,7 +211,8 @@ def test_heuristic_routes_by_m_and_runs():
     assert heuristic_config(300, 2112, 7168).kernel == "int8"
     assert heuristic_config(4096, 7168, 7168) == KernelConfig(128, 256, 1, 8, 4, 4, "int8")
     assert heuristic_config(64, 2112, 7168).split_k == 2  # 17 tiles, long K: split-K
-    assert heuristic_config(64, 7168, 2048) == KernelConfig(64, 128, 1, 4, 4, 8, "int8_meet")  # the tuned winner
+    assert heuristic_config(64, 7168, 2048) == KernelConfig(64, 64, 1, 4, 4, 8, "int8_meet")  # the tuned winner
+    assert heuristic_config(256, 3072, 1536) == KernelConfig(64, 128, 1, 4, 4, 8, "int8_meet")  # the tuned winner
     assert heuristic_config(100, 7168, 2048, kernel="persistent").kernel == "persistent"
     a = torch.randn(300, 256).to(torch.bfloat16).to(DEV)
     w = mxfp4.quantize(torch.randn(48, 256).to(torch.bfloat16).to(DEV))

@@ -14,9 +14,16 @@ from .tuning import KernelConfig, TunedTable, fused_step, heuristic_config, pow2
 
 def candidate_configs(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
     """The curated candidates of every kernel for one shape (see the helpers below); the
-    heuristic config when none fits (shapes far smaller than the GPU)."""
-    return (persistent_candidates(m, n, k, num_sms) + direct_candidates(m, n, k, num_sms)
-            + int8_candidates(m, n, k, num_sms) + fused_candidates(m, n, k, num_sms)
+    heuristic config when none fits (shapes far smaller than the GPU). Kernels that lost every
+    H200 sweep in a range of M are left out there (``mxfp4 tune --kernel`` still offers them):
+    the persistent kernel where the int8 path runs (M >= 33, K >= 128: 1.6-2.4x slower than it
+    on every tuned shape, e.g. 28.9 against 17.3 us on 64x7168x2048,
+    docs/results/fused/trials-run1-bench.csv), and the two-launch int8 kernel at M <= 32
+    (int8_fused beat it on every tuned shape, e.g. 18.2 against 22.5 us on 16x2112x7168)."""
+    int8_path = m >= 33 and k >= 128
+    return (([] if int8_path else persistent_candidates(m, n, k, num_sms)) + direct_candidates(m, n, k, num_sms)
+            + (int8_candidates(m, n, k, num_sms) if m >= 33 else [])
+            + fused_candidates(m, n, k, num_sms)
             + meet_candidates(m, n, k, num_sms) or [heuristic_config(m, n, k, num_sms)])
 
 
@@ -79,11 +86,17 @@ def int8_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelCo
     16 blocks on the tiles that keep both accumulators in registers (64 x 256, 64 x 128):
     sturdier where rows spread widely along K, as a segment that does not fold costs a
     block-by-block pass (8 blocks was slower). Where the tiles leave SMs idle, split-K over
-    64-row tiles, from half to one and a half programs per SM."""
+    64-row tiles, from half to one and a half programs per SM (on 64 x 128 also with 8-block
+    steps and 4 stages). Up to M = 256 also 64 x 64 tiles (8-block steps, 4 or 6 stages) and 64 x
+    128 on 8 warps: twice the programs where 64 x 128 tiles leave SMs idle (64x7168x2048: 56
+    programs on 132 SMs); 64 x 64 won 9 of the 11 tuned M = 64 layers
+    (docs/results/s6/trials-run3-m64.csv)."""
     if m < 16 or k < 128:
         return []
     whole = ((128, 256, 8, 4, 3), (128, 256, 8, 4, 4), (128, 256, 8, 2, 6), (128, 128, 8, 8, 3), (128, 128, 8, 4, 4),
              (64, 128, 4, 4, 3), (64, 128, 4, 4, 4), (64, 128, 4, 4, 6), (64, 128, 4, 4, 8), (64, 128, 4, 8, 4))
+    if m <= 256:  # twice the programs of 64 x 128 where those leave SMs idle
+        whole += ((64, 64, 4, 8, 4), (64, 64, 4, 8, 6), (64, 128, 8, 8, 4))
     out = [KernelConfig(bm, bn, 1, warps, stages, nbs, "int8")
            for bm, bn, warps, nbs, stages in whole if bm <= max(64, m)]
     blocks = k // 32
@@ -95,26 +108,31 @@ def int8_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelCo
         for split in (2, 3, 4, 6, 8):
             if num_sms // 2 <= tiles * split <= 1.5 * num_sms and blocks >= 8 * split:
                 out.append(KernelConfig(bm, bn, split, warps, 3, 4, "int8"))
+                if bn == 128 and blocks >= 16 * split:
+                    out.append(KernelConfig(bm, bn, split, warps, 4, 8, "int8"))
     return out
 
 
 def meet_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
-    """One-launch persistent int8 kernel for M = 33 .. 256: the int8 kernel's 64 x 128
-    candidates (the same work items, after the fold and the meeting). At M = 512 it lost to the
-    two-launch path on all 11 model layers by 20-50 % (one program per SM walking 4-8 tiles
-    each; docs/results/meet/trials-run4-m512.csv); at M <= 32 int8_fused beat the int8 work
-    items on every tuned shape (session 4)."""
+    """One-launch persistent int8 kernel for M = 33 .. 256: the int8 kernel's 64 x 128 and
+    64 x 64 candidates (the same work items, after the fold and the meeting). At M = 512 it
+    lost to the two-launch path on all 11 model layers by 20-50 % (one program per SM walking
+    4-8 tiles each; docs/results/meet/trials-run4-m512.csv); at M <= 32 int8_fused beat the
+    int8 work items on every tuned shape (session 4)."""
     if not 33 <= m <= 256:
         return []
     return [dataclasses.replace(c, kernel="int8_meet") for c in int8_candidates(m, n, k, num_sms)
-            if (c.block_m, c.block_n) == (64, 128)]
+            if c.block_m == 64 and c.block_n in (64, 128)]
 
 
 def fused_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
     """One-launch int8 kernel (each program folds its A rows itself, so A is quantized N / BN
     times over: only where M * K * N / BN is at most 48 M elements). Tiles of 16 rows, and of
-    min(64, M) rows; BN 32 .. 256; K steps by :func:`mxfp4.tuning.fused_step`. Split-K so the programs number half to twice the SMs (no
-    split: any number from half the SMs up). 4 warps, and 8 from 16 x 64 tiles up."""
+    min(64, M) rows; BN 32 .. 256; K steps by :func:`mxfp4.tuning.fused_step`. Split-K so the
+    programs number half to twice the SMs (no split: any number from half the SMs up), over the
+    usual splits and those that make every segment one K step of 16 or 8 blocks (all of a
+    program's loads at once; on 16x2112x7168 they came within 2.5 % of the winner,
+    docs/results/s6/trials-run1-bench.csv). 4 warps, and 8 from 16 x 64 tiles up."""
     out = []
     blocks = k // 32
     if blocks < 1:
@@ -126,7 +144,7 @@ def fused_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelC
             if m * k * n_tiles > 48 * 2 ** 20:
                 continue
             tiles = -(-m // bmq) * n_tiles
-            for split in (1, 2, 3, 4, 6, 8, 12, 16):
+            for split in sorted({1, 2, 3, 4, 6, 8, 12, 16} | {-(-blocks // b) for b in (16, 8)}):
                 step = fused_step(blocks, split, bmq)
                 programs = tiles * split
                 if step is None or (split > 1 and programs > 2 * num_sms) or programs < num_sms // 2:

@@ -135,9 +135,11 @@ def heuristic_config(m: int, n: int, k: int, num_sms: int = 132, kernel: str = "
       Not timed as a heuristic;
     - M >= 33 (K >= 128): the int8 path on 64 x 128 tiles up to M = 512 (split-K only where the
       tiles fill less than a quarter of the SMs and K is long, as on 64x2112x7168; without a
-      split 8-block K steps and 4 stages, the M = 64 winners) and 128 x 256 above; in one
-      launch (int8_meet) up to M = 256, where it came within 0.2-3.5 % of the two launches on
-      9 of 12 tuned shapes and beat them on 2 (M = 33 .. 63 untuned). Not timed as a heuristic;
+      split 8-block K steps and 4 stages, the M = 64 winners; 64 x 64 tiles where those fit
+      one program per SM, as they won 9 of the 11 tuned M = 64 layers, sixth session) and
+      128 x 256 above; in one launch (int8_meet) up to M = 256, where it came within 0.2-3.5 %
+      of the two launches on 9 of 12 tuned shapes and beat them on 2 (M = 33 .. 63 untuned).
+      Not timed as a heuristic;
     - else the persistent kernel.
     """
     if kernel not in ("auto", "persistent", "int8", "int8_fused", "int8_meet"):
@@ -160,6 +162,8 @@ def heuristic_config(m: int, n: int, k: int, num_sms: int = 132, kernel: str = "
         split = 1
         while tiles * split * 2 <= num_sms // 2 and blocks >= 64 * split * 2:
             split *= 2
+        if split == 1 and blocks >= 16 and m <= 256 and -(-m // 64) * -(-n // 64) <= num_sms:
+            return KernelConfig(64, 64, 1, 4, 4, 8, kernel)  # 64 x 128 tiles would leave SMs idle
         if split == 1:
             return KernelConfig(64, 128, 1, 4, 4, 8 if blocks >= 16 else 4, kernel)
         return KernelConfig(64, 128, split, 4, 3, 4, kernel)

@@ -11,6 +11,9 @@ program of a tile to arrive, in split order, so the output is bitwise determinis
 import triton
 import triton.language as tl
 
+# Whether these functions run in Triton's CPU interpreter: decided at import, as triton.jit does.
+_INTERPRETED = tl.constexpr(bool(triton.knobs.runtime.interpret))
+
 # (midpoint exponent p, two mantissa bits m2, rounds up on a tie) for the e2m1 midpoints
 # 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5: midpoint = (1 + m2/4) * 2**p.
 
@@ -145,8 +148,11 @@ def _e8m0_to_f32(byte, extra_exp: tl.constexpr):
 
 @triton.jit
 def f32_to_bf16_rne(x):
-    """float32 -> bf16, round to nearest even, NaN kept quiet. Explicit because the CPU
-    interpreter (triton 3.6) truncates in ``.to(tl.bfloat16)``; on the GPU it costs ~5 int ops."""
+    """float32 -> bf16, round to nearest even, NaN kept a NaN. On the GPU the hardware's
+    conversion (two values per instruction); under the CPU interpreter, whose ``.to(tl.bfloat16)``
+    truncates (triton 3.6), the rounding in integer ops."""
+    if not _INTERPRETED:
+        return x.to(tl.bfloat16, fp_downcast_rounding="rtne")
     bits = x.to(tl.int32, bitcast=True)
     rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
     nan = (bits & 0x7FFFFFFF) > 0x7F800000
@@ -288,9 +294,14 @@ def _store_tile(acc, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, 
         tl.debug_barrier()
         arrived = tl.atomic_add(tile_cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
         if arrived == SPLIT_K - 1:
+            # The partials in split order, RG loads at a time written out (not a loop the
+            # compiler would unroll by 4 and wait on per group): one L2 round trip per RG.
+            RG: tl.constexpr = 8 if BM * BN <= 2048 else (4 if BM * BN <= 4096 else 2)
             summed = tl.zeros((BM, BN), dtype=tl.float32)
-            for s in range(SPLIT_K):
-                summed += tl.load(tile_base + s * tile_elems + local, cache_modifier=".cg")
+            for s0 in range(0, SPLIT_K, RG):
+                for j in tl.static_range(RG):
+                    summed += tl.load(tile_base + (s0 + j) * tile_elems + local, mask=s0 + j < SPLIT_K, other=0.0,
+                                      cache_modifier=".cg")
             tl.store(c_ptrs, f32_to_bf16_rne(summed), mask=c_mask)
             tl.atomic_xchg(tile_cnt_ptr + tile, 0, sem="relaxed", scope="gpu")
 

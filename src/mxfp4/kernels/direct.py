@@ -35,11 +35,25 @@ def round_to_e2m1(x, FLOOR_RULE: tl.constexpr):
     integer minimum on the float bits, so NaN never meets a float compare.
     """
     xf = to_f32(x)
+    bits, _, e, nonfinite = block_scales(xf, FLOOR_RULE)
+    return round_with_scales(xf, bits, e, nonfinite), e, nonfinite
+
+
+@triton.jit
+def block_scales(xf, FLOOR_RULE: tl.constexpr):
+    """(bits, amax, e, nonfinite) of the blocks of xf float32 [B0, B1, 32] along the last axis:
+    xf's int32 bits, each block's largest magnitude as float32 bits (0 in a block holding NaN or
+    Inf), its scale exponent and whether it is non-finite ([B0, B1] each)."""
     bits = xf.to(tl.int32, bitcast=True)
     amax = tl.max(bits & 0x7FFFFFFF, axis=2)
     nonfinite = amax >= 0x7F800000
     amax = tl.where(nonfinite, 0, amax)
-    e = block_exponent(amax, FLOOR_RULE)
+    return bits, amax, block_exponent(amax, FLOOR_RULE), nonfinite
+
+
+@triton.jit
+def round_with_scales(xf, bits, e, nonfinite):
+    """The rounding of :func:`round_to_e2m1` with the blocks' scales known (:func:`block_scales`)."""
     p = -e - 6  # in [-133, 121]: 2**p is a float32 normal from -126 up, a subnormal below
     mult = pow2_f32(p)
     lim = tl.where(nonfinite, 0, 0x3DC00000).to(tl.uint32)  # bits of 6 * 2**-6; 0 empties a non-finite block
@@ -52,7 +66,7 @@ def round_to_e2m1(x, FLOOR_RULE: tl.constexpr):
     # NaN's bits must also lose against lim; in a finite block r >= +0 and this is a plain min.
     rb = (tl.minimum(r.to(tl.uint32, bitcast=True), lim[:, :, None]).to(tl.int32, bitcast=True)
           | (bits & sign[:, :, None]))
-    return rb.to(tl.float32, bitcast=True), e, nonfinite
+    return rb.to(tl.float32, bitcast=True)
 
 
 @triton.jit

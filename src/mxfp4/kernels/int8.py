@@ -14,7 +14,11 @@
    A tile and every row of the W tile is folded there, the segment is a plain int8 matmul
    accumulated exactly in int32 and scaled once per element, ``d * (fa[m] * fw[n])``; otherwise
    the segment goes block by block (one K=32 int8 dot per block, exact, each scaled by its
-   blocks' factors), which is exact for any data but slower.
+   blocks' factors), which is exact for any data but slower. The int8 matmul runs before the
+   fold flags are looked at, so its first loads go out with theirs rather than a memory round
+   trip later; a segment that does not fold pays for the unused matmul (H200, sixth session:
+   the GEMM launch alone 12.6 -> 11.3 us on 64x7168x2048, together with the hardware bf16
+   rounding of the epilogue; docs/results/s6/breakdown-run*.txt).
 
 Numerics: the int32 sums are exact. A segment's sum is converted to float32 once (exact below
 2**24, else one rounding to float32), times two powers of two, and segments add in float32:
@@ -27,33 +31,42 @@ import triton
 import triton.language as tl
 
 from .a4w4 import _midpoint_bits, _store_tile, block_exponent, f32_to_bf16_rne, pow2_f32, to_f32
-from .direct import round_to_e2m1
+from .direct import block_scales, round_with_scales
 
 MAX_SHIFT = tl.constexpr(3)  # 12 << 3 = 96 fits int8 (mxfp4.fold.MAX_SHIFT)
 
 
 @triton.jit
-def _block_facts(x, PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr):
-    """For x [PM, CB * 32]: each block's scale exponent, whether it holds a nonzero code (its amax
-    is above the first midpoint, 0.25 * 2**e), and whether it is non-finite; all [PM, CB]."""
-    mag = tl.reshape(to_f32(x).to(tl.int32, bitcast=True) & 0x7FFFFFFF, (PM, CB, 32))
-    amax = tl.max(mag, axis=2)
-    nonfinite = amax >= 0x7F800000
-    e = block_exponent(tl.where(nonfinite, 0, amax), FLOOR_RULE)
+def _scales(x, PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr):
+    """x [PM, CB * 32] as float32 [PM, CB, 32] with its blocks' scales
+    (:func:`mxfp4.kernels.direct.block_scales`): (xf, bits, amax, e, nonfinite)."""
+    xf = tl.reshape(to_f32(x), (PM, CB, 32))
+    bits, amax, e, nonfinite = block_scales(xf, FLOOR_RULE)
+    return xf, bits, amax, e, nonfinite
+
+
+@triton.jit
+def _facts_combine(hi1, lo1, nan1, hi2, lo2, nan2):
+    return tl.maximum(hi1, hi2), tl.minimum(lo1, lo2), tl.maximum(nan1, nan2)
+
+
+@triton.jit
+def _merge_scales(amax, e, nonfinite, hi, lo, nan):
+    """Fold blocks with scales (amax, e, nonfinite) [PM, CB] (:func:`_scales`) into each row's
+    running facts over a segment: the largest (hi) and smallest (lo) exponent of its blocks
+    holding a nonzero code (its amax above the first midpoint, 0.25 * 2**e; -1000 / 1000 while
+    none), and whether a block is non-finite (nan, int32). One reduction for the three."""
     nonzero = (amax > _midpoint_bits(e + 127, -2, 0, False)) & ~nonfinite
-    return e, nonzero, nonfinite
+    h, lw, n = tl.reduce((tl.where(nonzero, e, -1000), tl.where(nonzero, e, 1000), nonfinite.to(tl.int32)), 1,
+                         _facts_combine)
+    return tl.maximum(hi, h), tl.minimum(lo, lw), tl.maximum(nan, n)
 
 
 @triton.jit
 def _merge_facts(x, hi, lo, nan, PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr):
-    """Fold the blocks of x [PM, CB * 32] into each row's running facts over a segment: the
-    largest (hi) and smallest (lo) exponent of its blocks holding a nonzero code (-1000 / 1000
-    while none), and whether a block is non-finite (nan, int32)."""
-    e, nonzero, nonfinite = _block_facts(x, PM, CB, FLOOR_RULE)
-    hi = tl.maximum(hi, tl.max(tl.where(nonzero, e, -1000), axis=1))
-    lo = tl.minimum(lo, tl.min(tl.where(nonzero, e, 1000), axis=1))
-    nan = tl.maximum(nan, tl.max(nonfinite.to(tl.int32), axis=1))
-    return hi, lo, nan
+    """The running facts (:func:`_merge_scales`) continued over the blocks of x [PM, CB * 32]."""
+    _, _, amax, e, nonfinite = _scales(x, PM, CB, FLOOR_RULE)
+    return _merge_scales(amax, e, nonfinite, hi, lo, nan)
 
 
 @triton.jit
@@ -64,11 +77,12 @@ def _fold_rule(hi, lo):
 
 
 @triton.jit
-def _fold_values(x, folded, ref, PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr):
-    """Quantize x [PM, CB * 32] and fold it with its rows' facts: int32 [PM, CB * 32] values
-    ``(2 * e2m1) << shift`` (shift 0 where a row is not folded), and each block's factor [PM, CB]
-    (2**(R - 4) in a folded row, else 2**(e - 1); NaN for a non-finite block)."""
-    r, e, nonfinite = round_to_e2m1(tl.reshape(x, (PM, CB, 32)), FLOOR_RULE)
+def _fold_scaled(xf, bits, e, nonfinite, folded, ref, PM: tl.constexpr, CB: tl.constexpr):
+    """Quantize xf [PM, CB, 32] (scales known: :func:`_scales`) and fold it with its rows' facts:
+    int32 [PM, CB * 32] values ``(2 * e2m1) << shift`` (shift 0 where a row is not folded), and
+    each block's factor [PM, CB] (2**(R - 4) in a folded row, else 2**(e - 1); NaN for a
+    non-finite block)."""
+    r = round_with_scales(xf, bits, e, nonfinite)
     shift = tl.where(folded[:, None], tl.minimum(tl.maximum(MAX_SHIFT - (ref[:, None] - e), 0), MAX_SHIFT), 0)
     # q = r * 2**(7 + shift) is an integer, |q| <= 96: add 1.5 * 2**23 (one FFMA) and read the
     # integer off the float's bits (no float -> int conversion, a slow instruction)
@@ -76,6 +90,13 @@ def _fold_values(x, folded, ref, PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE:
     q = (r * mult[:, :, None] + 12582912.0).to(tl.int32, bitcast=True) - 0x4B400000
     factor = tl.where(nonfinite, float("nan"), pow2_f32(tl.where(folded[:, None], ref[:, None] - 4, e - 1)))
     return tl.reshape(q, (PM, CB * 32)), factor
+
+
+@triton.jit
+def _fold_values(x, folded, ref, PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr):
+    """Quantize x [PM, CB * 32] and fold it with its rows' facts (:func:`_fold_scaled`)."""
+    xf, bits, _, e, nonfinite = _scales(x, PM, CB, FLOOR_RULE)
+    return _fold_scaled(xf, bits, e, nonfinite, folded, ref, PM, CB)
 
 
 @triton.jit
@@ -142,17 +163,24 @@ def fold_a_kernel(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, M,
 
 
 @triton.jit
-def _folded_tile(aok_ptr, ass_ptr, wok_ptr, wss_ptr, offs_m, offs_n, mask_m, mask_n, seg, NSEG):
-    """(both, fa, fw): whether every row of the A tile and of the W tile is folded over segment
-    ``seg``, and the rows' segment factors. All four loads go out together and are reduced at
-    once (one memory round trip; at their use the compiler would move the factors' loads after
-    the K loop). A factor is never negative (a power of two or NaN); were it, the tile would go
-    the exact block-by-block way."""
+def _load_tile_facts(aok_ptr, ass_ptr, wok_ptr, wss_ptr, offs_m, offs_n, mask_m, mask_n, seg, NSEG):
+    """(fa, fw, ok_a, ok_w): the segment factors and fold flags of the A tile's and the W tile's
+    rows over segment ``seg``, loaded together (one memory round trip; :func:`_both_fold`)."""
     fa = tl.load(ass_ptr + offs_m * NSEG + seg, mask=mask_m, other=0.0)
     fw = tl.load(wss_ptr + offs_n * NSEG + seg, mask=mask_n, other=0.0)
-    ok_a = tl.min(tl.where(fa < 0.0, 0, tl.load(aok_ptr + offs_m * NSEG + seg, mask=mask_m, other=1).to(tl.int32)))
-    ok_w = tl.min(tl.where(fw < 0.0, 0, tl.load(wok_ptr + offs_n * NSEG + seg, mask=mask_n, other=1).to(tl.int32)))
-    return ok_a * ok_w != 0, fa, fw
+    ok_a = tl.load(aok_ptr + offs_m * NSEG + seg, mask=mask_m, other=1)
+    ok_w = tl.load(wok_ptr + offs_n * NSEG + seg, mask=mask_n, other=1)
+    return fa, fw, ok_a, ok_w
+
+
+@triton.jit
+def _both_fold(fa, fw, ok_a, ok_w):
+    """Whether every row of the A tile and of the W tile folds (:func:`_load_tile_facts`). A
+    factor is never negative (a power of two or NaN); were it, the tile would go the exact
+    block-by-block way."""
+    ok_a = tl.min(tl.where(fa < 0.0, 0, ok_a.to(tl.int32)))
+    ok_w = tl.min(tl.where(fw < 0.0, 0, ok_w.to(tl.int32)))
+    return ok_a * ok_w != 0
 
 
 @triton.jit
@@ -183,12 +211,14 @@ def _add_segment(acc, a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_
                  row0, col0, offs_m, offs_n, mask_m, mask_n, seg, KB, SEG_BLOCKS, NSEG,
                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
     """acc plus segment ``seg``'s contribution to the tile: one int8 matmul scaled once where
-    both tiles fold there, else block by block."""
+    both tiles fold there, else block by block (the matmul is computed either way, so that its
+    loads need not wait for the flags')."""
     b_lo = seg * SEG_BLOCKS
     b_hi = tl.minimum(b_lo + SEG_BLOCKS, KB)
-    both, fa, fw = _folded_tile(aok_ptr, ass_ptr, wok_ptr, wss_ptr, offs_m, offs_n, mask_m, mask_n, seg, NSEG)
-    if both:
-        d = _int8_sum(a_desc, w_desc, row0, col0, b_lo * 32, b_hi * 32, BM, BN, BK)
+    fa, fw, ok_a, ok_w = _load_tile_facts(aok_ptr, ass_ptr, wok_ptr, wss_ptr, offs_m, offs_n, mask_m, mask_n, seg,
+                                          NSEG)
+    d = _int8_sum(a_desc, w_desc, row0, col0, b_lo * 32, b_hi * 32, BM, BN, BK)
+    if _both_fold(fa, fw, ok_a, ok_w):
         acc += d.to(tl.float32) * (fa[:, None] * fw[None, :])
     else:
         acc = _blockwise(acc, a32_desc, w32_desc, abs_ptr, wbs_ptr, row0, col0, offs_m, offs_n, mask_m, mask_n,
@@ -229,9 +259,9 @@ def int8_tile(item, a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_pt
     mask_n = offs_n < N
     KB = K // 32
     if MODE == 0:
-        both, fa, fw = _folded_tile(aok_ptr, ass_ptr, wok_ptr, wss_ptr, offs_m, offs_n, mask_m, mask_n, 0, 1)
-        if both:
-            d = _int8_sum(a_desc, w_desc, row0, col0, 0, K, BM, BN, BK)
+        fa, fw, ok_a, ok_w = _load_tile_facts(aok_ptr, ass_ptr, wok_ptr, wss_ptr, offs_m, offs_n, mask_m, mask_n, 0, 1)
+        d = _int8_sum(a_desc, w_desc, row0, col0, 0, K, BM, BN, BK)
+        if _both_fold(fa, fw, ok_a, ok_w):
             tile_f32 = d.to(tl.float32) * (fa[:, None] * fw[None, :])
             tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, f32_to_bf16_rne(tile_f32),
                      mask=mask_m[:, None] & mask_n[None, :])
@@ -336,8 +366,10 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, wbs_ptr, wss_ptr, wok_
     # Reduced here, not at their use, where the compiler would move both loads. fw is never
     # negative (a power of two or NaN); were it, the tile would go the exact block-by-block way.
     ok_w = tl.min(tl.where(fw < 0.0, 0, ok_w.to(tl.int32)))
-    hi, lo, nan = _merge_facts(x0, tl.full((BMQ,), -1000, tl.int32), tl.full((BMQ,), 1000, tl.int32),
-                               tl.zeros((BMQ,), tl.int32), BMQ, CB, FLOOR_RULE)
+    # x0's block scales serve both its facts and its fold
+    xf0, bits0, amax0, e0, nonfinite0 = _scales(x0, BMQ, CB, FLOOR_RULE)
+    hi, lo, nan = _merge_scales(amax0, e0, nonfinite0, tl.full((BMQ,), -1000, tl.int32),
+                                tl.full((BMQ,), 1000, tl.int32), tl.zeros((BMQ,), tl.int32))
     if not ONE_STEP:
         hi, lo, nan = _segment_facts(a_ptr, stride_am, stride_ak, rows, row_ok, k_lo + BK, k_hi, hi, lo, nan,
                                      BMQ, CB, FLOOR_RULE)
@@ -347,7 +379,7 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, wbs_ptr, wss_ptr, wok_
             _store_fold(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, rows, row_ok, K, b_lo, b_hi,
                         seg, NSEG, folded, ref, nan, BMQ, CB, FLOOR_RULE)
     if tl.min(folded.to(tl.int32)) * ok_w != 0:
-        q, _ = _fold_values(x0, folded, ref, BMQ, CB, FLOOR_RULE)
+        q, _ = _fold_scaled(xf0, bits0, e0, nonfinite0, folded, ref, BMQ, CB)
         d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w0), out_dtype=tl.int32)
         if not ONE_STEP:
             for k0 in range(k_lo + BK, k_hi, BK):
