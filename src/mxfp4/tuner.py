@@ -90,7 +90,7 @@ def int8_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelCo
     steps and 4 stages). Up to M = 256 also 64 x 64 tiles (8-block steps, 4 or 6 stages) and 64 x
     128 on 8 warps: twice the programs where 64 x 128 tiles leave SMs idle (64x7168x2048: 56
     programs on 132 SMs); 64 x 64 won 9 of the 11 tuned M = 64 layers
-    (docs/results/s6/trials-run3-m64.csv)."""
+    (docs/results/s6/trials-run3-*.csv)."""
     if m < 16 or k < 128:
         return []
     whole = ((128, 256, 8, 4, 3), (128, 256, 8, 4, 4), (128, 256, 8, 2, 6), (128, 128, 8, 8, 3), (128, 128, 8, 4, 4),
