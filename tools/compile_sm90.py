@@ -19,7 +19,8 @@ from triton.compiler import ASTSource
 sys.path.insert(0, "src")
 from mxfp4.kernels.a4w4 import a4w4_kernel  # noqa: E402
 from mxfp4.kernels.direct import a4w4_direct_kernel  # noqa: E402
-from mxfp4.kernels.int8 import a4w4_fused_kernel, a4w4_int8_kernel  # noqa: E402
+from mxfp4.kernels.fused import a4w4_fused_kernel  # noqa: E402
+from mxfp4.kernels.int8 import a4w4_int8_kernel  # noqa: E402
 from mxfp4.kernels.meet import a4w4_meet_kernel  # noqa: E402
 
 PTRS = {"abs_ptr": "*fp32", "ass_ptr": "*fp32", "aok_ptr": "*i8", "wbs_ptr": "*fp32", "wss_ptr": "*fp32",

@@ -265,7 +265,7 @@ def launch_int8_fused(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, conf
     """The one-launch int8 path: fold W (once per weight, cached), then one launch that folds A
     in each program and multiplies. With ``debug`` the launch also writes A's fold, returned
     (else None)."""
-    from .kernels.int8 import a4w4_fused_kernel
+    from .kernels.fused import a4w4_fused_kernel
 
     m, k = a2.shape
     n = w.shape[0]

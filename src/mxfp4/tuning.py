@@ -31,7 +31,7 @@ class KernelConfig:
     is the K step in MX blocks, fold_blocks the fold's segment length in MX blocks (0: all of K;
     else a multiple of blocks_per_step), split_k > 1 splits K into that many segments, one
     program each, summed inside the launch (then fold_blocks is 0). "int8_fused" (one launch:
-    each program folds the A rows it needs itself, :func:`mxfp4.kernels.int8.a4w4_fused_kernel`):
+    each program folds the A rows it needs itself, :func:`mxfp4.kernels.fused.a4w4_fused_kernel`):
     blocks_per_step is the K step (1 .. 16 MX blocks), split_k as for "int8", fold_blocks 0;
     with M < block_m only the real rows are quantized. "int8_meet" (one persistent launch: the
     programs fold A once, meet, then run the int8 kernel's work items,

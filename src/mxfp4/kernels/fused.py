@@ -1,0 +1,108 @@
+"""The int8 path in one launch for small M: each program folds the A rows it needs itself.
+
+@triton.jit code only; the launcher is :func:`mxfp4.launch.launch_int8_fused`. The fold and the
+int8 dot are those of :mod:`mxfp4.kernels.int8` (same rule, bit for bit); A is quantized N / BN
+times over, so this kernel pays where M * K is small (the K = 512 benchmark shapes, decode).
+"""
+import triton
+import triton.language as tl
+
+from .a4w4 import _store_tile, pow2_f32
+from .int8 import (_fold_rule, _fold_scaled, _fold_values, _load_rows, _merge_scales, _scales, _segment_facts,
+                   _store_fold)
+
+
+@triton.jit
+def _repeat_rows(x, REP: tl.constexpr):
+    """x [R] or [R, C] with each row repeated REP times (row i at i * REP .. i * REP + REP - 1)."""
+    if REP == 1:
+        return x
+    elif len(x.shape) == 1:
+        return tl.reshape(tl.broadcast_to(x[:, None], (x.shape[0], REP)), (x.shape[0] * REP,))
+    else:
+        r: tl.constexpr = x.shape[0]
+        c: tl.constexpr = x.shape[1]
+        return tl.reshape(tl.broadcast_to(tl.reshape(x, (r, 1, c)), (r, REP, c)), (r * REP, c))
+
+
+@triton.jit
+def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, wbs_ptr, wss_ptr, wok_ptr,
+                      c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, q_ptr, bs_ptr, ss_ptr, ok_ptr,
+                      M, N, K, SEG_BLOCKS, NSEG,
+                      BM: tl.constexpr, BMQ: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                      ONE_STEP: tl.constexpr, FLOOR_RULE: tl.constexpr, USE_SPLIT: tl.constexpr,
+                      WRITE_FOLD: tl.constexpr):
+    """C[M, N] (bf16) from bf16 A [M, K] and the folded weight W (int8 [N, K] with its fold
+    arrays) in one launch: each program folds the A rows it needs itself.
+
+    One program per (tile, segment); a segment is all of K, or one split of split-K (the last
+    program of a tile to arrive sums the partials in segment order). A program takes BMQ rows of
+    A (BMQ < BM only when M < BM: each row is then repeated BM / BMQ times into the dot's rows,
+    so no work goes into padding rows) and BN weight rows. It loads A's and the weight's first K
+    step together, then reads its A rows over the rest of the segment for their fold facts, then
+    per K step of BK quantizes and folds A in registers and runs an int8 dot (exact int32 sums),
+    scaled once at the end. Where an A row or a W row of the tile does not
+    fold over the segment, the segment goes block by block instead (exact for any data).
+    ONE_STEP: every segment fits one K step (no K loop is compiled). WRITE_FOLD (tests): programs
+    of the first N tile also write A's fold (the arrays of fold_a_kernel, bit for bit)."""
+    pid = tl.program_id(0)
+    n_tiles = tl.cdiv(N, BN)
+    tiles = tl.cdiv(M, BMQ) * n_tiles
+    seg = pid // tiles
+    pid_m = (pid % tiles) // n_tiles
+    pid_n = pid % n_tiles
+    REP: tl.constexpr = BM // BMQ
+    CB: tl.constexpr = BK // 32
+    rows = pid_m * BMQ + tl.arange(0, BMQ)
+    row_ok = rows < M
+    cols = pid_n * BN + tl.arange(0, BN)
+    col_ok = cols < N
+    b_lo = seg * SEG_BLOCKS
+    b_hi = tl.minimum(b_lo + SEG_BLOCKS, K // 32)
+    k_lo = b_lo * 32
+    k_hi = b_hi * 32
+    # Every load that waits on nothing first, so they share one memory round trip; the weight
+    # last, as the compiler moves it to shared memory (and waits for it) right after its load.
+    x0 = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, k_lo, k_hi, BK)
+    ok_w = tl.load(wok_ptr + cols * NSEG + seg, mask=col_ok, other=1)
+    fw = tl.load(wss_ptr + cols * NSEG + seg, mask=col_ok, other=0.0)
+    w0 = _load_rows(w_ptr, cols, col_ok, K, 1, k_lo, k_hi, BK)
+    # Reduced here, not at their use, where the compiler would move both loads. fw is never
+    # negative (a power of two or NaN); were it, the tile would go the exact block-by-block way.
+    ok_w = tl.min(tl.where(fw < 0.0, 0, ok_w.to(tl.int32)))
+    # x0's block scales serve both its facts and its fold
+    xf0, bits0, amax0, e0, nonfinite0 = _scales(x0, BMQ, CB, FLOOR_RULE)
+    hi, lo, nan = _merge_scales(amax0, e0, nonfinite0, tl.full((BMQ,), -1000, tl.int32),
+                                tl.full((BMQ,), 1000, tl.int32), tl.zeros((BMQ,), tl.int32))
+    if not ONE_STEP:
+        hi, lo, nan = _segment_facts(a_ptr, stride_am, stride_ak, rows, row_ok, k_lo + BK, k_hi, hi, lo, nan,
+                                     BMQ, CB, FLOOR_RULE)
+    folded, ref = _fold_rule(hi, lo)
+    if WRITE_FOLD:
+        if pid_n == 0:
+            _store_fold(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, rows, row_ok, K, b_lo, b_hi,
+                        seg, NSEG, folded, ref, nan, BMQ, CB, FLOOR_RULE)
+    if tl.min(folded.to(tl.int32)) * ok_w != 0:
+        q, _ = _fold_scaled(xf0, bits0, e0, nonfinite0, folded, ref, BMQ, CB)
+        d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w0), out_dtype=tl.int32)
+        if not ONE_STEP:
+            for k0 in range(k_lo + BK, k_hi, BK):
+                x = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, k0, k_hi, BK)
+                q, _ = _fold_values(x, folded, ref, BMQ, CB, FLOOR_RULE)
+                w = _load_rows(w_ptr, cols, col_ok, K, 1, k0, k_hi, BK)
+                d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w), d, out_dtype=tl.int32)
+        fa = tl.where(nan != 0, float("nan"), pow2_f32(ref - 4))
+        acc = d.to(tl.float32) * (_repeat_rows(fa, REP)[:, None] * fw[None, :])
+    else:
+        acc = tl.zeros((BM, BN), tl.float32)
+        unfolded = folded & False
+        for b in range(b_lo, b_hi):
+            x = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, b * 32, k_hi, 32)
+            q, fa = _fold_values(x, unfolded, ref, BMQ, 1, FLOOR_RULE)
+            fa = tl.reshape(fa, (BMQ,))
+            w = _load_rows(w_ptr, cols, col_ok, K, 1, b * 32, k_hi, 32)
+            fwb = tl.load(wbs_ptr + cols * (K // 32) + b, mask=col_ok, other=0.0)
+            d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w), out_dtype=tl.int32)
+            acc += d.to(tl.float32) * (_repeat_rows(fa, REP)[:, None] * fwb[None, :])
+    _store_tile(acc, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, pid_n, pid_m, seg, n_tiles, NSEG,
+                BM, BN, USE_SPLIT, REP)
