@@ -59,10 +59,7 @@ def fold_codes(codes: torch.Tensor, scale_bytes: torch.Tensor, seg_blocks: int) 
     r, k = codes.shape
     nb = k // BLOCK
     segs = segments(k, seg_blocks)
-    mag2 = torch.tensor([0, 1, 2, 3, 4, 6, 8, 12], dtype=torch.int32, device=codes.device)
-    c = codes.to(torch.int64)
-    v2 = mag2[c & 7] * torch.where(c >= 8, -1, 1).to(torch.int32)
-    v2 = v2.view(r, nb, BLOCK)
+    v2 = (formats.e2m1_to_float(codes) * 2).to(torch.int32).view(r, nb, BLOCK)  # exact: integers in [-12, 12]
     e = scale_bytes.to(torch.int32) - 127
     nan = scale_bytes == E8M0_NAN
     nz = (v2 != 0).any(dim=2) & ~nan

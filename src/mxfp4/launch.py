@@ -40,7 +40,6 @@ _WORKSPACE = _Workspace()
 _DEVICE_FACTS: dict[int, tuple[str, int]] = {}
 
 
-
 def device_facts(device: torch.device) -> tuple[str, int]:
     """(GPU model name, SM count) of a CUDA device, queried once per device."""
     idx = device.index if device.index is not None else torch.cuda.current_device()
@@ -271,8 +270,7 @@ def launch_int8_fused(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, conf
     n = w.shape[0]
     _check_32bit(m, n, k, w)
     dev = a2.device
-    seg = _segment_blocks(k, config)
-    segs = segments(k, seg)
+    seg, segs, _ = _int8_shape(k, config)
     fw = folded_weight(w, seg)
     bm, bn = config.block_m, config.block_n
     bmq = min(bm, pow2_at_least(m))

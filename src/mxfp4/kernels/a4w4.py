@@ -53,6 +53,18 @@ def block_exponent(amax, FLOOR_RULE: tl.constexpr):
 
 
 @triton.jit
+def block_scales(xf, FLOOR_RULE: tl.constexpr):
+    """(bits, amax, e, nonfinite) of the blocks of xf float32 [B0, B1, 32] along the last axis:
+    xf's int32 bits, each block's largest magnitude as float32 bits (0 in a block holding NaN or
+    Inf), its scale exponent and whether it is non-finite ([B0, B1] each)."""
+    bits = xf.to(tl.int32, bitcast=True)
+    amax = tl.max(bits & 0x7FFFFFFF, axis=2)
+    nonfinite = amax >= 0x7F800000
+    amax = tl.where(nonfinite, 0, amax)
+    return bits, amax, block_exponent(amax, FLOOR_RULE), nonfinite
+
+
+@triton.jit
 def quantize_block_fp8(x, BM: tl.constexpr, BK: tl.constexpr, FLOOR_RULE: tl.constexpr):
     """Quantize x [BM, BK] (any float dtype, BK % 32 == 0) per 1x32 block.
 
@@ -60,12 +72,8 @@ def quantize_block_fp8(x, BM: tl.constexpr, BK: tl.constexpr, FLOOR_RULE: tl.con
     non-finite block are 0, its scale byte 255.
     """
     NB: tl.constexpr = BK // 32
-    bits = to_f32(x).to(tl.int32, bitcast=True)
-    mag = tl.reshape(bits & 0x7FFFFFFF, (BM, NB, 32))
-    amax = tl.max(mag, axis=2)
-    nonfinite = amax >= 0x7F800000
-    amax = tl.where(nonfinite, 0, amax)
-    e = block_exponent(amax, FLOOR_RULE)
+    bits, _, e, nonfinite = block_scales(tl.reshape(to_f32(x), (BM, NB, 32)), FLOOR_RULE)
+    mag = bits & 0x7FFFFFFF
     base = (e + 127)[:, :, None]
     code = (mag > _midpoint_bits(base, -2, 0, False)).to(tl.int32)
     code += (mag > _midpoint_bits(base, -1, 2, True)).to(tl.int32)
@@ -74,7 +82,7 @@ def quantize_block_fp8(x, BM: tl.constexpr, BK: tl.constexpr, FLOOR_RULE: tl.con
     code += (mag > _midpoint_bits(base, 1, 1, False)).to(tl.int32)
     code += (mag > _midpoint_bits(base, 1, 3, True)).to(tl.int32)
     code += (mag > _midpoint_bits(base, 2, 1, False)).to(tl.int32)
-    sign = (tl.reshape(bits, (BM, NB, 32)) >> 24) & 0x80
+    sign = (bits >> 24) & 0x80
     fp8 = tl.where(nonfinite[:, :, None], 0, (code << 2) | sign)
     scale = tl.where(nonfinite, 255, e + 127)
     return tl.reshape(fp8, (BM, BK)).to(tl.uint8), scale

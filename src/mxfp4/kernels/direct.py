@@ -16,7 +16,7 @@ Numerics are those of the persistent kernel: per MX block an exact fp8 dot (bloc
 import triton
 import triton.language as tl
 
-from .a4w4 import _e8m0_to_f32, _scale_offsets, _store_tile, block_exponent, fp4x2_to_fp8, pow2_f32, to_f32
+from .a4w4 import _e8m0_to_f32, _scale_offsets, _store_tile, block_scales, fp4x2_to_fp8, pow2_f32, to_f32
 
 
 @triton.jit
@@ -37,18 +37,6 @@ def round_to_e2m1(x, FLOOR_RULE: tl.constexpr):
     xf = to_f32(x)
     bits, _, e, nonfinite = block_scales(xf, FLOOR_RULE)
     return round_with_scales(xf, bits, e, nonfinite), e, nonfinite
-
-
-@triton.jit
-def block_scales(xf, FLOOR_RULE: tl.constexpr):
-    """(bits, amax, e, nonfinite) of the blocks of xf float32 [B0, B1, 32] along the last axis:
-    xf's int32 bits, each block's largest magnitude as float32 bits (0 in a block holding NaN or
-    Inf), its scale exponent and whether it is non-finite ([B0, B1] each)."""
-    bits = xf.to(tl.int32, bitcast=True)
-    amax = tl.max(bits & 0x7FFFFFFF, axis=2)
-    nonfinite = amax >= 0x7F800000
-    amax = tl.where(nonfinite, 0, amax)
-    return bits, amax, block_exponent(amax, FLOOR_RULE), nonfinite
 
 
 @triton.jit

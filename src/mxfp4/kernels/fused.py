@@ -7,9 +7,9 @@ times over, so this kernel pays where M * K is small (the K = 512 benchmark shap
 import triton
 import triton.language as tl
 
-from .a4w4 import _store_tile, pow2_f32
+from .a4w4 import _store_tile
 from .int8 import (_fold_rule, _fold_scaled, _fold_values, _load_rows, _merge_scales, _scales, _segment_facts,
-                   _store_fold)
+                   _store_fold, all_fold, seg_factor)
 
 
 @triton.jit
@@ -67,9 +67,8 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, wbs_ptr, wss_ptr, wok_
     ok_w = tl.load(wok_ptr + cols * NSEG + seg, mask=col_ok, other=1)
     fw = tl.load(wss_ptr + cols * NSEG + seg, mask=col_ok, other=0.0)
     w0 = _load_rows(w_ptr, cols, col_ok, K, 1, k_lo, k_hi, BK)
-    # Reduced here, not at their use, where the compiler would move both loads. fw is never
-    # negative (a power of two or NaN); were it, the tile would go the exact block-by-block way.
-    ok_w = tl.min(tl.where(fw < 0.0, 0, ok_w.to(tl.int32)))
+    # Reduced here, not at their use, where the compiler would move both loads.
+    ok_w = all_fold(fw, ok_w)
     # x0's block scales serve both its facts and its fold
     xf0, bits0, amax0, e0, nonfinite0 = _scales(x0, BMQ, CB, FLOOR_RULE)
     hi, lo, nan = _merge_scales(amax0, e0, nonfinite0, tl.full((BMQ,), -1000, tl.int32),
@@ -91,7 +90,7 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, wbs_ptr, wss_ptr, wok_
                 q, _ = _fold_values(x, folded, ref, BMQ, CB, FLOOR_RULE)
                 w = _load_rows(w_ptr, cols, col_ok, K, 1, k0, k_hi, BK)
                 d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w), d, out_dtype=tl.int32)
-        fa = tl.where(nan != 0, float("nan"), pow2_f32(ref - 4))
+        fa = seg_factor(ref, nan)
         acc = d.to(tl.float32) * (_repeat_rows(fa, REP)[:, None] * fw[None, :])
     else:
         acc = tl.zeros((BM, BN), tl.float32)

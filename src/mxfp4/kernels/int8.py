@@ -30,8 +30,8 @@ are near the ends of the float32 range and the result is Inf / NaN or loses its 
 import triton
 import triton.language as tl
 
-from .a4w4 import _midpoint_bits, _store_tile, f32_to_bf16_rne, pow2_f32, to_f32
-from .direct import block_scales, round_with_scales
+from .a4w4 import _midpoint_bits, _store_tile, block_scales, f32_to_bf16_rne, pow2_f32, to_f32
+from .direct import round_with_scales
 
 MAX_SHIFT = tl.constexpr(3)  # 12 << 3 = 96 fits int8 (mxfp4.fold.MAX_SHIFT)
 
@@ -39,7 +39,7 @@ MAX_SHIFT = tl.constexpr(3)  # 12 << 3 = 96 fits int8 (mxfp4.fold.MAX_SHIFT)
 @triton.jit
 def _scales(x, PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr):
     """x [PM, CB * 32] as float32 [PM, CB, 32] with its blocks' scales
-    (:func:`mxfp4.kernels.direct.block_scales`): (xf, bits, amax, e, nonfinite)."""
+    (:func:`mxfp4.kernels.a4w4.block_scales`): (xf, bits, amax, e, nonfinite)."""
     xf = tl.reshape(to_f32(x), (PM, CB, 32))
     bits, amax, e, nonfinite = block_scales(xf, FLOOR_RULE)
     return xf, bits, amax, e, nonfinite
@@ -133,7 +133,7 @@ def _store_fold(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, rows
                  mask=row_ok[:, None] & (k < b_hi * 32)[None, :])
         b = b0 + blks
         tl.store(bs_ptr + rows[:, None] * KB + b[None, :], factor, mask=row_ok[:, None] & (b < b_hi)[None, :])
-    tl.store(ss_ptr + rows * NSEG + seg, tl.where(nan != 0, float("nan"), pow2_f32(ref - 4)), mask=row_ok)
+    tl.store(ss_ptr + rows * NSEG + seg, seg_factor(ref, nan), mask=row_ok)
     tl.store(ok_ptr + rows * NSEG + seg, folded.to(tl.int8), mask=row_ok)
 
 
@@ -174,13 +174,23 @@ def _load_tile_facts(aok_ptr, ass_ptr, wok_ptr, wss_ptr, offs_m, offs_n, mask_m,
 
 
 @triton.jit
-def _both_fold(fa, fw, ok_a, ok_w):
-    """Whether every row of the A tile and of the W tile folds (:func:`_load_tile_facts`). A
-    factor is never negative (a power of two or NaN); were it, the tile would go the exact
+def all_fold(factor, ok):
+    """1 if every row of a tile folds (flags ``ok``, segment factors ``factor``), else 0 (int32).
+    A factor is never negative (a power of two or NaN); were it, the tile would go the exact
     block-by-block way."""
-    ok_a = tl.min(tl.where(fa < 0.0, 0, ok_a.to(tl.int32)))
-    ok_w = tl.min(tl.where(fw < 0.0, 0, ok_w.to(tl.int32)))
-    return ok_a * ok_w != 0
+    return tl.min(tl.where(factor < 0.0, 0, ok.to(tl.int32)))
+
+
+@triton.jit
+def _both_fold(fa, fw, ok_a, ok_w):
+    """Whether every row of the A tile and of the W tile folds (:func:`_load_tile_facts`)."""
+    return all_fold(fa, ok_a) * all_fold(fw, ok_w) != 0
+
+
+@triton.jit
+def seg_factor(ref, nan):
+    """A folded segment's factor 2**(R - 4), NaN where the segment holds a non-finite block."""
+    return tl.where(nan != 0, float("nan"), pow2_f32(ref - 4))
 
 
 @triton.jit
