@@ -65,6 +65,23 @@ def test_fold_flag_follows_the_spread_of_nonzero_blocks():
     assert f.folded[:, 0].tolist() == [int(v) for v in cases.values()]
 
 
+@pytest.mark.parametrize("seg", [1, 3, 64])
+def test_packed_fold_holds_the_fold(seg):
+    """The packed form unpacks to the int8 fold bit for bit (every code, shifts 0 .. 3, rows that
+    do not fold, NaN blocks), at half its bytes."""
+    b = special_rows(8, 256, 2)
+    b[1:6:2] = spread_rows(b[1:6:2], -4, 4, 3)
+    b[6] = (b[6].float() * 2.0 ** -(torch.arange(256) // 32 % 4)).to(torch.bfloat16)  # shifts 3, 2, 1, 0 in turn
+    w = mxfp4.quantize(b.to(DEV))
+    p = fold.pack_tensor(w, seg)
+    assert p.codes.shape == (8, 128) and p.shift.shape == (8, 8)
+    shifts = set(p.shift.unique().tolist())
+    assert shifts == ({0, 3} if seg == 1 else {0, 1, 2, 3})  # a one-block segment's R is its own e
+    assert not fold.differing_arrays(fold.unpack_fold(p), fold.fold_tensor(w, seg))
+    codes = torch.arange(16, dtype=torch.uint8).repeat(2, 4)
+    assert torch.equal(fold.unpack_codes(fold.pack_codes(codes)), codes)
+
+
 def test_folded_weight_is_cached_and_follows_in_place_changes():
     w = mxfp4.quantize(torch.randn(32, 128).to(torch.bfloat16))
     first = fold.folded_weight(w, 4)
@@ -88,7 +105,11 @@ def test_int8_config_rules():
 
 @pytest.mark.parametrize("m, k, seg", [(1, 64, 2), (7, 320, 4), (33, 256, 8), (6, 512, 16)])
 @pytest.mark.parametrize("rule", [ScaleRule.AITER, ScaleRule.FLOOR])
-def test_fold_kernel_matches_the_torch_fold(m, k, seg, rule):
+@pytest.mark.parametrize("elems", [launch.FOLD_ELEMS, 64])
+def test_fold_kernel_matches_the_torch_fold(m, k, seg, rule, elems, monkeypatch):
+    """Segments in one load (facts and fold from the same registers) and, with 64 elements per
+    load, in several (two passes over A) where the segment is longer than 2 blocks."""
+    monkeypatch.setattr(launch, "FOLD_ELEMS", elems)
     a = torch.cat([special_rows(6, k, m), spread_rows(torch.randn(m, k), -5, 5, k).to(torch.bfloat16)]).to(DEV)
     got = launch.fold_a(a, seg, rule)
     want = fold.fold_tensor(mxfp4.quantize(a, rule), seg)
@@ -112,6 +133,12 @@ SMALL = [  # m, n, k, data seed, config: the two-launch int8 path, then the one-
     (7, 48, 256, 337, KernelConfig(16, 16, 1, 4, 2, 2, "int8_meet")),       # one launch, persistent: whole K
     (33, 40, 320, 1321, KernelConfig(16, 32, 1, 4, 2, 2, "int8_meet", 4)),  # segments in a loop
     (20, 32, 512, 641, KernelConfig(32, 16, 3, 4, 2, 4, "int8_meet")),      # split-K
+    # the packed weight (codes and block shifts unpacked in the kernel)
+    (33, 40, 320, 1322, KernelConfig(16, 32, 1, 4, 2, 2, "int8", 4, packed=True)),
+    (20, 32, 512, 642, KernelConfig(32, 16, 3, 4, 2, 4, "int8", packed=True)),
+    (7, 48, 256, 338, KernelConfig(16, 16, 1, 4, 2, 2, "int8_meet", packed=True)),
+    (7, 48, 320, 963, KernelConfig(16, 16, 10, 4, 1, 1, "int8_fused", packed=True)),
+    (33, 40, 320, 1641, KernelConfig(32, 32, 1, 4, 2, 2, "int8_fused", packed=True)),
 ]
 
 
@@ -182,7 +209,9 @@ def test_int8_odd_shapes_on_gpu(m, n, k):
     w = mxfp4.quantize(torch.randn(n, k, generator=g).to(torch.bfloat16).cuda()).to_layout(Layout.AITER_SHUFFLED)
     for cfg in (KernelConfig(128, 128, 1, 8, 3, 8, "int8"), KernelConfig(64, 128, 1, 4, 3, 4, "int8", 8),
                 KernelConfig(64, 128, 3, 4, 3, 4, "int8"), KernelConfig(64, 128, 1, 4, 4, 4, "int8_meet"),
-                KernelConfig(64, 128, 3, 4, 3, 4, "int8_meet"), KernelConfig(64, 256, 1, 8, 3, 4, "int8_meet", 8)):
+                KernelConfig(64, 128, 3, 4, 3, 4, "int8_meet"), KernelConfig(64, 256, 1, 8, 3, 4, "int8_meet", 8),
+                KernelConfig(64, 64, 1, 4, 4, 8, "int8_meet", packed=True),
+                KernelConfig(64, 128, 3, 4, 3, 4, "int8", packed=True)):
         out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
         launch.launch_a4w4(a, w, out, cfg)
         assert testing.check_gemm(out, a, w).passed, cfg
@@ -246,7 +275,9 @@ def test_fused_on_gpu(m, n, k):
     w = mxfp4.quantize(torch.randn(n, k, generator=g).to(torch.bfloat16).cuda())
     w = w.to_layout(Layout.AITER_SHUFFLED if n % 16 == 0 else Layout.PLAIN)
     for cfg in (KernelConfig(16, 64, 1, 4, 3, 8, "int8_fused"), KernelConfig(16, 128, 4, 8, 3, 4, "int8_fused"),
-                KernelConfig(64, 128, 2, 4, 3, 4, "int8_fused"), KernelConfig(32, 32, 1, 8, 1, 16, "int8_fused")):
+                KernelConfig(64, 128, 2, 4, 3, 4, "int8_fused"), KernelConfig(32, 32, 1, 8, 1, 16, "int8_fused"),
+                KernelConfig(16, 128, 12, 8, 3, 4, "int8_fused", packed=True),
+                KernelConfig(16, 32, 1, 4, 1, 16, "int8_fused", packed=True)):
         out, folded_a = ops.gemm_a4w4_debug(a, w, cfg)
         assert not fold.differing_arrays(folded_a, fold.fold_tensor(mxfp4.quantize(a), folded_a.seg_blocks)), cfg
         assert testing.check_gemm(out, a, w).passed, cfg

@@ -21,9 +21,16 @@ def table(gpu="NVIDIA H200", triton="3.6.0"):
 def test_lookup_exact_then_bucket_then_none():
     t = table()
     assert t.lookup(16, 2112, 7168) == CFG_A
-    assert t.lookup(8, 2112, 7168) == CFG_A       # next entry at or above m
-    assert t.lookup(100, 2112, 7168) == CFG_B
-    assert t.lookup(4096, 2112, 7168) == CFG_B    # largest below when none above
+    assert t.lookup(8, 2112, 7168) == CFG_A       # the nearest tuned M by ratio, within 2x
+    assert t.lookup(32, 2112, 7168) == CFG_A
+    assert t.lookup(128, 2112, 7168) == CFG_B
+    assert t.lookup(512, 2112, 7168) == CFG_B
+    assert t.lookup(64, 2112, 7168) is None       # 4x from both
+    tie = TunedTable("g", "t", "p", (((16, 64, 64), CFG_A), ((64, 64, 64), CFG_B)))
+    assert tie.lookup(32, 64, 64) == CFG_B        # 2x from both: the larger M
+    assert t.lookup(4, 2112, 7168) is None        # more than 2x from every tuned M: the heuristic
+    assert t.lookup(1024, 2112, 7168) is None
+    assert choose_config(4, 2112, 7168, t) == heuristic_config(4, 2112, 7168)
     assert t.lookup(16, 3072, 1536) is None
     assert choose_config(16, 3072, 1536, t) == heuristic_config(16, 3072, 1536)
 

@@ -3,9 +3,10 @@
 Usage:
   python tools/compile_sm90.py BM BN WARPS [BLOCKS_PER_STEP]          persistent kernel
   python tools/compile_sm90.py --direct BM BN NB WARPS [BMQ]           direct kernel
-  python tools/compile_sm90.py --int8 BM BN BK WARPS STAGES [MODE]      int8 kernel (MODE 0/1/2)
-  python tools/compile_sm90.py --meet BM BN BK WARPS STAGES [MODE]      one-launch persistent int8 kernel
-  python tools/compile_sm90.py --fused BM BMQ BN BK WARPS STAGES [SPLIT] one-launch int8 kernel (STAGES 1: one K step)
+  python tools/compile_sm90.py --int8 BM BN BK WARPS STAGES [MODE [PACKED]]  int8 kernel (MODE 0/1/2)
+  python tools/compile_sm90.py --meet BM BN BK WARPS STAGES [MODE [PACKED]]  one-launch persistent int8 kernel
+  python tools/compile_sm90.py --fused BM BMQ BN BK WARPS STAGES [SPLIT [PACKED]]  one-launch int8 kernel
+                                                                     (STAGES 1: one K step)
 then  .venv/lib/python3.11/site-packages/triton/backends/nvidia/bin/cuobjdump --dump-sass /tmp/<name>.cubin
 Integer arguments are declared divisible by 16 and strides of 1 constant, as the real launch
 specializes them; costs no device time.
@@ -46,23 +47,29 @@ def main(argv):
     if argv and argv[0] in ("--int8", "--meet"):
         bm, bn, bk, warps, stages = map(int, argv[1:6])
         mode = int(argv[6]) if len(argv) > 6 else 0
+        packed = bool(int(argv[7])) if len(argv) > 7 else False
         fbn = min(bn, 128) if mode == 0 else bn
-        PTRS.update(a_desc=f"tensordesc<i8[{bm}, {bk}]>", w_desc=f"tensordesc<i8[{bn}, {bk}]>",
-                    a32_desc=f"tensordesc<i8[{bm}, 32]>", w32_desc=f"tensordesc<i8[{fbn}, 32]>")
-        consts = dict(BM=bm, BN=bn, BK=bk, FBN=fbn, GROUP_M=8, MODE=mode)
-        fn, name = a4w4_int8_kernel, f"i8_{bm}_{bn}_{bk}_{warps}_{stages}_{mode}"
+        wd = f"tensordesc<u8[{bn}, {bk // 2}]>" if packed else f"tensordesc<i8[{bn}, {bk}]>"
+        w32 = f"tensordesc<u8[{fbn}, 16]>" if packed else f"tensordesc<i8[{fbn}, 32]>"
+        PTRS.update(a_desc=f"tensordesc<i8[{bm}, {bk}]>", w_desc=wd, a32_desc=f"tensordesc<i8[{bm}, 32]>",
+                    w32_desc=w32, wsh_ptr="*u8")
+        consts = dict(BM=bm, BN=bn, BK=bk, FBN=fbn, GROUP_M=8, MODE=mode, PACKED=packed)
+        fn, name = a4w4_int8_kernel, f"i8_{bm}_{bn}_{bk}_{warps}_{stages}_{mode}{'_p' if packed else ''}"
         if argv[0] == "--meet":
             PTRS.update(q_ptr="*i8")
-            consts.update(PM=2, CB=64, FLOOR_RULE=False, INTERPRET=False)
+            consts.update(PM=2, CB=64, ONE_CHUNK=True, FLOOR_RULE=False, INTERPRET=False)
             fn, name = a4w4_meet_kernel, "meet" + name[2:]
         ck = compile_kernel(fn, consts, warps, stages)
     elif argv and argv[0] == "--fused":
         bm, bmq, bn, bk, warps, stages = map(int, argv[1:7])
         split = bool(int(argv[7])) if len(argv) > 7 else False
-        PTRS.update(w_ptr="*i8", q_ptr="*i8", bs_ptr="*fp32", ss_ptr="*fp32", ok_ptr="*i8")
-        consts = dict(BM=bm, BMQ=bmq, BN=bn, BK=bk, ONE_STEP=stages == 1, FLOOR_RULE=False, USE_SPLIT=split, WRITE_FOLD=False)
+        packed = bool(int(argv[8])) if len(argv) > 8 else False
+        PTRS.update(w_ptr="*u8" if packed else "*i8", wsh_ptr="*u8", q_ptr="*i8", bs_ptr="*fp32", ss_ptr="*fp32",
+                    ok_ptr="*i8")
+        consts = dict(BM=bm, BMQ=bmq, BN=bn, BK=bk, ONE_STEP=stages == 1, FLOOR_RULE=False, USE_SPLIT=split,
+                      WRITE_FOLD=False, PACKED=packed)
         ck = compile_kernel(a4w4_fused_kernel, consts, warps, stages)
-        name = f"f_{bm}_{bmq}_{bn}_{bk}_{warps}_{stages}_{int(split)}"
+        name = f"f_{bm}_{bmq}_{bn}_{bk}_{warps}_{stages}_{int(split)}{'_p' if packed else ''}"
     elif argv and argv[0] == "--direct":
         bm, bn, nb, warps = map(int, argv[1:5])
         bmq = int(argv[5]) if len(argv) > 5 else bm

@@ -11,6 +11,8 @@ multiplies it block by block.
 
 Produced here in torch for weights (once per weight; cached) and for tests; the Triton kernel
 :func:`mxfp4.kernels.int8.fold_a_kernel` produces the same arrays from bf16 A, bit for bit.
+A weight's fold also comes packed (:class:`PackedFold`: its e2m1 codes and a shift per block,
+half the bytes, unpacked in the kernels), a memory option: it was slower on every shape measured.
 """
 from __future__ import annotations
 
@@ -42,6 +44,25 @@ class Folded:
     seg_blocks: int
 
 
+@dataclasses.dataclass(frozen=True)
+class PackedFold:
+    """A weight's fold (:class:`Folded`) at MXFP4 size: the same values, stored as e2m1 codes
+    and a shift per block, for the kernels to unpack (:mod:`mxfp4.kernels.packed`).
+
+    codes: uint8 [R, K/2], two codes a byte, in the unpack's order (:func:`pack_codes`).
+    shift: uint8 [R, K/32], each block's left shift (0 .. 3) of 2 * e2m1. block_scale, seg_scale,
+    folded, seg_blocks: as in :class:`Folded`. The folded value of element k is
+    ``(2 * e2m1(code_k)) << shift[k // 32]``.
+    """
+
+    codes: torch.Tensor
+    shift: torch.Tensor
+    block_scale: torch.Tensor
+    seg_scale: torch.Tensor
+    folded: torch.Tensor
+    seg_blocks: int
+
+
 def segments(k: int, seg_blocks: int) -> int:
     """Segments per row of K elements (the last one may be short)."""
     return -(-(k // BLOCK) // seg_blocks)
@@ -52,8 +73,9 @@ def pow2_f32(e: torch.Tensor) -> torch.Tensor:
     return torch.ldexp(torch.ones_like(e, dtype=torch.float64), e.to(torch.float64)).to(torch.float32)
 
 
-def fold_codes(codes: torch.Tensor, scale_bytes: torch.Tensor, seg_blocks: int) -> Folded:
-    """Fold unpacked e2m1 codes [R, K] (uint8, 0..15) with their e8m0 bytes [R, K/32]."""
+def _fold_parts(codes: torch.Tensor, scale_bytes: torch.Tensor, seg_blocks: int):
+    """(2 * e2m1 as int32 [R, K/32, 32], shift [R, K/32], block_scale, seg_scale, folded) of
+    unpacked e2m1 codes [R, K] (uint8, 0..15) with their e8m0 bytes [R, K/32]."""
     if not isinstance(seg_blocks, int) or seg_blocks < 1:
         raise ValueError(f"seg_blocks must be a positive int, got {seg_blocks!r}")
     r, k = codes.shape
@@ -76,12 +98,59 @@ def fold_codes(codes: torch.Tensor, scale_bytes: torch.Tensor, seg_blocks: int) 
     ref_b = ref.repeat_interleave(seg_blocks, dim=1)[:, :nb]
     fold_b = folded.repeat_interleave(seg_blocks, dim=1)[:, :nb]
     shift = torch.where(fold_b, (MAX_SHIFT - (ref_b - e)).clamp(0, MAX_SHIFT), torch.zeros_like(e))
-    q = (v2 << shift[:, :, None]).view(r, k).to(torch.int8)
     eff = torch.where(fold_b, ref_b - 4, e - 1)
     nan_f = torch.tensor(float("nan"), device=codes.device)
     block_scale = torch.where(nan, nan_f, pow2_f32(eff))
     seg_scale = torch.where(any_nan, nan_f, pow2_f32(ref - 4))
-    return Folded(q, block_scale, seg_scale, folded.to(torch.int8), seg_blocks)
+    return v2, shift, block_scale, seg_scale, folded.to(torch.int8)
+
+
+def fold_codes(codes: torch.Tensor, scale_bytes: torch.Tensor, seg_blocks: int) -> Folded:
+    """Fold unpacked e2m1 codes [R, K] (uint8, 0..15) with their e8m0 bytes [R, K/32]."""
+    v2, shift, block_scale, seg_scale, folded = _fold_parts(codes, scale_bytes, seg_blocks)
+    q = (v2 << shift[:, :, None]).view(codes.shape).to(torch.int8)
+    return Folded(q, block_scale, seg_scale, folded, seg_blocks)
+
+
+# Code of element e (0 .. 7 of each run of 8) in the low / high nibbles of bytes 0 .. 3 of a word
+_LOW_NIBBLES = (0, 4, 1, 5)
+_HIGH_NIBBLES = (2, 6, 3, 7)
+
+
+def pack_codes(codes: torch.Tensor) -> torch.Tensor:
+    """uint8 [R, K/2] from e2m1 codes [R, K] (K % 8 == 0): per run of 8 codes e0 .. e7, the bytes
+    e0|e2<<4, e4|e6<<4, e1|e3<<4, e5|e7<<4 (the order :mod:`mxfp4.kernels.packed` unpacks)."""
+    r, k = codes.shape
+    c = codes.to(torch.uint8).view(r, k // 8, 8)
+    return (c[:, :, list(_LOW_NIBBLES)] | (c[:, :, list(_HIGH_NIBBLES)] << 4)).view(r, k // 2)
+
+
+def unpack_codes(packed: torch.Tensor) -> torch.Tensor:
+    """The inverse of :func:`pack_codes`: codes uint8 [R, K]."""
+    r, half = packed.shape
+    p = packed.view(r, half // 4, 4)
+    c = torch.empty((r, half // 4, 8), dtype=torch.uint8, device=packed.device)
+    c[:, :, list(_LOW_NIBBLES)] = p & 15
+    c[:, :, list(_HIGH_NIBBLES)] = p >> 4
+    return c.view(r, half * 2)
+
+
+def pack_tensor(t: MXFP4Tensor, seg_blocks: int) -> PackedFold:
+    """The fold of a 2-D MXFP4 tensor (:func:`fold_tensor`) in its packed form."""
+    if len(t.shape) != 2:
+        raise ValueError(f"pack_tensor needs a 2-D [R, K] MXFP4Tensor, got shape {t.shape}")
+    t = t.to_layout(Layout.PLAIN)
+    codes = formats.unpack_codes(t.data)
+    _, shift, block_scale, seg_scale, folded = _fold_parts(codes, t.scales, seg_blocks)
+    return PackedFold(pack_codes(codes), shift.to(torch.uint8), block_scale, seg_scale, folded, seg_blocks)
+
+
+def unpack_fold(p: PackedFold) -> Folded:
+    """The :class:`Folded` form of a packed fold (for tests: it equals :func:`fold_tensor`'s)."""
+    r = p.codes.shape[0]
+    v2 = (formats.e2m1_to_float(unpack_codes(p.codes)) * 2).to(torch.int32).view(r, -1, BLOCK)
+    q = (v2 << p.shift.to(torch.int32)[:, :, None]).view(r, -1).to(torch.int8)
+    return Folded(q, p.block_scale, p.seg_scale, p.folded, p.seg_blocks)
 
 
 def fold_tensor(t: MXFP4Tensor, seg_blocks: int) -> Folded:
@@ -111,16 +180,17 @@ def unfold(f: Folded) -> torch.Tensor:
     return f.q.to(torch.float64) * scale
 
 
-def folded_weight(w: MXFP4Tensor, seg_blocks: int) -> Folded:
-    """:func:`fold_tensor` of a weight, computed once per (weight, seg_blocks) and kept on the
-    weight's data tensor (it lives as long as the weight; N * K bytes); recomputed if the data
-    or scales were changed in place."""
+def folded_weight(w: MXFP4Tensor, seg_blocks: int, packed: bool = False) -> Folded | PackedFold:
+    """:func:`fold_tensor` (or with ``packed``, :func:`pack_tensor`) of a weight, computed once per
+    (weight, seg_blocks, packed) and kept on the weight's data tensor (it lives as long as the
+    weight; N * K bytes, N * K / 2 packed); recomputed if the data or scales were changed in place."""
     cache = getattr(w.data, "_mxfp4_folds", None)
     if cache is None:
         cache = {}
         w.data._mxfp4_folds = cache
     version = (w.data._version, w.scales._version, id(w.scales), w.layout)
-    hit = cache.get(seg_blocks)
+    key = (seg_blocks, packed)
+    hit = cache.get(key)
     if hit is None or hit[0] != version:
-        hit = cache[seg_blocks] = (version, fold_tensor(w, seg_blocks))
+        hit = cache[key] = (version, (pack_tensor if packed else fold_tensor)(w, seg_blocks))
     return hit[1]

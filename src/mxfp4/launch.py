@@ -7,7 +7,7 @@ import os
 
 import torch
 
-from .fold import Folded, folded_weight, segments
+from .fold import Folded, PackedFold, folded_weight, segments
 from .formats import ScaleRule
 from .tensor import Layout, MXFP4Tensor
 from .tuning import KernelConfig, pow2_at_least
@@ -179,7 +179,7 @@ def fold_a(a2: torch.Tensor, seg_blocks: int, scale_rule: ScaleRule) -> Folded:
     chunk = min(FOLD_ELEMS // (32 * rows), pow2_at_least(seg_blocks))
     fold_a_kernel[(-(-m // rows), segs)](
         a2, a2.stride(0), a2.stride(1), f.q, f.block_scale, f.seg_scale, f.folded, m, k, seg_blocks, segs,
-        PM=rows, CB=chunk, FLOOR_RULE=scale_rule is ScaleRule.FLOOR)
+        PM=rows, CB=chunk, FLOOR_RULE=scale_rule is ScaleRule.FLOOR, ONE_CHUNK=chunk >= seg_blocks)
     return f
 
 
@@ -200,21 +200,25 @@ def _int8_shape(k: int, config: KernelConfig) -> tuple[int, int, int]:
     return seg, segs, 0 if segs == 1 else (2 if config.split_k > 1 else 1)
 
 
-def _int8_tile_args(fa: Folded, fw: Folded, out2: torch.Tensor, config: KernelConfig, mode: int
+def _int8_tile_args(fa: Folded, fw: Folded | PackedFold, out2: torch.Tensor, config: KernelConfig, mode: int
                     ) -> tuple[tuple, dict, int]:
     """(arguments, constexpr keywords, work items) of :func:`mxfp4.kernels.int8.int8_tile`'s
     part of a launch: tensor descriptors, fold arrays, output, split-K buffers, sizes."""
-    (m, k), n = fa.q.shape, fw.q.shape[0]
+    (m, k), n = fa.q.shape, fw.folded.shape[0]
     bm, bn, bk = config.block_m, config.block_n, 32 * config.blocks_per_step
     segs = fa.seg_scale.shape[1]
     fbn = min(bn, INT8_PIECE_N) if mode == 0 else bn
     tiles = -(-m // bm) * -(-n // bn)
     splits = segs if mode == 2 else 1
     cnt, part = _split_k_buffers(out2.device, tiles, splits, config, fa.block_scale)
-    args = (_descriptor(fa.q, bm, bk), _descriptor(fw.q, bn, bk), _descriptor(fa.q, bm, 32), _descriptor(fw.q, fbn, 32),
-            fa.block_scale, fa.seg_scale, fa.folded, fw.block_scale, fw.seg_scale, fw.folded,
+    if config.packed:
+        w_descs, w_shift = (_descriptor(fw.codes, bn, bk // 2), _descriptor(fw.codes, fbn, 16)), fw.shift
+    else:
+        w_descs, w_shift = (_descriptor(fw.q, bn, bk), _descriptor(fw.q, fbn, 32)), fw.folded  # shift unused
+    args = (_descriptor(fa.q, bm, bk), w_descs[0], _descriptor(fa.q, bm, 32), w_descs[1],
+            fa.block_scale, fa.seg_scale, fa.folded, fw.block_scale, fw.seg_scale, fw.folded, w_shift,
             out2, out2.stride(0), out2.stride(1), part, cnt[4:], m, n, k, fa.seg_blocks, segs)
-    consts = dict(BM=bm, BN=bn, BK=bk, FBN=fbn, GROUP_M=GROUP_M, MODE=mode,
+    consts = dict(BM=bm, BN=bn, BK=bk, FBN=fbn, GROUP_M=GROUP_M, MODE=mode, PACKED=config.packed,
                   num_warps=config.num_warps, num_stages=config.num_stages)
     return args, consts, tiles * splits
 
@@ -228,7 +232,7 @@ def launch_int8(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Ke
     _check_32bit(m, w.shape[0], k, w)
     seg, _, mode = _int8_shape(k, config)
     fa = fold_a(a2, seg, w.scale_rule)
-    args, consts, items = _int8_tile_args(fa, folded_weight(w, seg), out2, config, mode)
+    args, consts, items = _int8_tile_args(fa, folded_weight(w, seg, config.packed), out2, config, mode)
     a4w4_int8_kernel[(items,)](*args, **consts)
     return fa
 
@@ -244,17 +248,18 @@ def launch_int8_meet(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, confi
     dev = a2.device
     seg, segs, mode = _int8_shape(k, config)
     fa = _empty_fold(m, k, seg, dev)
-    fw = folded_weight(w, seg)
+    fw = folded_weight(w, seg, config.packed)
     args, consts, items = _int8_tile_args(fa, fw, out2, config, mode)
     cap = num_programs_cap(dev)
     rows = 1  # rows per fold unit: units of one row, or few enough for one unit per program
     while rows < FOLD_ROWS and -(-m // rows) * segs > cap:
         rows *= 2
     groups = -(-m // rows)
+    chunk = min(FOLD_ELEMS // (32 * rows), pow2_at_least(seg))
     sync = _WORKSPACE.counters(dev, 4)
     a4w4_meet_kernel[(min(cap, max(items, groups * segs)),)](
         *args, a2, a2.stride(0), a2.stride(1), fa.q, sync, groups,
-        PM=rows, CB=min(FOLD_ELEMS // (32 * rows), pow2_at_least(seg)), FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR,
+        PM=rows, CB=chunk, ONE_CHUNK=chunk >= seg, FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR,
         INTERPRET=interpreter_enabled(), **consts)
     return fa
 
@@ -271,7 +276,8 @@ def launch_int8_fused(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, conf
     _check_32bit(m, n, k, w)
     dev = a2.device
     seg, segs, _ = _int8_shape(k, config)
-    fw = folded_weight(w, seg)
+    fw = folded_weight(w, seg, config.packed)
+    w_vals, w_shift = (fw.codes, fw.shift) if config.packed else (fw.q, fw.folded)  # shift unused unless packed
     bm, bn = config.block_m, config.block_n
     bmq = min(bm, pow2_at_least(m))
     tiles = -(-m // bmq) * -(-n // bn)
@@ -279,10 +285,10 @@ def launch_int8_fused(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, conf
     fa = _empty_fold(m, k, seg, dev) if debug else None
     targets = (fa.q, fa.block_scale, fa.seg_scale, fa.folded) if debug else (cnt,) * 4  # untouched unless debug
     a4w4_fused_kernel[(tiles * segs,)](
-        a2, a2.stride(0), a2.stride(1), fw.q, fw.block_scale, fw.seg_scale, fw.folded,
+        a2, a2.stride(0), a2.stride(1), w_vals, w_shift, fw.block_scale, fw.seg_scale, fw.folded,
         out2, out2.stride(0), out2.stride(1), part, cnt[4:], *targets, m, n, k, seg, segs,
         BM=bm, BMQ=bmq, BN=bn, BK=32 * config.blocks_per_step, ONE_STEP=seg <= config.blocks_per_step,
-        FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR, USE_SPLIT=segs > 1, WRITE_FOLD=debug,
+        FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR, USE_SPLIT=segs > 1, WRITE_FOLD=debug, PACKED=config.packed,
         num_warps=config.num_warps, num_stages=config.num_stages)
     return fa
 

@@ -19,7 +19,9 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = 132) -> list[Kernel
     the persistent kernel where the int8 path runs (M >= 33, K >= 128: 1.6-2.4x slower than it
     on every tuned shape, e.g. 28.9 against 17.3 us on 64x7168x2048,
     docs/results/fused/trials-run1-bench.csv), and the two-launch int8 kernel at M <= 32
-    (int8_fused beat it on every tuned shape, e.g. 18.2 against 22.5 us on 16x2112x7168)."""
+    (int8_fused beat it on every tuned shape, e.g. 18.2 against 22.5 us on 16x2112x7168).
+    No candidate reads the packed weight (``packed``): it lost on every shape measured (e.g.
+    12.6 -> 18.5 us on 256x3072x1536, docs/results/s7/packed-compare-run1.txt)."""
     int8_path = m >= 33 and k >= 128
     return (([] if int8_path else persistent_candidates(m, n, k, num_sms)) + direct_candidates(m, n, k, num_sms)
             + (int8_candidates(m, n, k, num_sms) if m >= 33 else [])

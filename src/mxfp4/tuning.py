@@ -36,6 +36,11 @@ class KernelConfig:
     with M < block_m only the real rows are quantized. "int8_meet" (one persistent launch: the
     programs fold A once, meet, then run the int8 kernel's work items,
     :mod:`mxfp4.kernels.meet`): the fields as for "int8".
+    packed (the int8 kernels): read the folded weight at MXFP4 size, codes and a shift per block
+    unpacked in registers (:mod:`mxfp4.kernels.packed`), instead of a byte per value. It halves
+    the weight cache (N * K / 2 bytes instead of N * K) but was slower on all 15 shapes measured
+    on the H200, by 3-45 % (docs/results/s7/packed-compare-run1.txt), so the tuner does not
+    offer it: a memory option.
     """
 
     block_m: int = 16
@@ -46,6 +51,7 @@ class KernelConfig:
     blocks_per_step: int = 1
     kernel: str = "persistent"
     fold_blocks: int = 0
+    packed: bool = False
 
     def __post_init__(self) -> None:
         for name in ("block_m", "block_n", "split_k", "num_warps", "num_stages", "blocks_per_step"):
@@ -78,6 +84,10 @@ class KernelConfig:
             raise ValueError(f"KernelConfig.blocks_per_step must be 1, 2, 4 or 8, got {self.blocks_per_step}")
         if self.kernel not in ("int8", "int8_meet") and self.fold_blocks != 0:
             raise ValueError(f"KernelConfig.fold_blocks applies to the int8 kernels only, got {self.fold_blocks!r}")
+        if not isinstance(self.packed, bool):
+            raise ValueError(f"KernelConfig.packed must be a bool, got {self.packed!r}")
+        if self.packed and not self.kernel.startswith("int8"):
+            raise ValueError(f"KernelConfig.packed applies to the int8 kernels only, got kernel {self.kernel!r}")
         for name in ("block_m", "block_n"):
             value = getattr(self, name)
             if value < 16 or value & (value - 1):
@@ -180,14 +190,17 @@ def heuristic_config(m: int, n: int, k: int, num_sms: int = 132, kernel: str = "
 
 TABLE_FORMAT = 1
 M_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+NEAR_M = 2.0
+"""A tuned entry serves other M of its (n, k) up to this ratio away (else the heuristic)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class TunedTable:
     """Best configs per (m, n, k) for one GPU model, triton version and package version.
 
-    Look-up order: the exact shape, then the same (n, k) at the nearest M bucket at or above m
-    (else the largest below), else None (the caller falls back to :func:`heuristic_config`).
+    Look-up order: the exact shape, then the same (n, k) at the tuned M nearest to m by ratio
+    (the larger on a tie) if at most NEAR_M times m or 1 / NEAR_M of it, else None (the caller
+    falls back to :func:`heuristic_config`, which follows M).
     """
 
     gpu: str
@@ -209,11 +222,11 @@ class TunedTable:
         by_shape, by_nk = self._index
         if (m, n, k) in by_shape:
             return by_shape[(m, n, k)]
-        same_nk = by_nk.get((n, k))
-        if not same_nk:
-            return None
-        above = [cfg for mm, cfg in same_nk if mm >= m]
-        return above[0] if above else same_nk[-1][1]
+        # the tuned M nearest by ratio (the larger on a tie), if within NEAR_M: a tile tuned for
+        # 512 rows gave 28 programs at M = 128 (128x7168x2048: 23 us against cuBLAS bf16's 15)
+        ratio = lambda mm: max(m, mm) / max(1, min(m, mm))  # noqa: E731
+        near = sorted(by_nk.get((n, k), ()), key=lambda row: (ratio(row[0]), -row[0]))
+        return near[0][1] if near and ratio(near[0][0]) <= NEAR_M else None
 
     def to_json(self) -> dict:
         return {"format": TABLE_FORMAT, "gpu": self.gpu, "triton": self.triton, "package": self.package,

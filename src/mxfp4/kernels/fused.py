@@ -10,6 +10,7 @@ import triton.language as tl
 from .a4w4 import _store_tile
 from .int8 import (_fold_rule, _fold_scaled, _fold_values, _load_rows, _merge_scales, _scales, _segment_facts,
                    _store_fold, all_fold, seg_factor)
+from .packed import load_packed
 
 
 @triton.jit
@@ -26,12 +27,22 @@ def _repeat_rows(x, REP: tl.constexpr):
 
 
 @triton.jit
-def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, wbs_ptr, wss_ptr, wok_ptr,
+def _load_w(w_ptr, wsh_ptr, cols, col_ok, K, k0, k_hi, BK: tl.constexpr, PACKED: tl.constexpr):
+    """int8 [BN, BK]: the folded weight's rows ``cols``, columns [k0, k0 + BK) (zeros past col_ok
+    and k_hi), from its int8 form or (PACKED) its packed form (:mod:`mxfp4.kernels.packed`)."""
+    if PACKED:
+        return load_packed(w_ptr, wsh_ptr, cols, col_ok, K, k0, k_hi, BK)
+    else:
+        return _load_rows(w_ptr, cols, col_ok, K, 1, k0, k_hi, BK)
+
+
+@triton.jit
+def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, wsh_ptr, wbs_ptr, wss_ptr, wok_ptr,
                       c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, q_ptr, bs_ptr, ss_ptr, ok_ptr,
                       M, N, K, SEG_BLOCKS, NSEG,
                       BM: tl.constexpr, BMQ: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                       ONE_STEP: tl.constexpr, FLOOR_RULE: tl.constexpr, USE_SPLIT: tl.constexpr,
-                      WRITE_FOLD: tl.constexpr):
+                      WRITE_FOLD: tl.constexpr, PACKED: tl.constexpr):
     """C[M, N] (bf16) from bf16 A [M, K] and the folded weight W (int8 [N, K] with its fold
     arrays) in one launch: each program folds the A rows it needs itself.
 
@@ -44,7 +55,9 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, wbs_ptr, wss_ptr, wok_
     scaled once at the end. Where an A row or a W row of the tile does not
     fold over the segment, the segment goes block by block instead (exact for any data).
     ONE_STEP: every segment fits one K step (no K loop is compiled). WRITE_FOLD (tests): programs
-    of the first N tile also write A's fold (the arrays of fold_a_kernel, bit for bit)."""
+    of the first N tile also write A's fold (the arrays of fold_a_kernel, bit for bit). PACKED:
+    the weight is :class:`mxfp4.fold.PackedFold` (w_ptr its codes, wsh_ptr its shifts), else
+    :class:`mxfp4.fold.Folded` (w_ptr its int8 values; wsh_ptr unused)."""
     pid = tl.program_id(0)
     n_tiles = tl.cdiv(N, BN)
     tiles = tl.cdiv(M, BMQ) * n_tiles
@@ -66,7 +79,7 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, wbs_ptr, wss_ptr, wok_
     x0 = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, k_lo, k_hi, BK)
     ok_w = tl.load(wok_ptr + cols * NSEG + seg, mask=col_ok, other=1)
     fw = tl.load(wss_ptr + cols * NSEG + seg, mask=col_ok, other=0.0)
-    w0 = _load_rows(w_ptr, cols, col_ok, K, 1, k_lo, k_hi, BK)
+    w0 = _load_w(w_ptr, wsh_ptr, cols, col_ok, K, k_lo, k_hi, BK, PACKED)
     # Reduced here, not at their use, where the compiler would move both loads.
     ok_w = all_fold(fw, ok_w)
     # x0's block scales serve both its facts and its fold
@@ -88,7 +101,7 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, wbs_ptr, wss_ptr, wok_
             for k0 in range(k_lo + BK, k_hi, BK):
                 x = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, k0, k_hi, BK)
                 q, _ = _fold_values(x, folded, ref, BMQ, CB, FLOOR_RULE)
-                w = _load_rows(w_ptr, cols, col_ok, K, 1, k0, k_hi, BK)
+                w = _load_w(w_ptr, wsh_ptr, cols, col_ok, K, k0, k_hi, BK, PACKED)
                 d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w), d, out_dtype=tl.int32)
         fa = seg_factor(ref, nan)
         acc = d.to(tl.float32) * (_repeat_rows(fa, REP)[:, None] * fw[None, :])
@@ -99,7 +112,7 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, wbs_ptr, wss_ptr, wok_
             x = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, b * 32, k_hi, 32)
             q, fa = _fold_values(x, unfolded, ref, BMQ, 1, FLOOR_RULE)
             fa = tl.reshape(fa, (BMQ,))
-            w = _load_rows(w_ptr, cols, col_ok, K, 1, b * 32, k_hi, 32)
+            w = _load_w(w_ptr, wsh_ptr, cols, col_ok, K, b * 32, k_hi, 32, PACKED)
             fwb = tl.load(wbs_ptr + cols * (K // 32) + b, mask=col_ok, other=0.0)
             d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w), out_dtype=tl.int32)
             acc += d.to(tl.float32) * (_repeat_rows(fa, REP)[:, None] * fwb[None, :])

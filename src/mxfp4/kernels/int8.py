@@ -5,9 +5,11 @@
 1. ``fold_a_kernel`` quantizes bf16 A per 1x32 block (the same rule, bit for bit, as
    :func:`mxfp4.quantize`) and writes it in the fold's form: int8 values, per-block and
    per-segment float32 factors, and a per-segment "folded" flag. A program takes PM rows of one
-   segment and reads them twice: once for the block exponents (the segment's reference R and
-   spread), once to quantize (the direct kernel's float rounding, ~12 operations per element)
-   and store (the second read hits L2: a program holds at most 32 KB of A).
+   segment; where the segment fits one load it reads them once and takes the block exponents
+   (the segment's reference R and spread) and the quantized values (the direct kernel's float
+   rounding, ~12 operations per element) from the same registers; else it reads them twice, the
+   second time from L2 (a program holds at most 32 KB of A). Reading once saved 0-0.75 us per
+   call on the H200 (seventh session, docs/results/s7/onechunk-ab-run2-*.log).
 2. ``a4w4_int8_kernel`` multiplies the folded A with the folded weight (prepared once per
    weight, :func:`mxfp4.fold.folded_weight`); with split-K each program takes one segment and
    the last program of a tile sums them in order. Per output tile and segment: if every row of the
@@ -32,6 +34,7 @@ import triton.language as tl
 
 from .a4w4 import _midpoint_bits, _store_tile, block_scales, f32_to_bf16_rne, pow2_f32, to_f32
 from .direct import round_with_scales
+from .packed import load_shifts, unpack_w
 
 MAX_SHIFT = tl.constexpr(3)  # 12 << 3 = 96 fits int8 (mxfp4.fold.MAX_SHIFT)
 
@@ -123,43 +126,66 @@ def _store_fold(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, rows
     """Write the fold of A's rows over blocks [b_lo, b_hi) (segment ``seg``, facts known):
     mxfp4.fold's arrays q int8 [M, K], block factors [M, K/32], segment factors and flags
     [M, NSEG]."""
-    KB = K // 32
-    blks = tl.arange(0, CB)
     for b0 in range(b_lo, b_hi, CB):
         x = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, b0 * 32, b_hi * 32, CB * 32)
         q, factor = _fold_values(x, folded, ref, PM, CB, FLOOR_RULE)
-        k = b0 * 32 + tl.arange(0, CB * 32)
-        tl.store(q_ptr + rows[:, None] * K + k[None, :], q.to(tl.int8),
-                 mask=row_ok[:, None] & (k < b_hi * 32)[None, :])
-        b = b0 + blks
-        tl.store(bs_ptr + rows[:, None] * KB + b[None, :], factor, mask=row_ok[:, None] & (b < b_hi)[None, :])
+        _store_chunk(q, factor, q_ptr, bs_ptr, rows, row_ok, K, b0, b_hi, CB)
+    _store_seg(ss_ptr, ok_ptr, rows, row_ok, seg, NSEG, folded, ref, nan)
+
+
+@triton.jit
+def _store_chunk(q, factor, q_ptr, bs_ptr, rows, row_ok, K, b0, b_hi, CB: tl.constexpr):
+    """Write folded values q [PM, CB * 32] and block factors [PM, CB] of blocks b0 .. b0 + CB - 1
+    (those below b_hi) into the fold's arrays q int8 [M, K] and block factors [M, K/32]."""
+    k = b0 * 32 + tl.arange(0, CB * 32)
+    tl.store(q_ptr + rows[:, None] * K + k[None, :], q.to(tl.int8), mask=row_ok[:, None] & (k < b_hi * 32)[None, :])
+    b = b0 + tl.arange(0, CB)
+    tl.store(bs_ptr + rows[:, None] * (K // 32) + b[None, :], factor, mask=row_ok[:, None] & (b < b_hi)[None, :])
+
+
+@triton.jit
+def _store_seg(ss_ptr, ok_ptr, rows, row_ok, seg, NSEG, folded, ref, nan):
+    """Write a segment's factors and fold flags [M, NSEG] for rows ``rows``."""
     tl.store(ss_ptr + rows * NSEG + seg, seg_factor(ref, nan), mask=row_ok)
     tl.store(ok_ptr + rows * NSEG + seg, folded.to(tl.int8), mask=row_ok)
 
 
 @triton.jit
 def fold_rows(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, row0, seg, M, K, SEG_BLOCKS, NSEG,
-              PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr):
+              PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr, ONE_CHUNK: tl.constexpr):
     """Quantize and fold rows row0 .. row0 + PM - 1 of A over segment ``seg`` into mxfp4.fold's
-    arrays (q int8 [M, K], block factors [M, K/32], segment factors and flags [M, NSEG])."""
+    arrays (q int8 [M, K], block factors [M, K/32], segment factors and flags [M, NSEG]).
+    ONE_CHUNK (CB >= SEG_BLOCKS): the segment comes in one load, and its facts and its fold are
+    computed from the same registers (no second read of A)."""
     rows = row0 + tl.arange(0, PM)
     row_ok = rows < M
     b_lo = seg * SEG_BLOCKS
     b_hi = tl.minimum(b_lo + SEG_BLOCKS, K // 32)
-    hi, lo, nan = _segment_facts(a_ptr, stride_am, stride_ak, rows, row_ok, b_lo * 32, b_hi * 32,
-                                 tl.full((PM,), -1000, tl.int32), tl.full((PM,), 1000, tl.int32),
-                                 tl.zeros((PM,), tl.int32), PM, CB, FLOOR_RULE)
-    folded, ref = _fold_rule(hi, lo)
-    _store_fold(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, rows, row_ok, K, b_lo, b_hi, seg, NSEG,
-                folded, ref, nan, PM, CB, FLOOR_RULE)
+    hi = tl.full((PM,), -1000, tl.int32)
+    lo = tl.full((PM,), 1000, tl.int32)
+    nan = tl.zeros((PM,), tl.int32)
+    if ONE_CHUNK:
+        x = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, b_lo * 32, b_hi * 32, CB * 32)
+        xf, bits, amax, e, nonfinite = _scales(x, PM, CB, FLOOR_RULE)
+        hi, lo, nan = _merge_scales(amax, e, nonfinite, hi, lo, nan)
+        folded, ref = _fold_rule(hi, lo)
+        q, factor = _fold_scaled(xf, bits, e, nonfinite, folded, ref, PM, CB)
+        _store_chunk(q, factor, q_ptr, bs_ptr, rows, row_ok, K, b_lo, b_hi, CB)
+        _store_seg(ss_ptr, ok_ptr, rows, row_ok, seg, NSEG, folded, ref, nan)
+    else:
+        hi, lo, nan = _segment_facts(a_ptr, stride_am, stride_ak, rows, row_ok, b_lo * 32, b_hi * 32, hi, lo, nan,
+                                     PM, CB, FLOOR_RULE)
+        folded, ref = _fold_rule(hi, lo)
+        _store_fold(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, rows, row_ok, K, b_lo, b_hi, seg,
+                    NSEG, folded, ref, nan, PM, CB, FLOOR_RULE)
 
 
 @triton.jit
 def fold_a_kernel(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, M, K, SEG_BLOCKS, NSEG,
-                  PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr):
+                  PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr, ONE_CHUNK: tl.constexpr):
     """Quantize and fold rows pid(0) * PM .. + PM of A over segment pid(1) (:func:`fold_rows`)."""
     fold_rows(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, tl.program_id(0) * PM, tl.program_id(1),
-              M, K, SEG_BLOCKS, NSEG, PM, CB, FLOOR_RULE)
+              M, K, SEG_BLOCKS, NSEG, PM, CB, FLOOR_RULE, ONE_CHUNK)
 
 
 @triton.jit
@@ -194,22 +220,37 @@ def seg_factor(ref, nan):
 
 
 @triton.jit
-def _int8_sum(a_desc, w_desc, row0, col0, k_lo, k_hi, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+def _w_tile(w_desc, wsh_ptr, col0, offs_n, mask_n, K, k0, BK: tl.constexpr, PACKED: tl.constexpr):
+    """int8 [BN, BK]: the folded weight's tile at (col0, k0), read through its tensor descriptor
+    (zeros past N and K); PACKED: w_desc is over the packed codes [N, K / 2] and wsh_ptr holds
+    the block shifts (:mod:`mxfp4.kernels.packed`)."""
+    if PACKED:
+        p = w_desc.load([col0, k0 // 2])
+        return unpack_w(p, load_shifts(wsh_ptr, offs_n, mask_n, K, k0, K, BK), p.shape[0], BK)
+    else:
+        return w_desc.load([col0, k0])
+
+
+@triton.jit
+def _int8_sum(a_desc, w_desc, wsh_ptr, row0, col0, offs_n, mask_n, K, k_lo, k_hi, BM: tl.constexpr,
+              BN: tl.constexpr, BK: tl.constexpr, PACKED: tl.constexpr):
     """int32 [BM, BN]: sum over K in [k_lo, k_hi) of folded A times folded W (exact). The tensor
     descriptors' loads read zeros past K, M and N."""
     d = tl.zeros((BM, BN), tl.int32)
     for k0 in range(k_lo, k_hi, BK):
-        d = tl.dot(a_desc.load([row0, k0]), tl.trans(w_desc.load([col0, k0])), d, out_dtype=tl.int32)
+        w = _w_tile(w_desc, wsh_ptr, col0, offs_n, mask_n, K, k0, BK, PACKED)
+        d = tl.dot(a_desc.load([row0, k0]), tl.trans(w), d, out_dtype=tl.int32)
     return d
 
 
 @triton.jit
-def _blockwise(acc, a32_desc, w32_desc, abs_ptr, wbs_ptr, row0, col0, offs_m, offs_n, mask_m, mask_n, b_lo, b_hi,
-               KB):
+def _blockwise(acc, a32_desc, w32_desc, abs_ptr, wbs_ptr, wsh_ptr, row0, col0, offs_m, offs_n, mask_m, mask_n,
+               b_lo, b_hi, KB, PACKED: tl.constexpr):
     """acc plus blocks [b_lo, b_hi) one by one: each block's exact int32 dot times its own two
     block factors (any data; the path of segments that do not fold)."""
     for b in range(b_lo, b_hi):
-        d = tl.dot(a32_desc.load([row0, b * 32]), tl.trans(w32_desc.load([col0, b * 32])), out_dtype=tl.int32)
+        w = _w_tile(w32_desc, wsh_ptr, col0, offs_n, mask_n, KB * 32, b * 32, 32, PACKED)
+        d = tl.dot(a32_desc.load([row0, b * 32]), tl.trans(w), out_dtype=tl.int32)
         fa = tl.load(abs_ptr + offs_m * KB + b, mask=mask_m, other=0.0)
         fw = tl.load(wbs_ptr + offs_n * KB + b, mask=mask_n, other=0.0)
         acc += d.to(tl.float32) * (fa[:, None] * fw[None, :])
@@ -218,8 +259,8 @@ def _blockwise(acc, a32_desc, w32_desc, abs_ptr, wbs_ptr, row0, col0, offs_m, of
 
 @triton.jit
 def _add_segment(acc, a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_ptr, wbs_ptr, wss_ptr, wok_ptr,
-                 row0, col0, offs_m, offs_n, mask_m, mask_n, seg, KB, SEG_BLOCKS, NSEG,
-                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+                 wsh_ptr, row0, col0, offs_m, offs_n, mask_m, mask_n, seg, KB, SEG_BLOCKS, NSEG,
+                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PACKED: tl.constexpr):
     """acc plus segment ``seg``'s contribution to the tile: one int8 matmul scaled once where
     both tiles fold there, else block by block (the matmul is computed either way, so that its
     loads need not wait for the flags')."""
@@ -227,12 +268,13 @@ def _add_segment(acc, a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_
     b_hi = tl.minimum(b_lo + SEG_BLOCKS, KB)
     fa, fw, ok_a, ok_w = _load_tile_facts(aok_ptr, ass_ptr, wok_ptr, wss_ptr, offs_m, offs_n, mask_m, mask_n, seg,
                                           NSEG)
-    d = _int8_sum(a_desc, w_desc, row0, col0, b_lo * 32, b_hi * 32, BM, BN, BK)
+    d = _int8_sum(a_desc, w_desc, wsh_ptr, row0, col0, offs_n, mask_n, KB * 32, b_lo * 32, b_hi * 32, BM, BN, BK,
+                  PACKED)
     if _both_fold(fa, fw, ok_a, ok_w):
         acc += d.to(tl.float32) * (fa[:, None] * fw[None, :])
     else:
-        acc = _blockwise(acc, a32_desc, w32_desc, abs_ptr, wbs_ptr, row0, col0, offs_m, offs_n, mask_m, mask_n,
-                         b_lo, b_hi, KB)
+        acc = _blockwise(acc, a32_desc, w32_desc, abs_ptr, wbs_ptr, wsh_ptr, row0, col0, offs_m, offs_n, mask_m,
+                         mask_n, b_lo, b_hi, KB, PACKED)
     return acc
 
 
@@ -255,9 +297,9 @@ def _tile_of(item, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constex
 
 @triton.jit
 def int8_tile(item, a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_ptr, wbs_ptr, wss_ptr, wok_ptr,
-              c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, K, SEG_BLOCKS, NSEG,
+              wsh_ptr, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, K, SEG_BLOCKS, NSEG,
               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, FBN: tl.constexpr,
-              GROUP_M: tl.constexpr, MODE: tl.constexpr):
+              GROUP_M: tl.constexpr, MODE: tl.constexpr, PACKED: tl.constexpr):
     """Work item ``item`` of :func:`a4w4_int8_kernel` (a tile, and with MODE 2 a segment)."""
     pid_m, pid_n, split = _tile_of(item, M, N, BM, BN, GROUP_M, MODE)
     n_tiles = tl.cdiv(N, BN)
@@ -270,7 +312,7 @@ def int8_tile(item, a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_pt
     KB = K // 32
     if MODE == 0:
         fa, fw, ok_a, ok_w = _load_tile_facts(aok_ptr, ass_ptr, wok_ptr, wss_ptr, offs_m, offs_n, mask_m, mask_n, 0, 1)
-        d = _int8_sum(a_desc, w_desc, row0, col0, 0, K, BM, BN, BK)
+        d = _int8_sum(a_desc, w_desc, wsh_ptr, row0, col0, offs_n, mask_n, K, 0, K, BM, BN, BK, PACKED)
         if _both_fold(fa, fw, ok_a, ok_w):
             tile_f32 = d.to(tl.float32) * (fa[:, None] * fw[None, :])
             tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, f32_to_bf16_rne(tile_f32),
@@ -278,31 +320,31 @@ def int8_tile(item, a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_pt
         else:
             for piece in tl.static_range(BN // FBN):
                 cols = col0 + piece * FBN + tl.arange(0, FBN)
-                part = _blockwise(tl.zeros((BM, FBN), tl.float32), a32_desc, w32_desc, abs_ptr, wbs_ptr, row0,
-                                  col0 + piece * FBN, offs_m, cols, mask_m, cols < N, 0, KB, KB)
+                part = _blockwise(tl.zeros((BM, FBN), tl.float32), a32_desc, w32_desc, abs_ptr, wbs_ptr, wsh_ptr,
+                                  row0, col0 + piece * FBN, offs_m, cols, mask_m, cols < N, 0, KB, KB, PACKED)
                 tl.store(c_ptr + offs_m[:, None] * stride_cm + cols[None, :] * stride_cn, f32_to_bf16_rne(part),
                          mask=mask_m[:, None] & (cols < N)[None, :])
     elif MODE == 1:
         acc = tl.zeros((BM, BN), tl.float32)
         for seg in range(NSEG):
             acc = _add_segment(acc, a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_ptr, wbs_ptr, wss_ptr,
-                               wok_ptr, row0, col0, offs_m, offs_n, mask_m, mask_n, seg, KB, SEG_BLOCKS, NSEG,
-                               BM, BN, BK)
+                               wok_ptr, wsh_ptr, row0, col0, offs_m, offs_n, mask_m, mask_n, seg, KB, SEG_BLOCKS, NSEG,
+                               BM, BN, BK, PACKED)
         _store_tile(acc, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, pid_n, pid_m, 0, n_tiles, 1,
                     BM, BN, False)
     else:
         acc = _add_segment(tl.zeros((BM, BN), tl.float32), a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr,
-                           aok_ptr, wbs_ptr, wss_ptr, wok_ptr, row0, col0, offs_m, offs_n, mask_m, mask_n,
-                           split, KB, SEG_BLOCKS, NSEG, BM, BN, BK)
+                           aok_ptr, wbs_ptr, wss_ptr, wok_ptr, wsh_ptr, row0, col0, offs_m, offs_n, mask_m, mask_n,
+                           split, KB, SEG_BLOCKS, NSEG, BM, BN, BK, PACKED)
         _store_tile(acc, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, pid_n, pid_m,
                     split, n_tiles, NSEG, BM, BN, True)
 
 
 @triton.jit
 def a4w4_int8_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_ptr, wbs_ptr, wss_ptr, wok_ptr,
-                     c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, K, SEG_BLOCKS, NSEG,
+                     wsh_ptr, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, K, SEG_BLOCKS, NSEG,
                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, FBN: tl.constexpr,
-                     GROUP_M: tl.constexpr, MODE: tl.constexpr):
+                     GROUP_M: tl.constexpr, MODE: tl.constexpr, PACKED: tl.constexpr):
     """C[M, N] (bf16) from folded A [M, K] and folded W [N, K] (tensor descriptors with blocks
     [BM, BK] / [BN, BK], and [BM, 32] / [FBN, 32] for the block-by-block path). GROUP_M tiles of
     M side by side, so neighbouring programs share W in L2.
@@ -312,7 +354,11 @@ def a4w4_int8_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_p
     other). MODE 1 (NSEG segments; one program per tile): the float32 accumulator lives across
     the segments (FBN == BN). MODE 2 (split-K; one program per tile and segment): each program
     adds its segment and the last of a tile to arrive sums the partials in segment order
-    (bitwise deterministic; FBN == BN)."""
+    (bitwise deterministic; FBN == BN).
+
+    PACKED: the weight is :class:`mxfp4.fold.PackedFold` (w_desc / w32_desc over its codes
+    [N, K / 2] with blocks [BN, BK / 2] / [FBN, 16], wsh_ptr its block shifts), else
+    :class:`mxfp4.fold.Folded` (wsh_ptr unused)."""
     int8_tile(tl.program_id(0), a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_ptr, wbs_ptr, wss_ptr,
-              wok_ptr, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, K, SEG_BLOCKS, NSEG, BM, BN, BK,
-              FBN, GROUP_M, MODE)
+              wok_ptr, wsh_ptr, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, K, SEG_BLOCKS, NSEG, BM, BN,
+              BK, FBN, GROUP_M, MODE, PACKED)

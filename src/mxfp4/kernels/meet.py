@@ -34,16 +34,17 @@ def _proxy_fence(x):
 
 @triton.jit
 def a4w4_meet_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_ptr, wbs_ptr, wss_ptr, wok_ptr,
-                     c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, K, SEG_BLOCKS, NSEG,
+                     wsh_ptr, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, K, SEG_BLOCKS, NSEG,
                      a_ptr, stride_am, stride_ak, q_ptr, sync_ptr, ROW_GROUPS,
                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, FBN: tl.constexpr,
-                     GROUP_M: tl.constexpr, MODE: tl.constexpr, PM: tl.constexpr, CB: tl.constexpr,
-                     FLOOR_RULE: tl.constexpr, INTERPRET: tl.constexpr):
+                     GROUP_M: tl.constexpr, MODE: tl.constexpr, PACKED: tl.constexpr, PM: tl.constexpr,
+                     CB: tl.constexpr, ONE_CHUNK: tl.constexpr, FLOOR_RULE: tl.constexpr, INTERPRET: tl.constexpr):
     """C[M, N] (bf16) from bf16 A [M, K] and the folded weight in one launch (see the module).
 
-    The first twenty arguments and BM .. MODE are those of ``a4w4_int8_kernel``; the A fold's
+    The first twenty-one arguments and BM .. PACKED are those of ``a4w4_int8_kernel``; the A fold's
     arrays (q_ptr, the same as a_desc's, and abs / ass / aok) are written here first, in
-    ROW_GROUPS groups of PM rows per segment (CB blocks per load). The grid must be
+    ROW_GROUPS groups of PM rows per segment (CB blocks per load; ONE_CHUNK: one load holds a
+    segment, :func:`mxfp4.kernels.int8.fold_rows`). The grid must be
     co-resident. Under the CPU interpreter programs
     run one after another, so program 0 folds all of A."""
     pid = tl.program_id(0)
@@ -58,7 +59,7 @@ def a4w4_meet_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_p
         step = 1
     for unit in range(first, ROW_GROUPS * NSEG, step):
         fold_rows(a_ptr, stride_am, stride_ak, q_ptr, abs_ptr, ass_ptr, aok_ptr, (unit % ROW_GROUPS) * PM,
-                  unit // ROW_GROUPS, M, K, SEG_BLOCKS, NSEG, PM, CB, FLOOR_RULE)
+                  unit // ROW_GROUPS, M, K, SEG_BLOCKS, NSEG, PM, CB, FLOOR_RULE, ONE_CHUNK)
     if not INTERPRET:
         _proxy_fence(pid)
     meet(sync_ptr, INTERPRET)
@@ -66,5 +67,5 @@ def a4w4_meet_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_p
         _proxy_fence(pid)
     for item in range(pid, items, G):
         int8_tile(item, a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_ptr, wbs_ptr, wss_ptr, wok_ptr,
-                  c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, K, SEG_BLOCKS, NSEG, BM, BN, BK, FBN,
-                  GROUP_M, MODE)
+                  wsh_ptr, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, K, SEG_BLOCKS, NSEG, BM, BN, BK,
+                  FBN, GROUP_M, MODE, PACKED)
