@@ -189,7 +189,6 @@ def heuristic_config(m: int, n: int, k: int, num_sms: int = 132, kernel: str = "
 # ---- the tuned table ----------------------------------------------------------------------------
 
 TABLE_FORMAT = 1
-M_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 NEAR_M = 2.0
 """A tuned entry serves other M of its (n, k) up to this ratio away (else the heuristic)."""
 
