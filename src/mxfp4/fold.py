@@ -73,6 +73,16 @@ def pow2_f32(e: torch.Tensor) -> torch.Tensor:
     return torch.ldexp(torch.ones_like(e, dtype=torch.float64), e.to(torch.float64)).to(torch.float32)
 
 
+def _doubled(codes: torch.Tensor) -> torch.Tensor:
+    """2 * e2m1 of codes [R, K] as int32 [R, K/32, 32] (exact: integers in [-12, 12])."""
+    return (formats.e2m1_to_float(codes) * 2).to(torch.int32).view(codes.shape[0], -1, BLOCK)
+
+
+def _shifted(v2: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    """The fold's int8 values [R, K]: v2 [R, K/32, 32] shifted left by each block's shift [R, K/32]."""
+    return (v2 << shift.to(torch.int32)[:, :, None]).view(v2.shape[0], -1).to(torch.int8)
+
+
 def _fold_parts(codes: torch.Tensor, scale_bytes: torch.Tensor, seg_blocks: int):
     """(2 * e2m1 as int32 [R, K/32, 32], shift [R, K/32], block_scale, seg_scale, folded) of
     unpacked e2m1 codes [R, K] (uint8, 0..15) with their e8m0 bytes [R, K/32]."""
@@ -81,7 +91,7 @@ def _fold_parts(codes: torch.Tensor, scale_bytes: torch.Tensor, seg_blocks: int)
     r, k = codes.shape
     nb = k // BLOCK
     segs = segments(k, seg_blocks)
-    v2 = (formats.e2m1_to_float(codes) * 2).to(torch.int32).view(r, nb, BLOCK)  # exact: integers in [-12, 12]
+    v2 = _doubled(codes)
     e = scale_bytes.to(torch.int32) - 127
     nan = scale_bytes == E8M0_NAN
     nz = (v2 != 0).any(dim=2) & ~nan
@@ -108,8 +118,7 @@ def _fold_parts(codes: torch.Tensor, scale_bytes: torch.Tensor, seg_blocks: int)
 def fold_codes(codes: torch.Tensor, scale_bytes: torch.Tensor, seg_blocks: int) -> Folded:
     """Fold unpacked e2m1 codes [R, K] (uint8, 0..15) with their e8m0 bytes [R, K/32]."""
     v2, shift, block_scale, seg_scale, folded = _fold_parts(codes, scale_bytes, seg_blocks)
-    q = (v2 << shift[:, :, None]).view(codes.shape).to(torch.int8)
-    return Folded(q, block_scale, seg_scale, folded, seg_blocks)
+    return Folded(_shifted(v2, shift), block_scale, seg_scale, folded, seg_blocks)
 
 
 # Code of element e (0 .. 7 of each run of 8) in the low / high nibbles of bytes 0 .. 3 of a word
@@ -147,10 +156,8 @@ def pack_tensor(t: MXFP4Tensor, seg_blocks: int) -> PackedFold:
 
 def unpack_fold(p: PackedFold) -> Folded:
     """The :class:`Folded` form of a packed fold (for tests: it equals :func:`fold_tensor`'s)."""
-    r = p.codes.shape[0]
-    v2 = (formats.e2m1_to_float(unpack_codes(p.codes)) * 2).to(torch.int32).view(r, -1, BLOCK)
-    q = (v2 << p.shift.to(torch.int32)[:, :, None]).view(r, -1).to(torch.int8)
-    return Folded(q, p.block_scale, p.seg_scale, p.folded, p.seg_blocks)
+    return Folded(_shifted(_doubled(unpack_codes(p.codes)), p.shift), p.block_scale, p.seg_scale, p.folded,
+                  p.seg_blocks)
 
 
 def fold_tensor(t: MXFP4Tensor, seg_blocks: int) -> Folded:

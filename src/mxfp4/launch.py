@@ -176,11 +176,27 @@ def fold_a(a2: torch.Tensor, seg_blocks: int, scale_rule: ScaleRule) -> Folded:
     while rows > 1 and (rows * min(k, seg_blocks * 32) * a2.element_size() > FOLD_BYTES
                         or -(-m // rows) * segs < 2 * num_programs_cap(dev)):
         rows //= 2
-    chunk = min(FOLD_ELEMS // (32 * rows), pow2_at_least(seg_blocks))
     fold_a_kernel[(-(-m // rows), segs)](
         a2, a2.stride(0), a2.stride(1), f.q, f.block_scale, f.seg_scale, f.folded, m, k, seg_blocks, segs,
-        PM=rows, CB=chunk, FLOOR_RULE=scale_rule is ScaleRule.FLOOR, ONE_CHUNK=chunk >= seg_blocks)
+        FLOOR_RULE=scale_rule is ScaleRule.FLOOR, **_fold_loads(rows, seg_blocks))
     return f
+
+
+def _fold_loads(rows: int, seg_blocks: int) -> dict:
+    """The A fold's constexprs for units of ``rows`` rows and one segment: rows (PM), MX blocks
+    per load (CB, at most FOLD_ELEMS elements) and whether one load holds a segment (ONE_CHUNK:
+    A is then read once, :func:`mxfp4.kernels.int8.fold_rows`)."""
+    chunk = min(FOLD_ELEMS // (32 * rows), pow2_at_least(seg_blocks))
+    return dict(PM=rows, CB=chunk, ONE_CHUNK=chunk >= seg_blocks)
+
+
+def _weight_arrays(fw: Folded | PackedFold) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(values, shifts, values per byte) of the folded weight as the int8 kernels read it: the
+    packed codes and block shifts, or the int8 values (then the shifts argument is unused and
+    gets the fold flags)."""
+    if isinstance(fw, PackedFold):
+        return fw.codes, fw.shift, 2
+    return fw.q, fw.folded, 1
 
 
 def _segment_blocks(k: int, config: KernelConfig) -> int:
@@ -211,11 +227,9 @@ def _int8_tile_args(fa: Folded, fw: Folded | PackedFold, out2: torch.Tensor, con
     tiles = -(-m // bm) * -(-n // bn)
     splits = segs if mode == 2 else 1
     cnt, part = _split_k_buffers(out2.device, tiles, splits, config, fa.block_scale)
-    if config.packed:
-        w_descs, w_shift = (_descriptor(fw.codes, bn, bk // 2), _descriptor(fw.codes, fbn, 16)), fw.shift
-    else:
-        w_descs, w_shift = (_descriptor(fw.q, bn, bk), _descriptor(fw.q, fbn, 32)), fw.folded  # shift unused
-    args = (_descriptor(fa.q, bm, bk), w_descs[0], _descriptor(fa.q, bm, 32), w_descs[1],
+    w_vals, w_shift, per_byte = _weight_arrays(fw)
+    args = (_descriptor(fa.q, bm, bk), _descriptor(w_vals, bn, bk // per_byte), _descriptor(fa.q, bm, 32),
+            _descriptor(w_vals, fbn, 32 // per_byte),
             fa.block_scale, fa.seg_scale, fa.folded, fw.block_scale, fw.seg_scale, fw.folded, w_shift,
             out2, out2.stride(0), out2.stride(1), part, cnt[4:], m, n, k, fa.seg_blocks, segs)
     consts = dict(BM=bm, BN=bn, BK=bk, FBN=fbn, GROUP_M=GROUP_M, MODE=mode, PACKED=config.packed,
@@ -255,12 +269,10 @@ def launch_int8_meet(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, confi
     while rows < FOLD_ROWS and -(-m // rows) * segs > cap:
         rows *= 2
     groups = -(-m // rows)
-    chunk = min(FOLD_ELEMS // (32 * rows), pow2_at_least(seg))
     sync = _WORKSPACE.counters(dev, 4)
     a4w4_meet_kernel[(min(cap, max(items, groups * segs)),)](
-        *args, a2, a2.stride(0), a2.stride(1), fa.q, sync, groups,
-        PM=rows, CB=chunk, ONE_CHUNK=chunk >= seg, FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR,
-        INTERPRET=interpreter_enabled(), **consts)
+        *args, a2, a2.stride(0), a2.stride(1), fa.q, sync, groups, FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR,
+        INTERPRET=interpreter_enabled(), **_fold_loads(rows, seg), **consts)
     return fa
 
 
@@ -277,7 +289,7 @@ def launch_int8_fused(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, conf
     dev = a2.device
     seg, segs, _ = _int8_shape(k, config)
     fw = folded_weight(w, seg, config.packed)
-    w_vals, w_shift = (fw.codes, fw.shift) if config.packed else (fw.q, fw.folded)  # shift unused unless packed
+    w_vals, w_shift, _ = _weight_arrays(fw)
     bm, bn = config.block_m, config.block_n
     bmq = min(bm, pow2_at_least(m))
     tiles = -(-m // bmq) * -(-n // bn)

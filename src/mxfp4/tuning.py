@@ -209,12 +209,10 @@ class TunedTable:
 
     @functools.cached_property
     def _index(self) -> tuple[dict, dict]:
-        """(shape -> config, (n, k) -> [(m, config)] sorted by m), built on first look-up."""
+        """(shape -> config, (n, k) -> [(m, config)]), built on first look-up."""
         by_nk: dict[tuple[int, int], list] = {}
         for (m, n, k), cfg in self.entries:
             by_nk.setdefault((n, k), []).append((m, cfg))
-        for rows in by_nk.values():
-            rows.sort(key=lambda row: row[0])
         return dict(self.entries), by_nk
 
     def lookup(self, m: int, n: int, k: int) -> KernelConfig | None:
@@ -224,8 +222,8 @@ class TunedTable:
         # the tuned M nearest by ratio (the larger on a tie), if within NEAR_M: a tile tuned for
         # 512 rows gave 28 programs at M = 128 (128x7168x2048: 23 us against cuBLAS bf16's 15)
         ratio = lambda mm: max(m, mm) / max(1, min(m, mm))  # noqa: E731
-        near = sorted(by_nk.get((n, k), ()), key=lambda row: (ratio(row[0]), -row[0]))
-        return near[0][1] if near and ratio(near[0][0]) <= NEAR_M else None
+        near = min(by_nk.get((n, k), ()), key=lambda row: (ratio(row[0]), -row[0]), default=None)
+        return near[1] if near is not None and ratio(near[0]) <= NEAR_M else None
 
     def to_json(self) -> dict:
         return {"format": TABLE_FORMAT, "gpu": self.gpu, "triton": self.triton, "package": self.package,
