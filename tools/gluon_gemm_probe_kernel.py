@@ -5,19 +5,18 @@ session, NOTES.md): they take A already folded (mxfp4.launch.fold_a) and only th
 - g_int8_gemm: the shipped int8 GEMM's tiles with both operands from shared memory (TMA, an
   mbarrier ring) and the wgmma kept in flight across K steps (warpgroup_mma_wait(1)), which
   Triton 3.6 does not do for an int32 accumulator.
-- g_rs_gemm: C^T = W x A^T with the weight at MXFP4 size as wgmma's register operand: the packed
-  codes (one 32-bit word per lane, row pair and MX block, in the order of gluon_probe.rs_pack)
-  go shared memory -> registers (ldmatrix) -> int8 by prmt (mxfp4.kernels.packed's unpack),
-  and land in the wgmma A-operand fragment with no data movement (the layout conversions are
-  asserted trivial); the block shifts come by TMA beside them (gluon_probe.shift_plane).
+- g_rs_gemm: C^T = W x A^T with the weight at MXFP4 size as wgmma's register operand (the codes
+  in mxfp4.fold.rs_codes' order, unpacked by mxfp4.kernels.rs.unpack_codes straight into the
+  wgmma A-operand fragment; the block shifts by TMA beside them, mxfp4.fold.shift_plane).
   Split-K partials are summed in int32 by atomics (exact, so order-free); the last split of a
-  tile scales, stores and zeroes the scratch.
+  tile scales, stores and zeroes the scratch. The library's kernel (mxfp4.kernels.rs) grew
+  from it, with A folded inside and float32 partials.
 """
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import tma, mbarrier, warpgroup_mma, warpgroup_mma_wait
 
-from mxfp4.kernels.packed import _UNPACK_ASM
+from mxfp4.kernels.rs import code_layout, rs_mma_layout, flat_code_layout, unpack_codes
 
 
 @gluon.constexpr_function
@@ -90,27 +89,6 @@ def g_int8_gemm(a_desc, w_desc, fa_ptr, fw_ptr, c_ptr, stride_cm, M, N, K,
     gl.store(ptrs, out.to(gl.bfloat16), mask=gl.expand_dims(mask_m, 1) & gl.expand_dims(mask_n, 0))
 
 
-@gluon.constexpr_function
-def _log2(x):
-    return x.bit_length() - 1
-
-
-@gluon.constexpr_function
-def _code_layout(BNW, CB, num_warps):
-    """Layout of the packed codes viewed as [BNW, CB, 16] bytes (row, MX block, byte): each
-    thread holds one 32-bit word (8 codes) per row pair and block, the word of lane % 4 (see
-    gluon_probe.rs_pack), rows as in the wgmma A-operand fragment."""
-    reg = [[0, 0, 1], [0, 0, 2], [8, 0, 0]] + [[0, 1 << i, 0] for i in range(_log2(CB))]
-    lane = [[0, 0, 4], [0, 0, 8], [1, 0, 0], [2, 0, 0], [4, 0, 0]]
-    warp = [[16 << i, 0, 0] for i in range(_log2(num_warps))]
-    return gl.DistributedLinearLayout(reg, lane, warp, [], [BNW, CB, 16])
-
-
-@gluon.constexpr_function
-def _rs_mma(BA, num_warps):
-    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BA, 32])
-
-
 @gluon.jit
 def g_rs_gemm(a_desc, w_desc, sh_desc, fa_ptr, fw_ptr, c_ptr, stride_cm, M, N, K, part_ptr, cnt_ptr,
               STAGES: gl.constexpr, SPLIT: gl.constexpr, num_warps: gl.constexpr):
@@ -148,24 +126,14 @@ def g_rs_gemm(a_desc, w_desc, sh_desc, fa_ptr, fw_ptr, c_ptr, stride_cm, M, N, K
         tma.async_copy_global_to_shared(w_desc, [col0, (k_first + i) * (BK // 2)], bars.index(i), w_s.index(i),
                                         pred=p)
 
-    mma: gl.constexpr = _rs_mma(BA, num_warps)
-    dot_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=4)
-    L3: gl.constexpr = _code_layout(BNW, CB, num_warps)
-    LS: gl.constexpr = gl.SliceLayout(2, L3)
+    mma: gl.constexpr = rs_mma_layout(BA, num_warps)
+    LS: gl.constexpr = gl.SliceLayout(2, code_layout(BNW, CB, num_warps))
     acc = gl.zeros((BNW, BA), gl.int32, layout=mma)
     for ki in range(nk):
         s = ki % STAGES
         mbarrier.wait(bars.index(s), (ki // STAGES) & 1)
         sh = sh_s.index(s).slice(0, CB, dim=1).load(LS).to(gl.int32)
-        t_lo = gl.expand_dims(0x03020100 << sh, 2) + gl.zeros([BNW, CB, 16], gl.int32, layout=L3)
-        t_hi = gl.expand_dims(0x0C080604 << sh, 2) + gl.zeros([BNW, CB, 16], gl.int32, layout=L3)
-        codes = gl.convert_layout(gl.reshape(w_s.index(s).load(_flat_layout(BNW, BK // 2, CB, num_warps)),
-                                             [BNW, CB, 16]), L3, assert_trivial=True)
-        lo, hi = gl.inline_asm_elementwise(_UNPACK_ASM, "=r,=r,r,r,r,r,r,r,r,r,r", [codes, t_lo, t_hi],
-                                           dtype=(gl.int8, gl.int8), is_pure=True, pack=4)
-        v = gl.reshape(gl.join(lo, hi), [BNW, CB, 4, 2, 4])
-        v = gl.reshape(gl.permute(v, (0, 1, 3, 2, 4)), [BNW, BK])
-        wv = gl.convert_layout(v, dot_l, assert_trivial=True)
+        wv = unpack_codes(w_s.index(s).load(flat_code_layout(BNW, CB, num_warps)), sh, BNW, CB, BA, num_warps)
         acc = warpgroup_mma(wv, a_s.index(s).permute((1, 0)), acc, is_async=True)
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
         nxt = ki + STAGES - 1
@@ -203,12 +171,3 @@ def g_rs_gemm(a_desc, w_desc, sh_desc, fa_ptr, fw_ptr, c_ptr, stride_cm, M, N, K
     out = acc.to(gl.float32) * (gl.expand_dims(fa, 0) * gl.expand_dims(fw, 1))
     ptrs = c_ptr + gl.expand_dims(offs_m, 0) * stride_cm + gl.expand_dims(offs_n, 1)
     gl.store(ptrs, out.to(gl.bfloat16), mask=gl.expand_dims(mask_m, 0) & gl.expand_dims(mask_n, 1))
-
-
-@gluon.constexpr_function
-def _flat_layout(BNW, HALF, CB, num_warps):
-    """_code_layout over the 2-D packed tile [BNW, BK / 2] (byte column = 16 * block + byte)."""
-    reg = [[0, 1], [0, 2], [8, 0]] + [[0, 16 << i] for i in range(_log2(CB))]
-    lane = [[0, 4], [0, 8], [1, 0], [2, 0], [4, 0]]
-    warp = [[16 << i, 0] for i in range(_log2(num_warps))]
-    return gl.DistributedLinearLayout(reg, lane, warp, [], [BNW, HALF])

@@ -23,7 +23,7 @@ from gluon_gemm_probe_kernel import g_int8_gemm, g_rs_gemm  # noqa: E402
 
 from mxfp4 import KernelConfig, Layout, launch, ops, quantize, testing  # noqa: E402
 from mxfp4.bench.timing import ColdTimer  # noqa: E402
-from mxfp4.fold import folded_weight, pack_codes, unpack_codes  # noqa: E402
+from mxfp4.fold import folded_weight, rs_codes, shift_plane  # noqa: E402
 
 VARIANTS = [  # (BM, BN, BK, stages, warps)
     (64, 64, 256, 4, 4), (64, 128, 256, 4, 4), (64, 128, 128, 6, 4), (128, 128, 128, 5, 8),
@@ -40,27 +40,9 @@ RS_VARIANTS = {  # (BA, BNW, BK, stages, warps, split) by M
 
 
 def rs_pack(w, k):
-    """The weight's packed fold with each MX block's codes reordered so that 32-bit word q of a
-    block holds K offsets 4q .. 4q+3 and 16+4q .. 16+4q+3 (the wgmma A-operand fragment of lane
-    % 4 == q), in the prmt byte order of mxfp4.kernels.packed; and the block shifts."""
+    """The weight's packed fold (one segment) in fragment order, and its block shifts."""
     pf = folded_weight(w, k // 32, packed=True)
-    codes = unpack_codes(pf.codes)
-    src = torch.tensor([16 * (i // 4) + 4 * q + i % 4 for q in range(4) for i in range(8)], device=codes.device)
-    idx = (torch.arange(0, k, 32, device=codes.device)[:, None] + src[None, :]).reshape(-1)
-    return pack_codes(codes[:, idx]).contiguous(), pf.shift.contiguous()
-
-
-def shift_plane(shift, bk):
-    """The block shifts as TMA tiles: per K step of bk, 16 bytes per row (the step's bk / 32
-    shifts, zero padded)."""
-    n, kb = shift.shape
-    cb = bk // 32
-    steps = -(-kb // cb)
-    plane = torch.zeros((n, steps, 16), dtype=torch.uint8, device=shift.device)
-    padded = torch.zeros((n, steps * cb), dtype=torch.uint8, device=shift.device)
-    padded[:, :kb] = shift
-    plane[:, :, :cb] = padded.view(n, steps, cb)
-    return plane.view(n, steps * 16)
+    return rs_codes(pf.codes).contiguous(), pf.shift.contiguous()
 
 
 def rs_gemm(fa, rs, fw, out, ba, bnw, bk, stages, warps, split, scratch):
@@ -127,7 +109,7 @@ def main(argv):
         for ba, bnw, bk, stages, warps, split in RS_VARIANTS[min(RS_VARIANTS, key=lambda x: (abs(x - m), x))]:
             name = f"rs {ba}x{bnw} bk{bk} st{stages} w{warps} split{split}"
             out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-            rs = (codes, shift_plane(shift, bk))
+            rs = (codes, shift_plane(shift, bk // 32))
             try:
                 rs_gemm(fa, rs, fw, out, ba, bnw, bk, stages, warps, split, scratch)
             except Exception as e:  # noqa: BLE001 (an experiment: report and go on)
