@@ -6,17 +6,17 @@ session, NOTES.md): they take A already folded (mxfp4.launch.fold_a) and only th
   mbarrier ring) and the wgmma kept in flight across K steps (warpgroup_mma_wait(1)), which
   Triton 3.6 does not do for an int32 accumulator.
 - g_rs_gemm: C^T = W x A^T with the weight at MXFP4 size as wgmma's register operand (the codes
-  in mxfp4.fold.rs_codes' order, unpacked by mxfp4.kernels.rs.unpack_codes straight into the
-  wgmma A-operand fragment; the block shifts by TMA beside them, mxfp4.fold.shift_plane).
+  in gluon_rs.rs_codes' order, unpacked by gluon_rs_kernel.unpack_codes straight into the
+  wgmma A-operand fragment; the block shifts by TMA beside them, gluon_rs.shift_plane).
   Split-K partials are summed in int32 by atomics (exact, so order-free); the last split of a
-  tile scales, stores and zeroes the scratch. The library's kernel (mxfp4.kernels.rs) grew
-  from it, with A folded inside and float32 partials.
+  tile scales, stores and zeroes the scratch. gluon_rs_kernel.a4w4_rs_kernel grew from it,
+  with A folded inside and float32 partials.
 """
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import tma, mbarrier, warpgroup_mma, warpgroup_mma_wait
 
-from mxfp4.kernels.rs import code_layout, rs_mma_layout, flat_code_layout, unpack_codes
+from gluon_rs_kernel import code_layout, flat_code_layout, rs_mma_layout, unpack_codes
 
 
 @gluon.constexpr_function

@@ -23,7 +23,8 @@ from gluon_gemm_probe_kernel import g_int8_gemm, g_rs_gemm  # noqa: E402
 
 from mxfp4 import KernelConfig, Layout, launch, ops, quantize, testing  # noqa: E402
 from mxfp4.bench.timing import ColdTimer  # noqa: E402
-from mxfp4.fold import folded_weight, rs_codes, shift_plane  # noqa: E402
+from gluon_rs import rs_codes, shift_plane  # noqa: E402
+from mxfp4.fold import folded_weight  # noqa: E402
 
 VARIANTS = [  # (BM, BN, BK, stages, warps)
     (64, 64, 256, 4, 4), (64, 128, 256, 4, 4), (64, 128, 128, 6, 4), (128, 128, 128, 5, 8),

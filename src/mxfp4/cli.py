@@ -73,8 +73,7 @@ def _merged(path: str, new):
 
 
 _CANDIDATES = {"all": "candidate_configs", "persistent": "persistent_candidates", "direct": "direct_candidates",
-               "int8": "int8_candidates", "int8_fused": "fused_candidates", "int8_meet": "meet_candidates",
-               "int8_rs": "rs_candidates"}
+               "int8": "int8_candidates", "int8_fused": "fused_candidates", "int8_meet": "meet_candidates"}
 """``mxfp4 tune --kernel`` name -> the :mod:`mxfp4.tuner` function listing its candidates."""
 
 

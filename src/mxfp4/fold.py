@@ -187,69 +187,17 @@ def unfold(f: Folded) -> torch.Tensor:
     return f.q.to(torch.float64) * scale
 
 
-def _cached(w: MXFP4Tensor, key: tuple, make):
-    """``make()`` computed once per (weight, key) and kept on the weight's data tensor (it lives
-    as long as the weight); recomputed if the data or scales were changed in place."""
+def folded_weight(w: MXFP4Tensor, seg_blocks: int, packed: bool = False) -> Folded | PackedFold:
+    """:func:`fold_tensor` (or with ``packed``, :func:`pack_tensor`) of a weight, computed once per
+    (weight, seg_blocks, packed) and kept on the weight's data tensor (it lives as long as the
+    weight; N * K bytes, N * K / 2 packed); recomputed if the data or scales were changed in place."""
     cache = getattr(w.data, "_mxfp4_folds", None)
     if cache is None:
         cache = {}
         w.data._mxfp4_folds = cache
     version = (w.data._version, w.scales._version, id(w.scales), w.layout)
+    key = (seg_blocks, packed)
     hit = cache.get(key)
     if hit is None or hit[0] != version:
-        hit = cache[key] = (version, make())
+        hit = cache[key] = (version, (pack_tensor if packed else fold_tensor)(w, seg_blocks))
     return hit[1]
-
-
-def folded_weight(w: MXFP4Tensor, seg_blocks: int, packed: bool = False) -> Folded | PackedFold:
-    """:func:`fold_tensor` (or with ``packed``, :func:`pack_tensor`) of a weight, computed once per
-    (weight, seg_blocks, packed) and cached on the weight (N * K bytes, N * K / 2 packed)."""
-    return _cached(w, (seg_blocks, packed), lambda: (pack_tensor if packed else fold_tensor)(w, seg_blocks))
-
-
-# K offset (within its MX block) of code i of word q in :func:`rs_codes`'s order
-_RS_ORDER = tuple(16 * (i // 4) + 4 * q + i % 4 for q in range(4) for i in range(8))
-
-
-def rs_codes(packed_codes: torch.Tensor) -> torch.Tensor:
-    """The packed codes (uint8 [R, K/2], :func:`pack_codes` order) re-packed for the
-    register-operand kernel (:mod:`mxfp4.kernels.rs`): word q (bytes 4q .. 4q+3) of each MX
-    block holds the codes of the block's K offsets 4q .. 4q+3 and 16+4q .. 16+4q+3 (the wgmma
-    A-operand fragment of lane % 4 == q), in :func:`pack_codes`' byte order."""
-    codes = unpack_codes(packed_codes)
-    r, k = codes.shape
-    order = torch.tensor(_RS_ORDER, device=codes.device)
-    idx = (torch.arange(0, k, BLOCK, device=codes.device)[:, None] + order[None, :]).reshape(-1)
-    return pack_codes(codes[:, idx])
-
-
-def shift_plane(shift: torch.Tensor, blocks_per_step: int) -> torch.Tensor:
-    """Block shifts uint8 [R, K/32] as one 16-byte tile per row and K step of ``blocks_per_step``
-    (<= 16) blocks, zero padded: uint8 [R, 16 * steps], for TMA beside the codes."""
-    r, kb = shift.shape
-    steps = -(-kb // blocks_per_step)
-    padded = torch.zeros((r, steps * blocks_per_step), dtype=torch.uint8, device=shift.device)
-    padded[:, :kb] = shift
-    plane = torch.zeros((r, steps, 16), dtype=torch.uint8, device=shift.device)
-    plane[:, :, :blocks_per_step] = padded.view(r, steps, blocks_per_step)
-    return plane.view(r, steps * 16)
-
-
-@dataclasses.dataclass(frozen=True)
-class RSWeight:
-    """What :mod:`mxfp4.kernels.rs` reads of a weight: its packed fold, the codes in fragment
-    order (:func:`rs_codes`) and the shift plane of its K step (:func:`shift_plane`)."""
-
-    fold: PackedFold
-    codes: torch.Tensor
-    plane: torch.Tensor
-
-
-def rs_weight(w: MXFP4Tensor, seg_blocks: int, blocks_per_step: int) -> RSWeight:
-    """The weight's :class:`RSWeight`, computed once per (weight, seg_blocks, blocks_per_step)
-    and cached on the weight (N * K / 2 bytes of codes, and its fold's arrays)."""
-    def make() -> RSWeight:
-        p = folded_weight(w, seg_blocks, packed=True)
-        return RSWeight(p, rs_codes(p.codes).contiguous(), shift_plane(p.shift, blocks_per_step))
-
-    return _cached(w, ("rs", seg_blocks, blocks_per_step), make)

@@ -7,7 +7,7 @@ import os
 
 import torch
 
-from .fold import Folded, PackedFold, folded_weight, rs_weight, segments
+from .fold import Folded, PackedFold, folded_weight, segments
 from .formats import ScaleRule
 from .tensor import Layout, MXFP4Tensor
 from .tuning import KernelConfig, pow2_at_least
@@ -305,84 +305,6 @@ def launch_int8_fused(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, conf
     return fa
 
 
-def rs_available() -> bool:
-    """Whether the int8_rs kernel (Gluon, sm_90) can run here: a CUDA device of compute
-    capability 9.0 and no Triton CPU interpreter."""
-    if interpreter_enabled() or not torch.cuda.is_available():
-        return False
-    import importlib.util
-
-    if importlib.util.find_spec("triton.experimental.gluon") is None:
-        return False
-    return torch.cuda.get_device_capability() == (9, 0)
-
-
-RS_SMEM = 220 * 1024
-"""Shared memory a program of the register-operand kernel may take (the H200 gives 227 KB)."""
-RS_A_ELEMS = 8192
-"""A elements a program of the register-operand kernel holds in registers (one load of its
-segment: 64 per thread with 4 warps; 16 x 1024 spilled in the sm_90 compile)."""
-
-
-def rs_steps(k: int, config: KernelConfig) -> int:
-    """K steps of the longest segment of an int8_rs launch, rounded up to a power of two."""
-    seg, _, _ = _int8_shape(k, config)
-    return pow2_at_least(-(-seg // config.blocks_per_step))
-
-
-def rs_smem(k: int, config: KernelConfig) -> int:
-    """Shared-memory bytes of an int8_rs program: A's folded segment, the ring of weight codes
-    and shift tiles, the block-by-block path's A tile and the ring's barriers."""
-    bk = 32 * config.blocks_per_step
-    ring = config.num_stages * (config.block_n * bk // 2 + config.block_n * 16 + 8)
-    return rs_steps(k, config) * config.block_m * bk + ring + config.block_m * 32
-
-
-def rs_check(k: int, config: KernelConfig) -> None:
-    """Raise ValueError unless an int8_rs program fits at this K: its segment in at most 4 K
-    steps and RS_A_ELEMS elements of A (one load), and RS_SMEM bytes of shared memory."""
-    steps, bk = rs_steps(k, config), 32 * config.blocks_per_step
-    if steps > 4 or config.block_m * steps * bk > RS_A_ELEMS:
-        raise ValueError(f"int8_rs config {config} at K = {k}: a segment of {steps} K steps of {bk} for "
-                         f"{config.block_m} rows is more than 4 steps or {RS_A_ELEMS} elements: use more splits")
-    if rs_smem(k, config) > RS_SMEM:
-        raise ValueError(f"int8_rs config {config} needs {rs_smem(k, config)} bytes of shared memory at K = {k}, "
-                         f"more than {RS_SMEM}: use fewer stages")
-
-
-def launch_int8_rs(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig) -> None:
-    """The one-launch int8 path with the weight at MXFP4 size as the wgmma register operand
-    (:mod:`mxfp4.kernels.rs`; Gluon, sm_90 GPUs only). The weight's packed fold in fragment
-    order is made once per weight and cached (:func:`mxfp4.fold.rs_weight`)."""
-    if interpreter_enabled() or a2.device.type != "cuda":
-        raise RuntimeError("the int8_rs kernel is Gluon code for sm_90 GPUs: Triton's CPU interpreter cannot run "
-                           "it (use int8_fused there)")
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
-    from .kernels.rs import a4w4_rs_kernel
-
-    m, k = a2.shape
-    n = w.shape[0]
-    _check_32bit(m, n, k, w)
-    rs_check(k, config)
-    seg, segs, _ = _int8_shape(k, config)
-    bps, bnw, ba = config.blocks_per_step, config.block_n, config.block_m
-    bk = 32 * bps
-    rw = rs_weight(w, seg, bps)
-
-    def desc(t: torch.Tensor, cols: int):
-        return TensorDescriptor.from_tensor(t, [bnw, cols], gl.NVMMASharedLayout.get_default_for([bnw, cols], gl.uint8))
-
-    tiles = -(-m // ba) * -(-n // bnw)
-    cnt, part = _split_k_buffers(a2.device, tiles, segs, config, rw.fold.seg_scale)
-    a4w4_rs_kernel[(tiles * segs,)](
-        a2, a2.stride(0), a2.stride(1), desc(rw.codes, bk // 2), desc(rw.plane, 16), rw.codes, rw.fold.shift,
-        rw.fold.block_scale, rw.fold.seg_scale, rw.fold.folded, out2, out2.stride(0), out2.stride(1), part, cnt[4:],
-        m, n, k, seg, segs, BA=ba, BK=bk, STAGES=config.num_stages, SEG_STEPS=rs_steps(k, config),
-        FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR, USE_SPLIT=segs > 1, num_warps=config.num_warps)
-
-
 def launch_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig,
                 debug: bool = False) -> tuple[torch.Tensor, torch.Tensor] | Folded | None:
     """Launch the Triton kernel ``config.kernel`` on 2-D a [M, K] into out [M, N]; no validation.
@@ -391,7 +313,7 @@ def launch_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Ke
     float's exponent field is the e8m0 byte). The persistent kernel always writes them (its
     phase-1 scratch); the direct kernel only when ``debug`` (else the buffers are placeholders).
     The int8 and int8_meet kernels return their folded A (:class:`mxfp4.fold.Folded`) instead;
-    the int8_fused kernel too when ``debug``, else None; the int8_rs kernel None (no ``debug``).
+    the int8_fused kernel too when ``debug``, else None.
     """
     if config.kernel == "int8":
         return launch_int8(a2, w, out2, config)
@@ -399,10 +321,6 @@ def launch_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Ke
         return launch_int8_fused(a2, w, out2, config, debug)
     if config.kernel == "int8_meet":
         return launch_int8_meet(a2, w, out2, config)
-    if config.kernel == "int8_rs":
-        if debug:
-            raise ValueError("the int8_rs kernel writes no debug copy of A's fold: check it through its output")
-        return launch_int8_rs(a2, w, out2, config)
     if config.kernel == "direct":
         from .kernels.direct import a4w4_direct_kernel
 

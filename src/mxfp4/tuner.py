@@ -26,9 +26,7 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = 132) -> list[Kernel
     return (([] if int8_path else persistent_candidates(m, n, k, num_sms)) + direct_candidates(m, n, k, num_sms)
             + (int8_candidates(m, n, k, num_sms) if m >= 33 else [])
             + fused_candidates(m, n, k, num_sms)
-            + meet_candidates(m, n, k, num_sms)
-            + (rs_candidates(m, n, k, num_sms) if launch.rs_available() else [])
-            or [heuristic_config(m, n, k, num_sms)])
+            + meet_candidates(m, n, k, num_sms) or [heuristic_config(m, n, k, num_sms)])
 
 
 def persistent_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
@@ -157,33 +155,6 @@ def fused_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelC
                 for warps in ((4, 8) if bm * bn >= 16 * 64 else (4,)):
                     out.append(KernelConfig(bm, bn, split, warps, 1 if seg == bps else 3, bps, "int8_fused"))
     return list(dict.fromkeys(out))
-
-
-def rs_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
-    """The register-operand kernel (sm_90 only, :mod:`mxfp4.kernels.rs`) for M <= 64: A tiles of
-    min(64, M) rows (at least 16), 64 weight rows (two warpgroups of 64 were slower on every
-    shape tried, docs/results/s8/gluon-probe-run8.txt), K steps of 4, 8 or 16 blocks, 4 stages
-    (6 were no faster there), and the splits that let a program hold its A segment in one load
-    (:func:`mxfp4.launch.rs_check`) with at most four programs per SM."""
-    blocks = k // 32
-    if m > 64 or blocks < 4:
-        return []
-    ba = min(64, pow2_at_least(m, 16))
-    tiles = -(-m // ba) * -(-n // 64)
-    out, seen = [], set()
-    for bps in (4, 8, 16):
-        for split in range(1, blocks // 4 + 1):
-            cfg = KernelConfig(ba, 64, split, 4, 4, bps, "int8_rs")
-            seg, segs, _ = launch._int8_shape(k, cfg)
-            if (seg, bps) in seen or tiles * segs > 4 * num_sms:
-                continue
-            try:
-                launch.rs_check(k, cfg)
-            except ValueError:
-                continue
-            seen.add((seg, bps))
-            out.append(cfg)
-    return out[:8]
 
 
 @dataclasses.dataclass(frozen=True)

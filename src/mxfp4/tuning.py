@@ -11,7 +11,7 @@ import warnings
 from pathlib import Path
 
 
-KERNELS = ("persistent", "direct", "int8", "int8_fused", "int8_meet", "int8_rs")
+KERNELS = ("persistent", "direct", "int8", "int8_fused", "int8_meet")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,11 +35,7 @@ class KernelConfig:
     blocks_per_step is the K step (1 .. 16 MX blocks), split_k as for "int8", fold_blocks 0;
     with M < block_m only the real rows are quantized. "int8_meet" (one persistent launch: the
     programs fold A once, meet, then run the int8 kernel's work items,
-    :mod:`mxfp4.kernels.meet`): the fields as for "int8". "int8_rs" (one launch, sm_90 GPUs only,
-    :mod:`mxfp4.kernels.rs`: the weight at MXFP4 size as the int8 wgmma's register operand, each
-    program folding its A rows): block_m is the A rows per program (16, 32 or 64), block_n the
-    weight rows (16 * num_warps: 64 with 4 warps), blocks_per_step the K step (4, 8 or 16 MX
-    blocks), num_stages the weight loads in flight (>= 2), split_k as for "int8_fused".
+    :mod:`mxfp4.kernels.meet`): the fields as for "int8".
     packed (the int8 kernels): read the folded weight at MXFP4 size, codes and a shift per block
     unpacked in registers (:mod:`mxfp4.kernels.packed`), instead of a byte per value. It halves
     the weight cache (N * K / 2 bytes instead of N * K) but was slower on all 15 shapes measured
@@ -77,21 +73,6 @@ class KernelConfig:
             if not isinstance(self.fold_blocks, int) or self.fold_blocks < 0 or self.fold_blocks % self.blocks_per_step:
                 raise ValueError("KernelConfig.fold_blocks must be 0 (all of K) or a positive multiple of "
                                  f"blocks_per_step ({self.blocks_per_step}), got {self.fold_blocks!r}")
-        elif self.kernel == "int8_rs":
-            if self.blocks_per_step not in (4, 8, 16):
-                raise ValueError(f"the int8_rs kernel needs blocks_per_step in (4, 8, 16), got {self.blocks_per_step}")
-            if self.block_m not in (16, 32, 64):
-                raise ValueError(f"the int8_rs kernel needs block_m (A rows) in (16, 32, 64), got {self.block_m}")
-            if self.num_warps not in (4, 8) or self.block_n != 16 * self.num_warps:
-                raise ValueError("the int8_rs kernel needs num_warps 4 or 8 and block_n = 16 * num_warps (the "
-                                 f"weight rows of its wgmma), got num_warps {self.num_warps}, block_n {self.block_n}")
-            if self.num_stages < 2:
-                raise ValueError(f"the int8_rs kernel needs num_stages >= 2, got {self.num_stages}")
-            if self.fold_blocks:
-                raise ValueError("the int8_rs kernel folds over each split (all of K without split-K): "
-                                 f"fold_blocks must be 0, got {self.fold_blocks!r}")
-            if self.packed:
-                raise ValueError("the int8_rs kernel always reads the packed weight: packed must be False")
         elif self.kernel == "int8_fused":
             if self.blocks_per_step not in (1, 2, 4, 8, 16):
                 raise ValueError("the int8_fused kernel needs blocks_per_step in (1, 2, 4, 8, 16), got "

@@ -1,16 +1,19 @@
-"""The one-launch int8 path with the weight at MXFP4 size as wgmma's register operand (Gluon).
+"""Experiment (eighth session): the one-launch int8 path with the weight at MXFP4 size as wgmma's
+register operand, in Gluon. Correct (tests/test_tools.py on the H200) but slower than the
+library's int8_fused kernel on every shape tuned (NOTES.md, "Eighth session"), so it is not a
+library kernel; it lived in src/mxfp4/kernels/rs.py at commit fa68464, where it was measured.
 
-Gluon code only (``triton.experimental.gluon``: explicit layouts; it has no CPU interpreter, so
-this kernel runs on sm_90 GPUs only); the launcher is :func:`mxfp4.launch.launch_int8_rs`.
+Gluon code (``triton.experimental.gluon``: explicit layouts; no CPU interpreter, so sm_90 GPUs
+only); the launcher is :func:`gluon_rs.launch_rs`.
 
 Swap A and B: a program computes C^T [BNW, BA] = W [BNW, K] x A^T, so the weight is wgmma's
 register operand and A (a few rows) its shared-memory operand. The weight is the packed fold
 (:class:`mxfp4.fold.PackedFold`: e2m1 codes and a shift per MX block) with each block's codes
-stored in the order of the wgmma A-operand fragment (:func:`mxfp4.fold.rs_codes`): the 32-bit
+stored in the order of the wgmma A-operand fragment (:func:`gluon_rs.rs_codes`): the 32-bit
 word of lane % 4 = q holds K offsets 4q .. 4q+3 and 16+4q .. 16+4q+3 of its row and block.
 After ``ldmatrix`` and the ``prmt`` unpack of :mod:`mxfp4.kernels.packed` the int8 values are
 where wgmma reads them: the layout conversions are asserted trivial (no data movement). The
-codes and the block shifts (a 16-byte tile per row and K step, :func:`mxfp4.fold.shift_plane`)
+codes and the block shifts (a 16-byte tile per row and K step, :func:`gluon_rs.shift_plane`)
 come by TMA through an mbarrier ring that is filled before A is touched.
 
 A program takes BA rows of A over one segment (all of K, or one split of split-K) in one load,
@@ -25,8 +28,8 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                                 warpgroup_mma_wait)
 
-from .int8 import _fold_rule, _fold_scaled, _merge_scales, _scales, all_fold, seg_factor
-from .packed import _UNPACK_ASM
+from mxfp4.kernels.int8 import _fold_rule, _fold_scaled, _merge_scales, _scales, all_fold, seg_factor
+from mxfp4.kernels.packed import _UNPACK_ASM
 
 
 @gluon.constexpr_function
