@@ -16,7 +16,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import tma, mbarrier, warpgroup_mma, warpgroup_mma_wait
 
-from gluon_rs_kernel import code_layout, flat_code_layout, rs_mma_layout, unpack_codes
+from gluon_rs_kernel import rs_mma_layout, rs_step
 
 
 @gluon.constexpr_function
@@ -127,15 +127,10 @@ def g_rs_gemm(a_desc, w_desc, sh_desc, fa_ptr, fw_ptr, c_ptr, stride_cm, M, N, K
                                         pred=p)
 
     mma: gl.constexpr = rs_mma_layout(BA, num_warps)
-    LS: gl.constexpr = gl.SliceLayout(2, code_layout(BNW, CB, num_warps))
     acc = gl.zeros((BNW, BA), gl.int32, layout=mma)
     for ki in range(nk):
         s = ki % STAGES
-        mbarrier.wait(bars.index(s), (ki // STAGES) & 1)
-        sh = sh_s.index(s).slice(0, CB, dim=1).load(LS).to(gl.int32)
-        wv = unpack_codes(w_s.index(s).load(flat_code_layout(BNW, CB, num_warps)), sh, BNW, CB, BA, num_warps)
-        acc = warpgroup_mma(wv, a_s.index(s).permute((1, 0)), acc, is_async=True)
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
+        acc = rs_step(acc, w_s, sh_s, bars, s, (ki // STAGES) & 1, a_s.index(s), BNW, CB, BA, num_warps)
         nxt = ki + STAGES - 1
         sn = nxt % STAGES
         p = nxt < nk

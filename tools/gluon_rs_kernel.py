@@ -89,6 +89,19 @@ def unpack_codes(codes, sh, BNW: gl.constexpr, CB: gl.constexpr, BA: gl.constexp
 
 
 @gluon.jit
+def rs_step(acc, w_s, sh_s, bars, slot, phase, b_tile, BNW: gl.constexpr, CB: gl.constexpr, BA: gl.constexpr,
+            num_warps: gl.constexpr):
+    """One K step of the register-operand product: wait for ring slot ``slot`` (codes and shifts),
+    unpack its codes into wgmma's register operand, acc += W x b_tile^T (b_tile: the step's A,
+    shared [BA, BK]); waited for (the next step's unpack may reuse the registers)."""
+    mbarrier.wait(bars.index(slot), phase)
+    sh = sh_s.index(slot).slice(0, CB, dim=1).load(gl.SliceLayout(2, code_layout(BNW, CB, num_warps))).to(gl.int32)
+    wv = unpack_codes(w_s.index(slot).load(flat_code_layout(BNW, CB, num_warps)), sh, BNW, CB, BA, num_warps)
+    acc = warpgroup_mma(wv, b_tile.permute((1, 0)), acc, is_async=True)
+    return warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
+
+
+@gluon.jit
 def _load_a(a_ptr, stride_am, stride_ak, rows, row_ok, k0, k_hi, BK: gl.constexpr, LA: gl.constexpr):
     """A[rows, k0 : k0 + BK] (bf16, zeros past row_ok and past column k_hi)."""
     k = k0 + gl.arange(0, BK, layout=gl.SliceLayout(0, LA))
@@ -232,15 +245,9 @@ def a4w4_rs_kernel(a_ptr, stride_am, stride_ak, w_desc, sh_desc, wc_ptr, wsh_ptr
         _store_steps(a_s, q.to(gl.int8), BA, BK, SEG_STEPS)
         fence_async_shared()
         gl.thread_barrier()
-        LS: gl.constexpr = gl.SliceLayout(2, code_layout(BNW, CB, num_warps))
         acc = gl.zeros([BNW, BA], gl.int32, layout=mma)
         for j in range(nk):
-            slot = j % STAGES
-            mbarrier.wait(bars.index(slot), (j // STAGES) & 1)
-            sh = sh_s.index(slot).slice(0, CB, dim=1).load(LS).to(gl.int32)
-            wv = unpack_codes(w_s.index(slot).load(flat_code_layout(BNW, CB, num_warps)), sh, BNW, CB, BA, num_warps)
-            acc = warpgroup_mma(wv, a_s.index(j).permute((1, 0)), acc, is_async=True)
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
+            acc = rs_step(acc, w_s, sh_s, bars, j % STAGES, (j // STAGES) & 1, a_s.index(j), BNW, CB, BA, num_warps)
             gl.thread_barrier()  # every warp is done with the slot before TMA refills it
             nxt = j + STAGES - 1
             _ring_load(w_desc, sh_desc, bars, w_s, sh_s, nxt % STAGES, col0, step0 + nxt, nxt < nk)
