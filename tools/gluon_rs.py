@@ -15,7 +15,7 @@ from mxfp4 import launch
 from mxfp4.fold import PackedFold, folded_weight, pack_codes, unpack_codes
 from mxfp4.formats import BLOCK, ScaleRule
 from mxfp4.tensor import MXFP4Tensor
-from mxfp4.tuning import pow2_at_least
+from mxfp4.tuning import KernelConfig, pow2_at_least
 
 SMEM = 220 * 1024
 """Shared memory a program may take (the H200 gives 227 KB)."""
@@ -73,12 +73,10 @@ def shift_plane(shift: torch.Tensor, blocks_per_step: int) -> torch.Tensor:
 
 
 def segments(k: int, cfg: RSConfig) -> tuple[int, int]:
-    """(blocks per segment, segments): all of K, or split_k splits rounded to whole K steps."""
-    blocks = k // BLOCK
-    if cfg.split_k == 1:
-        return blocks, 1
-    seg = -(-(-(-blocks // cfg.split_k)) // cfg.blocks_per_step) * cfg.blocks_per_step
-    return seg, -(-blocks // seg)
+    """(blocks per segment, segments): the int8 kernels' rule (all of K, or split_k splits
+    rounded to whole K steps), by way of the int8_fused config with the same split and step."""
+    seg, segs, _ = launch._int8_shape(k, KernelConfig(16, 64, cfg.split_k, 4, 3, cfg.blocks_per_step, "int8_fused"))
+    return seg, segs
 
 
 def steps(k: int, cfg: RSConfig) -> int:
