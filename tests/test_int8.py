@@ -167,6 +167,22 @@ def test_int8_gemm_small(m, n, k, seed, cfg, data):
         assert report.passed, report
 
 
+@pytest.mark.parametrize("wide", [0, 8192])
+def test_fused_facts_in_one_load_or_a_loop(wide, monkeypatch):
+    """The fold facts past a segment's first step from one wide load (REST) or from a loop of
+    step loads (segments too long for one load): the same output, A's fold bit for bit, on
+    rows that spread past the fold (block by block) and rows that fold."""
+    monkeypatch.setattr(launch, "WIDE_FACTS", wide)
+    g = torch.Generator().manual_seed(1153)
+    a = torch.randn(20, 512, generator=g).to(torch.bfloat16)
+    a[::4] = spread_rows(a[::4], -9, 9, 4)
+    w = mxfp4.quantize(torch.randn(32, 512, generator=g).to(torch.bfloat16).to(DEV))
+    out, folded_a = ops.gemm_a4w4_debug(a.to(DEV), w, KernelConfig(16, 16, 3, 4, 2, 2, "int8_fused"))
+    assert not fold.differing_arrays(folded_a, fold.fold_tensor(mxfp4.quantize(a.to(DEV)), folded_a.seg_blocks))
+    report = testing.check_gemm(out, a.to(DEV), w)
+    assert report.passed, report
+
+
 def test_fused_config_rules():
     assert KernelConfig(16, 32, 1, 4, 1, 16, "int8_fused").blocks_per_step == 16
     with pytest.raises(ValueError, match="blocks_per_step"):

@@ -138,6 +138,7 @@ def plan_direct(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Ke
 
 
 FOLD_ROWS = 16      # rows per program of the A fold launch (at most)
+WIDE_FACTS = 8192   # int8_fused: A elements per program for the fold facts in one load (REST)
 FOLD_ELEMS = 4096   # elements per load of the A fold launch
 FOLD_BYTES = 32768  # bytes of A per program of the A fold launch (at most, unless one row is more)
 GROUP_M = 8         # int8 kernel: M tiles side by side (W reuse in L2)
@@ -296,10 +297,12 @@ def launch_int8_fused(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, conf
     cnt, part = _split_k_buffers(dev, tiles, segs, config, fw.seg_scale)
     fa = _empty_fold(m, k, seg, dev) if debug else None
     targets = (fa.q, fa.block_scale, fa.seg_scale, fa.folded) if debug else (cnt,) * 4  # untouched unless debug
+    rest = pow2_at_least(32 * (seg - config.blocks_per_step)) if seg > config.blocks_per_step else 0
     a4w4_fused_kernel[(tiles * segs,)](
         a2, a2.stride(0), a2.stride(1), w_vals, w_shift, fw.block_scale, fw.seg_scale, fw.folded,
         out2, out2.stride(0), out2.stride(1), part, cnt[4:], *targets, m, n, k, seg, segs,
         BM=bm, BMQ=bmq, BN=bn, BK=32 * config.blocks_per_step, ONE_STEP=seg <= config.blocks_per_step,
+        REST=rest if bmq * rest <= WIDE_FACTS else 0,
         FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR, USE_SPLIT=segs > 1, WRITE_FOLD=debug, PACKED=config.packed,
         num_warps=config.num_warps, num_stages=config.num_stages)
     return fa

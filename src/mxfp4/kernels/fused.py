@@ -8,8 +8,8 @@ import triton
 import triton.language as tl
 
 from .a4w4 import _store_tile
-from .int8 import (_fold_rule, _fold_scaled, _fold_values, _load_rows, _merge_scales, _scales, _segment_facts,
-                   _store_fold, all_fold, seg_factor)
+from .int8 import (_fold_rule, _fold_scaled, _fold_values, _load_rows, _merge_facts, _merge_scales, _scales,
+                   _segment_facts, _store_fold, all_fold, seg_factor)
 from .packed import load_packed
 
 
@@ -37,12 +37,34 @@ def _load_w(w_ptr, wsh_ptr, cols, col_ok, K, k0, k_hi, BK: tl.constexpr, PACKED:
 
 
 @triton.jit
+def _load_steps(a_ptr, stride_am, stride_ak, row0, M, k0, k_hi, BMQ: tl.constexpr, BK: tl.constexpr, NR: tl.constexpr):
+    """A's rows row0 .. row0 + BMQ - 1 over the NR K steps of BK from column k0, as one load of
+    [NR * BMQ, BK] (row r holds step r // BMQ of row r % BMQ; zeros past M and k_hi): shaped as
+    one step's tile, so the compiler gives it the layout of the K loop's A tiles (a [BMQ, NR * BK]
+    load made it pick one that repeats each step's fold NR times over)."""
+    r = tl.arange(0, NR * BMQ)
+    row = row0 + r % BMQ
+    k = k0 + (r // BMQ)[:, None] * BK + tl.arange(0, BK)[None, :]
+    return tl.load(a_ptr + row[:, None] * stride_am + k * stride_ak, mask=(row < M)[:, None] & (k < k_hi), other=0)
+
+
+@triton.jit
+def _rest_facts(x_rest, hi, lo, nan, BMQ: tl.constexpr, NR: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr):
+    """The running facts of BMQ rows continued over x_rest [NR * BMQ, CB * 32] (:func:`_load_steps`)."""
+    h, lw, n = _merge_facts(x_rest, tl.full((NR * BMQ,), -1000, tl.int32), tl.full((NR * BMQ,), 1000, tl.int32),
+                            tl.zeros((NR * BMQ,), tl.int32), NR * BMQ, CB, FLOOR_RULE)
+    return (tl.maximum(hi, tl.max(tl.reshape(h, (NR, BMQ)), axis=0)),
+            tl.minimum(lo, tl.min(tl.reshape(lw, (NR, BMQ)), axis=0)),
+            tl.maximum(nan, tl.max(tl.reshape(n, (NR, BMQ)), axis=0)))
+
+
+@triton.jit
 def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, wsh_ptr, wbs_ptr, wss_ptr, wok_ptr,
                       c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, q_ptr, bs_ptr, ss_ptr, ok_ptr,
                       M, N, K, SEG_BLOCKS, NSEG,
                       BM: tl.constexpr, BMQ: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                       ONE_STEP: tl.constexpr, FLOOR_RULE: tl.constexpr, USE_SPLIT: tl.constexpr,
-                      WRITE_FOLD: tl.constexpr, PACKED: tl.constexpr):
+                      WRITE_FOLD: tl.constexpr, PACKED: tl.constexpr, REST: tl.constexpr = 0):
     """C[M, N] (bf16) from bf16 A [M, K] and the folded weight W (int8 [N, K] with its fold
     arrays) in one launch: each program folds the A rows it needs itself.
 
@@ -54,7 +76,11 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, wsh_ptr, wbs_ptr, wss_
     per K step of BK quantizes and folds A in registers and runs an int8 dot (exact int32 sums),
     scaled once at the end. Where an A row or a W row of the tile does not
     fold over the segment, the segment goes block by block instead (exact for any data).
-    ONE_STEP: every segment fits one K step (no K loop is compiled). WRITE_FOLD (tests): programs
+    ONE_STEP: every segment fits one K step (no K loop is compiled). REST > 0 (a power of two
+    at least the segment's length past its first step): the fold facts of the rest of the
+    segment come from one load of REST columns issued with the first step's loads, instead of a
+    loop of K-step loads after them, each a memory round trip (loads that feed no dot are not
+    pipelined). WRITE_FOLD (tests): programs
     of the first N tile also write A's fold (the arrays of fold_a_kernel, bit for bit). PACKED:
     the weight is :class:`mxfp4.fold.PackedFold` (w_ptr its codes, wsh_ptr its shifts), else
     :class:`mxfp4.fold.Folded` (w_ptr its int8 values; wsh_ptr unused)."""
@@ -77,6 +103,9 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, wsh_ptr, wbs_ptr, wss_
     # Every load that waits on nothing first, so they share one memory round trip; the weight
     # last, as the compiler moves it to shared memory (and waits for it) right after its load.
     x0 = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, k_lo, k_hi, BK)
+    x_rest = x0
+    if REST > 0:
+        x_rest = _load_steps(a_ptr, stride_am, stride_ak, pid_m * BMQ, M, k_lo + BK, k_hi, BMQ, BK, REST // BK)
     ok_w = tl.load(wok_ptr + cols * NSEG + seg, mask=col_ok, other=1)
     fw = tl.load(wss_ptr + cols * NSEG + seg, mask=col_ok, other=0.0)
     w0 = _load_w(w_ptr, wsh_ptr, cols, col_ok, K, k_lo, k_hi, BK, PACKED)
@@ -86,7 +115,9 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, wsh_ptr, wbs_ptr, wss_
     xf0, bits0, amax0, e0, nonfinite0 = _scales(x0, BMQ, CB, FLOOR_RULE)
     hi, lo, nan = _merge_scales(amax0, e0, nonfinite0, tl.full((BMQ,), -1000, tl.int32),
                                 tl.full((BMQ,), 1000, tl.int32), tl.zeros((BMQ,), tl.int32))
-    if not ONE_STEP:
+    if REST > 0:
+        hi, lo, nan = _rest_facts(x_rest, hi, lo, nan, BMQ, REST // BK, CB, FLOOR_RULE)
+    elif not ONE_STEP:
         hi, lo, nan = _segment_facts(a_ptr, stride_am, stride_ak, rows, row_ok, k_lo + BK, k_hi, hi, lo, nan,
                                      BMQ, CB, FLOOR_RULE)
     folded, ref = _fold_rule(hi, lo)

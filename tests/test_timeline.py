@@ -1,0 +1,20 @@
+"""tools/timeline.py (a GPU tool) rebuilds the library's int8_fused and int8_meet kernels from their
+source with timer stamps after anchor lines; here (CPU) that every anchor still occurs exactly
+once in the kernels' source, so a change to a kernel that moves an anchor fails here rather than
+on the device."""
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("triton")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+timeline = pytest.importorskip("timeline")
+
+
+@pytest.mark.parametrize("spec", [timeline.FUSED, timeline.MEET], ids=["int8_fused", "int8_meet"])
+def test_timeline_anchors_match_the_kernels(spec):
+    kernel = timeline.traced_kernel(spec)
+    assert kernel.arg_names[0] == "trace_ptr"
+    assert kernel.arg_names[1:] == getattr(__import__(f"mxfp4.kernels.{spec[0]}", fromlist=[spec[1]]),
+                                           spec[1]).arg_names

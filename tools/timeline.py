@@ -1,0 +1,165 @@
+"""Where one launch's time goes inside the kernel (GPU): per-program timestamps (%globaltimer,
+ns) at the phase boundaries of the int8_fused and int8_meet kernels, with L2 flushed before each
+call, beside the launch's event time (the bench's rule) and cuBLAS bf16.
+
+The library's kernel module is copied to a temporary file with stamp calls inserted after anchor
+lines (each anchor must occur exactly once), so the library itself carries no tracing code. A
+stamp waits for the values it names (a reduction over the program, then the timer read), so it
+marks when the whole program has them; each costs a cross-warp reduction, so the traced launch
+runs a little slower than the plain one (both are printed).
+
+Usage (on the GPU box, from the repo root):
+  PYTHONPATH=src python3 tools/timeline.py [M,N,K ...]      (default: the six benchmark shapes)
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+from mxfp4 import launch, ops, task, testing
+from mxfp4.bench.timing import ColdTimer
+
+SLOTS = 32
+KERNELS = Path(__file__).resolve().parent.parent / "src" / "mxfp4" / "kernels"
+
+STAMP = '''
+
+@triton.jit
+def _stamp(trace_ptr, slot, dep):
+    """Write %globaltimer (ns) to trace[program, slot] once the whole program holds ``dep``."""
+    if len(dep.shape) == 0:
+        ready = dep.to(tl.int32)
+    else:
+        ready = tl.max(dep.to(tl.int32))
+    t = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [ready], dtype=tl.int64, is_pure=False,
+                                  pack=1)
+    tl.store(trace_ptr + tl.program_id(0) * {slots} + slot, t)
+'''.format(slots=SLOTS)
+
+# (module, kernel, [(anchor line, inserted lines)]): the inserted lines go right after the anchor.
+FUSED = ("fused", "a4w4_fused_kernel", [
+    ("    pid = tl.program_id(0)\n", "    _stamp(trace_ptr, 0, pid)\n"),
+    ("    xf0, bits0, amax0, e0, nonfinite0 = _scales(x0, BMQ, CB, FLOOR_RULE)\n",
+     "    _stamp(trace_ptr, 1, amax0)\n"),
+    ("    ok_w = all_fold(fw, ok_w)\n", "    _stamp(trace_ptr, 2, ok_w)\n"),
+    ("    folded, ref = _fold_rule(hi, lo)\n", "    _stamp(trace_ptr, 3, hi)\n"),
+    ("        d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w0), out_dtype=tl.int32)\n",
+     "        _stamp(trace_ptr, 4, d)\n"),
+    ("                d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w), d, out_dtype=tl.int32)\n",
+     "                _stamp(trace_ptr, tl.minimum(4 + (k0 - k_lo) // BK, 30), d)\n"),
+    ("                BM, BN, USE_SPLIT, REP)\n", "    _stamp(trace_ptr, 31, pid)\n"),
+])
+FUSED_NAMES = {0: "start", 1: "A in", 2: "W flags", 3: "A facts", 4: "dot 1", 31: "end"}
+
+MEET = ("meet", "a4w4_meet_kernel", [
+    ("    pid = tl.program_id(0)\n", "    _stamp(trace_ptr, 0, pid)\n"),
+    ("                  unit // ROW_GROUPS, M, K, SEG_BLOCKS, NSEG, PM, CB, FLOOR_RULE, ONE_CHUNK)\n",
+     "    _stamp(trace_ptr, 1, pid)\n"),
+    ("    meet(sync_ptr, INTERPRET)\n", "    _stamp(trace_ptr, 2, pid)\n"),
+    ("                  FBN, GROUP_M, MODE, PACKED)\n", "        _stamp(trace_ptr, 31, pid)\n"),
+])
+MEET_NAMES = {0: "start", 1: "fold done", 2: "met", 31: "end"}
+
+
+def traced_kernel(spec):
+    """The kernel of ``spec`` rebuilt from the library's source with the stamps inserted, taking
+    the trace buffer as its first argument."""
+    module, name, anchors = spec
+    src = (KERNELS / f"{module}.py").read_text()
+    for anchor, lines in anchors:
+        if src.count(anchor) != 1:
+            raise RuntimeError(f"anchor found {src.count(anchor)} times in {module}.py: {anchor!r}")
+        src = src.replace(anchor, anchor + lines)
+    src = src.replace(f"def {name}(", f"def {name}(trace_ptr, ").replace("from .", "from mxfp4.kernels.")
+    path = Path(tempfile.mkdtemp()) / f"traced_{module}.py"
+    path.write_text(src + STAMP)
+    mod_spec = importlib.util.spec_from_file_location(f"traced_{module}", path)
+    mod = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(mod)
+    return getattr(mod, name)
+
+
+class _WithTrace:
+    """Stands in for a kernel in its module: launches ``kernel`` with ``trace`` in front."""
+
+    def __init__(self, kernel, trace):
+        self.kernel, self.trace, self.grid = kernel, trace, None
+
+    def __getitem__(self, grid):
+        self.grid = grid
+        return lambda *args, **kwargs: self.kernel[grid](self.trace, *args, **kwargs)
+
+
+def timeline(m, n, k, timer, runs=20):
+    data = task.generate_input(m, n, k, m + n + k, device="cuda")
+    a, b = data[0], data[1]
+    w = task.weight_from_task(data[3], data[4], k)
+    cfg = ops.resolve_config(m, n, k, torch.device("cuda"))
+    if cfg.kernel not in ("int8_fused", "int8_meet"):
+        print(f"{m}x{n}x{k}: kernel {cfg.kernel} is not traced")
+        return
+    spec, names = (FUSED, FUSED_NAMES) if cfg.kernel == "int8_fused" else (MEET, MEET_NAMES)
+    module = importlib.import_module(f"mxfp4.kernels.{spec[0]}")
+    plain = getattr(module, spec[1])
+    out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+    call = lambda: launch.launch_a4w4(a, w, out, cfg)  # noqa: E731
+    plain_us = timer.time(call, min_runs=10, max_runs=40, budget_s=0.5).mean_us
+    cublas_us = timer.time(lambda: a @ b.T, min_runs=10, max_runs=40, budget_s=0.5).mean_us
+    trace = torch.zeros(4096 * SLOTS, dtype=torch.int64, device="cuda")
+    stand_in = _WithTrace(traced_kernel(spec), trace)
+    setattr(module, spec[1], stand_in)
+    try:
+        out.fill_(float("nan"))
+        call()
+        exact = testing.check_gemm(out, a, w, testing.sample_rows(m, limit=0)).passed
+        traced_us = timer.time(call, min_runs=10, max_runs=40, budget_s=0.5).mean_us
+        per_run = []
+        for _ in range(runs):
+            trace.zero_()
+            torch.cuda.synchronize()
+            timer.flush()
+            call()
+            torch.cuda.synchronize()
+            grid = stand_in.grid[0]
+            per_run.append(trace[:grid * SLOTS].view(grid, SLOTS).cpu())
+    finally:
+        setattr(module, spec[1], plain)
+    tag = f"{m}x{n}x{k} {cfg.kernel} {cfg.block_m}x{cfg.block_n} s{cfg.split_k} b{cfg.blocks_per_step}"
+    print(f"\n{tag}: {grid} programs; event time plain {plain_us:.2f} us, traced {traced_us:.2f}, "
+          f"cuBLAS bf16 {cublas_us:.2f}; traced output exact: {exact}")
+    print("  slot          from launch's first start (us): median / max over programs | from own start: median")
+    used = sorted({s for t in per_run for s in range(SLOTS) if bool((t[:, s] != 0).any())})
+    for s in used:
+        rel_first, rel_own = [], []
+        for t in per_run:
+            live = t[:, s] != 0
+            t0 = t[:, 0].min()
+            rel_first.append(((t[live, s] - t0).double() / 1e3))
+            rel_own.append(((t[live, s] - t[live, 0]).double() / 1e3))
+        first = torch.cat(rel_first)
+        med_max = statistics.median(float(r.max()) for r in rel_first)
+        name = names.get(s, f"step {s - 3}")
+        print(f"  {s:>2} {name:<10} {float(first.median()):8.2f} / {med_max:8.2f} | {float(torch.cat(rel_own).median()):8.2f}")
+    spans = [float((t[:, 31].max() - t[:, 0].min()) / 1e3) for t in per_run]
+    ticks = torch.cat([t[t != 0] for t in per_run]).sort().values.diff()
+    ticks = ticks[ticks > 0]
+    print(f"  span first start -> last end: median {statistics.median(spans):.2f} us over {runs} runs; "
+          f"event time minus span {traced_us - statistics.median(spans):.2f} us; timer resolution: the "
+          f"smallest step between stamps is {int(ticks.min()) if len(ticks) else 0} ns")
+
+
+def main(argv):
+    timer = ColdTimer("cuda")
+    shapes = [tuple(map(int, s.split(","))) for s in argv] or [s[:3] for s in task.BENCHMARK_SHAPES]
+    for m, n, k in shapes:
+        timeline(m, n, k, timer)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
