@@ -4,6 +4,8 @@ CPU: the fold in torch, the Triton fold kernel and the GEMM under TRITON_INTERPR
 shapes. GPU (marker ``gpu``): the issue's prefill shapes, on randn data (every segment folds)
 and on rows scaled 2**-20 .. 2**20 block to block (segments that do not fold).
 """
+import dataclasses
+
 import pytest
 import torch
 
@@ -227,6 +229,7 @@ def test_int8_odd_shapes_on_gpu(m, n, k):
                 KernelConfig(64, 128, 3, 4, 3, 4, "int8"), KernelConfig(64, 128, 1, 4, 4, 4, "int8_meet"),
                 KernelConfig(64, 128, 3, 4, 3, 4, "int8_meet"), KernelConfig(64, 256, 1, 8, 3, 4, "int8_meet", 8),
                 KernelConfig(64, 64, 1, 4, 4, 8, "int8_meet", packed=True),
+                KernelConfig(64, 64, 1, 4, 3, 8, "int8_meet"),  # two programs per SM where tiles > SMs
                 KernelConfig(64, 128, 3, 4, 3, 4, "int8", packed=True)):
         out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
         launch.launch_a4w4(a, w, out, cfg)
@@ -234,6 +237,34 @@ def test_int8_odd_shapes_on_gpu(m, n, k):
     got = launch.fold_a(a, 8, w.scale_rule)
     want = fold.fold_tensor(mxfp4.quantize(a), 8)
     assert not fold.differing_arrays(got, want)
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("spread", [False, True])
+def test_meet_two_programs_per_sm_on_gpu(spread):
+    """int8_meet on 64 x 64 tiles in 3 stages at 256x3072x1536: 192 work items, more than the
+    SMs, and two programs fit on an SM, so the grid holds two per SM (the meeting needs them
+    all resident). Exact (with spread rows: tiles that go block by block), bitwise equal to the
+    two-launch int8 path on the same tiles, and the same over 20 calls."""
+    m, n, k = 256, 3072, 1536
+    g = torch.Generator().manual_seed(2561)
+    a = torch.randn(m, k, generator=g).to(torch.bfloat16).cuda()
+    if spread:
+        a[::5] = spread_rows(a[::5], -9, 9, 6)
+    w = mxfp4.quantize(torch.randn(n, k, generator=g).to(torch.bfloat16).cuda()).to_layout(Layout.AITER_SHUFFLED)
+    cfg = KernelConfig(64, 64, 1, 4, 3, 8, "int8_meet")
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    launch.launch_a4w4(a, w, out, cfg)
+    assert any(key[0] == cfg and per_sm >= 2 for key, per_sm in launch._RESIDENT.items())
+    assert testing.check_gemm(out, a, w).passed
+    two = torch.full_like(out, float("nan"))
+    launch.launch_a4w4(a, w, two, dataclasses.replace(cfg, kernel="int8"))
+    assert torch.equal(out, two)
+    first = out.clone()
+    for _ in range(20):
+        launch.launch_a4w4(a, w, out, cfg)
+        assert torch.equal(out, first)
 
 
 def test_block_by_block_path_in_column_pieces(monkeypatch):

@@ -141,9 +141,10 @@ def test_two_launch_configs_win_only_by_the_margin():
 
 
 def test_candidates_are_valid_and_bounded():
+    """At most 64 candidates per shape (the tuner times every one of them)."""
     for m, n, k, _ in task.BENCHMARK_SHAPES:
         cands = candidate_configs(m, n, k)
-        assert 1 <= len(cands) <= 60
+        assert 1 <= len(cands) <= 64
         assert all(isinstance(c, KernelConfig) for c in cands)
 
 

@@ -92,13 +92,15 @@ def int8_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelCo
     steps and 4 stages). Up to M = 256 also 64 x 64 tiles (8-block steps, 4 or 6 stages) and 64 x
     128 on 8 warps: twice the programs where 64 x 128 tiles leave SMs idle (64x7168x2048: 56
     programs on 132 SMs); 64 x 64 won 9 of the 11 tuned M = 64 layers
-    (docs/results/s6/trials-run3-*.csv)."""
+    (docs/results/s6/trials-run3-*.csv). 64 x 64 also in 3 stages (98 KB of shared memory), so
+    that two programs fit on an SM (int8_meet then runs two per SM where there are more tiles
+    than SMs: docs/results/s9/meet-grid-run14.txt)."""
     if m < 16 or k < 128:
         return []
     whole = ((128, 256, 8, 4, 3), (128, 256, 8, 4, 4), (128, 256, 8, 2, 6), (128, 128, 8, 8, 3), (128, 128, 8, 4, 4),
              (64, 128, 4, 4, 3), (64, 128, 4, 4, 4), (64, 128, 4, 4, 6), (64, 128, 4, 4, 8), (64, 128, 4, 8, 4))
     if m <= 256:  # twice the programs of 64 x 128 where those leave SMs idle
-        whole += ((64, 64, 4, 8, 4), (64, 64, 4, 8, 6), (64, 128, 8, 8, 4))
+        whole += ((64, 64, 4, 8, 3), (64, 64, 4, 8, 4), (64, 64, 4, 8, 6), (64, 128, 8, 8, 4))
     out = [KernelConfig(bm, bn, 1, warps, stages, nbs, "int8")
            for bm, bn, warps, nbs, stages in whole if bm <= max(64, m)]
     blocks = k // 32
