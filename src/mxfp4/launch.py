@@ -3,6 +3,7 @@ counter workspace, the int8 fold launch and the folded weight). No validation: :
 checks the operands and picks the config."""
 from __future__ import annotations
 
+import ctypes
 import os
 
 import torch
@@ -139,6 +140,8 @@ def plan_direct(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Ke
 
 FOLD_ROWS = 16      # rows per program of the A fold launch (at most)
 WIDE_FACTS = 8192   # int8_fused: A elements per program for the fold facts in one load (REST)
+MEET_PER_SM = 2     # int8_meet: programs per SM at most, where they fit (two: 256x3072x1536 on 64 x 64
+                    # tiles, 192 work items, 15.7 -> 12.3 us on the H200, ninth session run 14)
 FOLD_ELEMS = 4096   # elements per load of the A fold launch
 FOLD_BYTES = 32768  # bytes of A per program of the A fold launch (at most, unless one row is more)
 GROUP_M = 8         # int8 kernel: M tiles side by side (W reuse in L2)
@@ -285,11 +288,7 @@ def launch_int8_meet(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, confi
     return fa
 
 
-MEET_PER_SM = 2
-"""int8_meet: programs per SM at most (where they fit). Two per SM let one program's K loop run
-while another waits on its loads (H200, run 14 of the ninth session: 256x3072x1536 on 64 x 64
-tiles in 3 stages, 192 work items, 15.7 -> 12.3 us)."""
-_RESIDENT: dict = {}
+_RESIDENT: dict = {}  # _resident_per_sm's answers: facts of the driver about compiled kernels
 
 
 def _resident_per_sm(kernel, args: tuple, consts: dict, key: tuple) -> int:
@@ -300,8 +299,6 @@ def _resident_per_sm(kernel, args: tuple, consts: dict, key: tuple) -> int:
     if key not in _RESIDENT:
         per_sm = 1
         try:
-            import ctypes
-
             compiled = kernel.warmup(*args, grid=(1,), **consts)  # compiles (and caches) without launching
             compiled._init_handles()
             blocks = ctypes.c_int(0)
