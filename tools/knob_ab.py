@@ -1,10 +1,13 @@
-"""A / B of one module-level knob of mxfp4.launch (GPU): each shape's call (the table's config)
-timed with the knob at value A and at value B, alternated twice (A B A B, L2 flushed before each
-call, the bench's rule), beside cuBLAS bf16; every output checked against the exact oracle.
+"""A / B of one module-level knob of mxfp4.launch (GPU): each shape's call (the table's config,
+or one given with the shape) timed with the knob at value A and at value B, alternated twice
+(A B A B, L2 flushed before each call, the bench's rule), beside cuBLAS bf16; every output
+checked against the exact oracle.
 
 Usage (on the GPU box, from the repo root):
-  PYTHONPATH=src python3 tools/knob_ab.py NAME A B M,N,K [M,N,K ...] [OTHER=V ...]
-e.g.  tools/knob_ab.py WIDE_FACTS 0 8192 16,2112,7168 FUSED_MAXNREG=128
+  PYTHONPATH=src python3 tools/knob_ab.py NAME A B SHAPE [SHAPE ...] [OTHER=V ...]
+SHAPE: M,N,K (the table's config) or M,N,K,BM,BN,SPLIT,WARPS,STAGES,STEP,KERNEL. E.g.
+  tools/knob_ab.py WIDE_FACTS 0 8192 16,2112,7168
+  tools/knob_ab.py MEET_PER_SM 1 2 256,3072,1536,64,64,1,4,3,8,int8_meet
 (OTHER=V: another knob held at V for the whole run). Per shape and value, the registers per
 thread (and spilled bytes) of the kernel variant that the first call compiled ("cached" when it
 had been compiled before in this process, so the variant is not known).
@@ -17,7 +20,7 @@ import sys
 
 import torch
 
-from mxfp4 import launch, ops, task, testing
+from mxfp4 import KernelConfig, launch, ops, task, testing
 from mxfp4.bench.timing import ColdTimer, geomean
 
 
@@ -52,11 +55,15 @@ def main(argv):
     print(f"{'shape':>18} {'config':>28} {name + '=' + str(values[0]):>16} {name + '=' + str(values[1]):>16} "
           f"{'cublas':>7} exact")
     for spec in shapes:
-        m, n, k = map(int, spec.split(","))
+        fields = spec.split(",")
+        m, n, k = map(int, fields[:3])
         data = task.generate_input(m, n, k, m + n + k, device="cuda")
         a, b = data[0], data[1]
         w = task.weight_from_task(data[3], data[4], k)
-        cfg = ops.resolve_config(m, n, k, torch.device("cuda"))
+        if len(fields) > 3:
+            cfg = KernelConfig(*map(int, fields[3:9]), kernel=fields[9])
+        else:
+            cfg = ops.resolve_config(m, n, k, torch.device("cuda"))
         out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
         call = lambda: launch.launch_a4w4(a, w, out, cfg)  # noqa: E731
         times = {v: [] for v in values}
