@@ -80,7 +80,7 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, wsh_ptr, wbs_ptr, wss_
     at least the segment's length past its first step): the fold facts of the rest of the
     segment come from one load of REST columns issued with the first step's loads, instead of a
     loop of K-step loads after them, each a memory round trip (loads that feed no dot are not
-    pipelined). WRITE_FOLD (tests): programs
+    pipelined; H200: 16x2112x7168 16.9 -> 15.8 us, ninth session run 5). WRITE_FOLD (tests): programs
     of the first N tile also write A's fold (the arrays of fold_a_kernel, bit for bit). PACKED:
     the weight is :class:`mxfp4.fold.PackedFold` (w_ptr its codes, wsh_ptr its shifts), else
     :class:`mxfp4.fold.Folded` (w_ptr its int8 values; wsh_ptr unused)."""
