@@ -58,10 +58,17 @@ def block_scales(xf, FLOOR_RULE: tl.constexpr):
     xf's int32 bits, each block's largest magnitude as float32 bits (0 in a block holding NaN or
     Inf), its scale exponent and whether it is non-finite ([B0, B1] each)."""
     bits = xf.to(tl.int32, bitcast=True)
-    amax = tl.max(bits & 0x7FFFFFFF, axis=2)
+    amax, e, nonfinite = amax_scales(tl.max(bits & 0x7FFFFFFF, axis=2), FLOOR_RULE)
+    return bits, amax, e, nonfinite
+
+
+@triton.jit
+def amax_scales(amax, FLOOR_RULE: tl.constexpr):
+    """(amax, e, nonfinite) of blocks from the float32 bits of their largest magnitude: 0 and
+    non-finite where that is NaN or Inf, and the scale exponent."""
     nonfinite = amax >= 0x7F800000
     amax = tl.where(nonfinite, 0, amax)
-    return bits, amax, block_exponent(amax, FLOOR_RULE), nonfinite
+    return amax, block_exponent(amax, FLOOR_RULE), nonfinite
 
 
 @triton.jit

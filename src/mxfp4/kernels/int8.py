@@ -32,7 +32,7 @@ are near the ends of the float32 range and the result is Inf / NaN or loses its 
 import triton
 import triton.language as tl
 
-from .a4w4 import _midpoint_bits, _store_tile, block_exponent, block_scales, f32_to_bf16_rne, pow2_f32, to_f32
+from .a4w4 import _midpoint_bits, _store_tile, amax_scales, block_scales, f32_to_bf16_rne, pow2_f32, to_f32
 from .direct import round_with_scales
 from .packed import load_shifts, unpack_w
 
@@ -71,10 +71,8 @@ def _merge_facts(x, hi, lo, nan, PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE:
     bf16 blocks take their amax on the 16-bit patterns, then shift it to the float32 bits (the
     same value as widening each element first, one shift per block instead of per element)."""
     if x.dtype == tl.bfloat16:
-        amax = tl.max(tl.reshape(x.to(tl.int16, bitcast=True) & 0x7FFF, (PM, CB, 32)), axis=2).to(tl.int32) << 16
-        nonfinite = amax >= 0x7F800000
-        amax = tl.where(nonfinite, 0, amax)
-        e = block_exponent(amax, FLOOR_RULE)
+        bf16_amax = tl.max(tl.reshape(x.to(tl.int16, bitcast=True) & 0x7FFF, (PM, CB, 32)), axis=2)
+        amax, e, nonfinite = amax_scales(bf16_amax.to(tl.int32) << 16, FLOOR_RULE)
     else:
         _, _, amax, e, nonfinite = _scales(x, PM, CB, FLOOR_RULE)
     return _merge_scales(amax, e, nonfinite, hi, lo, nan)
