@@ -49,13 +49,15 @@ FUSED = ("fused", "a4w4_fused_kernel", [
      "    _stamp(trace_ptr, 1, amax0)\n"),
     ("    ok_w = all_fold(fw, ok_w)\n", "    _stamp(trace_ptr, 2, ok_w)\n"),
     ("    folded, ref = _fold_rule(hi, lo)\n", "    _stamp(trace_ptr, 3, hi)\n"),
+    ("        q, _ = _fold_rounded(r0, e0, nonfinite0, folded, ref, BMQ, CB)\n",
+     "        _stamp(trace_ptr, 29, q)\n"),
     ("        d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w0), out_dtype=tl.int32)\n",
      "        _stamp(trace_ptr, 4, d)\n"),
     ("                d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w), d, out_dtype=tl.int32)\n",
      "                _stamp(trace_ptr, tl.minimum(4 + (k0 - k_lo) // BK, 30), d)\n"),
     ("                BM, BN, USE_SPLIT, REP)\n", "    _stamp(trace_ptr, 31, pid)\n"),
 ])
-FUSED_NAMES = {0: "start", 1: "A in", 2: "W flags", 3: "A facts", 4: "dot 1", 31: "end"}
+FUSED_NAMES = {0: "start", 1: "A in", 2: "W flags", 3: "A facts", 4: "dot 1", 29: "A folded", 31: "end"}
 
 MEET = ("meet", "a4w4_meet_kernel", [
     ("    pid = tl.program_id(0)\n", "    _stamp(trace_ptr, 0, pid)\n"),

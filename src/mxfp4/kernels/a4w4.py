@@ -162,6 +162,16 @@ def _e8m0_to_f32(byte, extra_exp: tl.constexpr):
 
 
 @triton.jit
+def computed_here(x):
+    """x (float32), computed at this point of the program: on the GPU it passes through an
+    opaque move, so the compiler cannot sink its computation to its use (past a reduction's
+    barriers, or into a branch); the identity under the CPU interpreter."""
+    if _INTERPRETED:
+        return x
+    return tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=False, pack=1)
+
+
+@triton.jit
 def f32_to_bf16_rne(x):
     """float32 -> bf16, round to nearest even, NaN kept a NaN. On the GPU the hardware's
     conversion (two values per instruction); under the CPU interpreter, whose ``.to(tl.bfloat16)``

@@ -87,11 +87,17 @@ def _fold_rule(hi, lo):
 
 @triton.jit
 def _fold_scaled(xf, bits, e, nonfinite, folded, ref, PM: tl.constexpr, CB: tl.constexpr):
-    """Quantize xf [PM, CB, 32] (scales known: :func:`_scales`) and fold it with its rows' facts:
-    int32 [PM, CB * 32] values ``(2 * e2m1) << shift`` (shift 0 where a row is not folded), and
-    each block's factor [PM, CB] (2**(R - 4) in a folded row, else 2**(e - 1); NaN for a
-    non-finite block)."""
-    r = round_with_scales(xf, bits, e, nonfinite)
+    """Quantize xf [PM, CB, 32] (scales known: :func:`_scales`) and fold it with its rows' facts
+    (:func:`_fold_rounded`)."""
+    return _fold_rounded(round_with_scales(xf, bits, e, nonfinite), e, nonfinite, folded, ref, PM, CB)
+
+
+@triton.jit
+def _fold_rounded(r, e, nonfinite, folded, ref, PM: tl.constexpr, CB: tl.constexpr):
+    """Fold r [PM, CB, 32] (the blocks rounded with their own scales, :func:`round_with_scales`;
+    no row facts needed yet) with its rows' facts: int32 [PM, CB * 32] values
+    ``(2 * e2m1) << shift`` (shift 0 where a row is not folded), and each block's factor
+    [PM, CB] (2**(R - 4) in a folded row, else 2**(e - 1); NaN for a non-finite block)."""
     shift = tl.where(folded[:, None], tl.minimum(tl.maximum(MAX_SHIFT - (ref[:, None] - e), 0), MAX_SHIFT), 0)
     # q = r * 2**(7 + shift) is an integer, |q| <= 96: add 1.5 * 2**23 (one FFMA) and read the
     # integer off the float's bits (no float -> int conversion, a slow instruction)
