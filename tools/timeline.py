@@ -63,7 +63,7 @@ MEET = ("meet", "a4w4_meet_kernel", [
     ("    pid = tl.program_id(0)\n", "    _stamp(trace_ptr, 0, pid)\n"),
     ("                  unit // ROW_GROUPS, M, K, SEG_BLOCKS, NSEG, PM, CB, FLOOR_RULE, ONE_CHUNK)\n",
      "    _stamp(trace_ptr, 1, pid)\n"),
-    ("    meet(sync_ptr, INTERPRET)\n", "    _stamp(trace_ptr, 2, pid)\n"),
+    ("    meet(sync_ptr, epoch, INTERPRET)\n", "    _stamp(trace_ptr, 2, pid)\n"),
     ("                  FBN, GROUP_M, MODE, PACKED)\n", "        _stamp(trace_ptr, 31, pid)\n"),
 ])
 MEET_NAMES = {0: "start", 1: "fold done", 2: "met", 31: "end"}

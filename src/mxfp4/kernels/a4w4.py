@@ -204,16 +204,17 @@ def _quantize_a_chunk(c, a_ptr, stride_am, stride_ak, q_ptr, qs_ptr, M, K, KQ_CH
 
 
 @triton.jit
-def meet(sync_ptr, INTERPRET: tl.constexpr):
+def meet(sync_ptr, epoch, INTERPRET: tl.constexpr):
     """Wait until every program of the launch has arrived here (the grid must be co-resident;
     under the CPU interpreter, which runs programs one after another, nothing to wait for).
     A program arrives with 1 at the counter in use, which alternates with an epoch
     (sync_ptr[0]); the last to arrive clears the other counter and bumps the epoch, so no reset
-    is needed at exit. Every program has read the epoch before the last one arrives. The
-    arrival releases the program's earlier writes and the wait acquires everyone's."""
+    is needed at exit. ``epoch``: sync_ptr[0] as this program read it, at any point before it
+    arrives: it changes only once every program has arrived, so a program reads it at its start,
+    which keeps that memory round trip off the meeting's path. The arrival releases the
+    program's earlier writes and the wait acquires everyone's."""
     if not INTERPRET:
         G = tl.num_programs(0)
-        epoch = tl.load(sync_ptr, volatile=True)
         counter = sync_ptr + 1 + epoch % 2
         tl.debug_barrier()
         seen = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") + 1
@@ -232,6 +233,7 @@ def quantize_a_and_meet(a_ptr, stride_am, stride_ak, q_ptr, qs_ptr, sync_ptr, M,
     scratch, then :func:`meet`. Under the CPU interpreter programs run one after another, so
     program 0 quantizes every chunk."""
     pid = tl.program_id(0)
+    epoch = tl.load(sync_ptr, volatile=True)  # :func:`meet`'s epoch, read before the work
     if INTERPRET:
         if pid == 0:
             for c in range(0, Q_CHUNKS):
@@ -241,7 +243,7 @@ def quantize_a_and_meet(a_ptr, stride_am, stride_ak, q_ptr, qs_ptr, sync_ptr, M,
         for c in range(pid, Q_CHUNKS, tl.num_programs(0)):
             _quantize_a_chunk(c, a_ptr, stride_am, stride_ak, q_ptr, qs_ptr, M, K, KQ_CHUNKS, QM, QK,
                               FLOOR_RULE)
-    meet(sync_ptr, INTERPRET)
+    meet(sync_ptr, epoch, INTERPRET)
 
 
 @triton.jit

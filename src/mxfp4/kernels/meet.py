@@ -48,6 +48,7 @@ def a4w4_meet_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_p
     co-resident. Under the CPU interpreter programs
     run one after another, so program 0 folds all of A."""
     pid = tl.program_id(0)
+    epoch = tl.load(sync_ptr, volatile=True)  # :func:`meet`'s epoch, read before the fold
     G = tl.num_programs(0)
     items = tl.cdiv(M, BM) * tl.cdiv(N, BN)
     if MODE == 2:
@@ -62,7 +63,7 @@ def a4w4_meet_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_p
                   unit // ROW_GROUPS, M, K, SEG_BLOCKS, NSEG, PM, CB, FLOOR_RULE, ONE_CHUNK)
     if not INTERPRET:
         _proxy_fence(pid)
-    meet(sync_ptr, INTERPRET)
+    meet(sync_ptr, epoch, INTERPRET)
     if not INTERPRET:
         _proxy_fence(pid)
     for item in range(pid, items, G):
