@@ -4,7 +4,8 @@
 int8 path (:mod:`mxfp4.kernels.int8`) pays a second launch (~3 us on the H200) and waits for
 the fold before it starts on the weight; the one-launch kernel (``a4w4_fused_kernel``) folds
 A in every program, N / BN times over, which is too dear from M = 64 up. Here a co-resident
-grid (at most one program per SM) does both in one launch:
+grid (one program per SM, or two where they fit: :func:`mxfp4.launch.launch_int8_meet`) does
+both in one launch:
 
 1. The programs fold A's row groups, each once (:func:`mxfp4.kernels.int8.fold_rows`), and
    :func:`mxfp4.kernels.a4w4.meet`.
