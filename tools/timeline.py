@@ -43,6 +43,8 @@ def _stamp(trace_ptr, slot, dep):
 '''.format(slots=SLOTS)
 
 # (module, kernel, [(anchor line, inserted lines)]): the inserted lines go right after the anchor.
+# Fused slots: 0-4 the phases up to the first dot, 5-28 the K steps after it (28 also holds every
+# step past the 25th), 29 A folded, 31 the end.
 FUSED = ("fused", "a4w4_fused_kernel", [
     ("    pid = tl.program_id(0)\n", "    _stamp(trace_ptr, 0, pid)\n"),
     ("    xf0, bits0, amax0, e0, nonfinite0 = _scales(x0, BMQ, CB, FLOOR_RULE)\n",
@@ -54,7 +56,7 @@ FUSED = ("fused", "a4w4_fused_kernel", [
     ("        d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w0), out_dtype=tl.int32)\n",
      "        _stamp(trace_ptr, 4, d)\n"),
     ("                d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w), d, out_dtype=tl.int32)\n",
-     "                _stamp(trace_ptr, tl.minimum(4 + (k0 - k_lo) // BK, 30), d)\n"),
+     "                _stamp(trace_ptr, tl.minimum(4 + (k0 - k_lo) // BK, 28), d)\n"),
     ("                BM, BN, USE_SPLIT, REP)\n", "    _stamp(trace_ptr, 31, pid)\n"),
 ])
 FUSED_NAMES = {0: "start", 1: "A in", 2: "W flags", 3: "A facts", 4: "dot 1", 29: "A folded", 31: "end"}
