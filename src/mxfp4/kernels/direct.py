@@ -16,7 +16,8 @@ Numerics are those of the persistent kernel: per MX block an exact fp8 dot (bloc
 import triton
 import triton.language as tl
 
-from .a4w4 import _e8m0_to_f32, _scale_offsets, _store_tile, block_scales, fp4x2_to_fp8, pow2_f32, to_f32
+from .a4w4 import _scale_offsets, _store_tile, fp4x2_to_fp8
+from .numerics import _e8m0_to_f32, block_scales, pow2_f32, to_f32
 
 
 @triton.jit

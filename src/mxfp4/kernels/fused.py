@@ -7,10 +7,11 @@ times over, so this kernel pays where M * K is small (the K = 512 benchmark shap
 import triton
 import triton.language as tl
 
-from .a4w4 import _store_tile, computed_here
+from .a4w4 import _store_tile
 from .direct import round_with_scales
 from .int8 import (_fold_rounded, _fold_rule, _fold_values, _load_rows, _merge_facts, _merge_scales, _scales,
                    _segment_facts, _store_fold, all_fold, seg_factor)
+from .numerics import computed_here
 from .packed import load_packed
 
 

@@ -32,7 +32,8 @@ are near the ends of the float32 range and the result is Inf / NaN or loses its 
 import triton
 import triton.language as tl
 
-from .a4w4 import _midpoint_bits, _store_tile, amax_scales, block_scales, f32_to_bf16_rne, pow2_f32, to_f32
+from .a4w4 import _store_tile
+from .numerics import _midpoint_bits, amax_scales, block_scales, f32_to_bf16_rne, pow2_f32, to_f32
 from .direct import round_with_scales
 from .packed import load_shifts, unpack_w
 
@@ -42,7 +43,7 @@ MAX_SHIFT = tl.constexpr(3)  # 12 << 3 = 96 fits int8 (mxfp4.fold.MAX_SHIFT)
 @triton.jit
 def _scales(x, PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr):
     """x [PM, CB * 32] as float32 [PM, CB, 32] with its blocks' scales
-    (:func:`mxfp4.kernels.a4w4.block_scales`): (xf, bits, amax, e, nonfinite)."""
+    (:func:`mxfp4.kernels.numerics.block_scales`): (xf, bits, amax, e, nonfinite)."""
     xf = tl.reshape(to_f32(x), (PM, CB, 32))
     bits, amax, e, nonfinite = block_scales(xf, FLOOR_RULE)
     return xf, bits, amax, e, nonfinite

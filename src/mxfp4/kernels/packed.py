@@ -20,7 +20,7 @@ e7, which :func:`unpack_w` interleaves back with a join.
 import triton
 import triton.language as tl
 
-from .a4w4 import _INTERPRETED
+from .numerics import _INTERPRETED
 
 _UNPACK_ASM = tl.constexpr("""{
 .reg .b32 n, xh, nh, p0, q0, p1, q1;
