@@ -33,8 +33,8 @@ import triton
 import triton.language as tl
 
 from .a4w4 import _store_tile
-from .numerics import _midpoint_bits, amax_scales, block_scales, f32_to_bf16_rne, pow2_f32, to_f32
 from .direct import round_with_scales
+from .numerics import _midpoint_bits, amax_scales, block_scales, f32_to_bf16_rne, pow2_f32, to_f32
 from .packed import load_shifts, unpack_w
 
 MAX_SHIFT = tl.constexpr(3)  # 12 << 3 = 96 fits int8 (mxfp4.fold.MAX_SHIFT)
