@@ -173,3 +173,15 @@ def test_fused_step_sizes():
     assert fused_step(224, 7, 16) == (8, 32)   # 7168 in 7 splits of 4 steps of 8 blocks
     assert fused_step(224, 12, 16) == (4, 20)  # 8-block steps make only 10 splits; 4-block ones 12
     assert fused_step(16, 3, 64) is None       # 64 rows: steps of 4 blocks at most, 2 segments only
+
+
+def test_fused_steps_offer_short_steps_for_16_block_segments():
+    from mxfp4.tuner import fused_candidates
+    from mxfp4.tuning import fused_steps
+
+    assert fused_steps(224, 14, 16) == [(16, 16), (4, 16)]  # 14 segments: one step of 16, or four of 4
+    assert fused_steps(224, 7, 16) == [(8, 32)]
+    assert fused_steps(16, 3, 64) == []
+    cands = fused_candidates(16, 2112, 7168)
+    assert KernelConfig(16, 128, 14, 8, 3, 4, "int8_fused") in cands  # the H200 winner of the eleventh session
+    assert KernelConfig(16, 128, 14, 8, 1, 16, "int8_fused") in cands

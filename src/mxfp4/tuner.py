@@ -9,7 +9,7 @@ import torch
 
 from . import launch, testing
 from .tensor import Layout, MXFP4Tensor, quantize
-from .tuning import KernelConfig, TunedTable, fused_step, heuristic_config, pow2_at_least
+from .tuning import KernelConfig, TunedTable, fused_steps, heuristic_config, pow2_at_least
 
 
 def candidate_configs(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
@@ -132,7 +132,7 @@ def meet_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelCo
 def fused_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
     """One-launch int8 kernel (each program folds its A rows itself, so A is quantized N / BN
     times over: only where M * K * N / BN is at most 48 M elements). Tiles of 16 rows, and of
-    min(64, M) rows; BN 32 .. 256; K steps by :func:`mxfp4.tuning.fused_step`. Split-K so the
+    min(64, M) rows; BN 32 .. 256; every K step of :func:`mxfp4.tuning.fused_steps`. Split-K so the
     programs number half to twice the SMs (no split: any number from half the SMs up), over the
     usual splits and those that make every segment one K step of 16 or 8 blocks (all of a
     program's loads at once; on 16x2112x7168 they came within 2.5 % of the winner,
@@ -149,13 +149,12 @@ def fused_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelC
                 continue
             tiles = -(-m // bmq) * n_tiles
             for split in sorted({1, 2, 3, 4, 6, 8, 12, 16} | {-(-blocks // b) for b in (16, 8)}):
-                step = fused_step(blocks, split, bmq)
                 programs = tiles * split
-                if step is None or (split > 1 and programs > 2 * num_sms) or programs < num_sms // 2:
+                if (split > 1 and programs > 2 * num_sms) or programs < num_sms // 2:
                     continue
-                bps, seg = step
-                for warps in ((4, 8) if bm * bn >= 16 * 64 else (4,)):
-                    out.append(KernelConfig(bm, bn, split, warps, 1 if seg == bps else 3, bps, "int8_fused"))
+                for bps, seg in fused_steps(blocks, split, bmq):
+                    for warps in ((4, 8) if bm * bn >= 16 * 64 else (4,)):
+                        out.append(KernelConfig(bm, bn, split, warps, 1 if seg == bps else 3, bps, "int8_fused"))
     return list(dict.fromkeys(out))
 
 

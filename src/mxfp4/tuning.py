@@ -119,18 +119,28 @@ def pow2_at_least(x: int, lo: int = 1) -> int:
     return max(lo, 1 << max(0, math.ceil(math.log2(max(1, x)))))
 
 
-def fused_step(blocks: int, split: int, rows: int) -> tuple[int, int] | None:
-    """(blocks per K step, blocks per segment) for the one-launch int8 kernel on K = 32 * blocks
-    cut into ``split`` segments of ``rows`` A rows: a segment in one step where it is at most 16
-    blocks, else steps of 8 blocks, or 4 where 8 cannot make ``split`` segments; a step's A at
-    most 8192 elements (registers). None when no step size makes exactly ``split`` segments."""
+def fused_steps(blocks: int, split: int, rows: int) -> list[tuple[int, int]]:
+    """(blocks per K step, blocks per segment) choices for the one-launch int8 kernel on K = 32 *
+    blocks cut into exactly ``split`` segments of ``rows`` A rows: a segment in one step where it
+    is at most 16 blocks, else steps of 8 blocks, or 4 where 8 cannot make ``split`` segments; a
+    step's A at most 8192 elements (registers). Where that is one step of 16 blocks, also four
+    steps of 4: on 16x2112x7168 (14 segments of 16 blocks) those beat the one step, 15.2 against
+    18.9 us (docs/results/s11/configs-run1.txt, s9/trials-run7-fused.csv). Empty when no step
+    size makes exactly ``split`` segments."""
     per = -(-blocks // split)
     for step in ((pow2_at_least(per),) if per <= 16 else ()) + (8, 4):
         step = min(step, 256 // rows)
         seg = -(-per // step) * step
         if -(-blocks // seg) == split:
-            return step, seg
-    return None
+            return [(step, seg), (4, seg)] if step == seg == 16 else [(step, seg)]
+    return []
+
+
+def fused_step(blocks: int, split: int, rows: int) -> tuple[int, int] | None:
+    """The first of :func:`fused_steps` (the fewest, widest steps), or None when no step size
+    makes exactly ``split`` segments."""
+    steps = fused_steps(blocks, split, rows)
+    return steps[0] if steps else None
 
 
 def heuristic_config(m: int, n: int, k: int, num_sms: int = 132, kernel: str = "auto") -> KernelConfig:
