@@ -185,3 +185,14 @@ def test_fused_steps_offer_short_steps_for_16_block_segments():
     cands = fused_candidates(16, 2112, 7168)
     assert KernelConfig(16, 128, 14, 8, 3, 4, "int8_fused") in cands  # the H200 winner of the eleventh session
     assert KernelConfig(16, 128, 14, 8, 1, 16, "int8_fused") in cands
+
+
+def test_meet_candidates_up_to_m_1024():
+    from mxfp4.tuner import meet_candidates
+
+    assert meet_candidates(32, 2880, 512) == []  # int8_fused's range
+    wide = meet_candidates(256, 2880, 512)
+    assert wide and all(c.kernel == "int8_meet" and c.block_m == 64 for c in wide)
+    few = meet_candidates(1024, 2880, 512)
+    assert KernelConfig(64, 64, 1, 4, 3, 8, "int8_meet") in few and len(few) == 3
+    assert meet_candidates(1025, 2880, 512) == [] and meet_candidates(512, 2880, 64) == []

@@ -120,11 +120,17 @@ def int8_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelCo
 def meet_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
     """One-launch persistent int8 kernel for M = 33 .. 256: the int8 kernel's 64 x 128 and
     64 x 64 candidates (the same work items, after the fold and the meeting). At M = 512 it
-    lost to the two-launch path on all 11 model layers by 20-50 % (one program per SM walking
-    4-8 tiles each; docs/results/meet/trials-run4-m512.csv); at M <= 32 int8_fused beat the
-    int8 work items on every tuned shape (session 4)."""
-    if not 33 <= m <= 256:
+    lost to the two-launch path on all 11 model layers by 20-50 % with one program per SM
+    walking 4-8 tiles each (docs/results/meet/trials-run4-m512.csv), before it ran two per SM;
+    so from M = 257 to 1024 three candidates only: 64 x 64 in 3 stages (two per SM) and two
+    64 x 128. At M <= 32 int8_fused beat the int8 work items on every tuned shape (session 4).
+    Tiles of 128 rows spill in this kernel (255 registers) and were slower on 256x3072x1536
+    (docs/results/s11/configs-run1.txt)."""
+    if not 33 <= m <= 1024 or k < 128:
         return []
+    if m > 256:
+        return [KernelConfig(64, 64, 1, 4, 3, 8, "int8_meet"), KernelConfig(64, 128, 1, 4, 3, 4, "int8_meet"),
+                KernelConfig(64, 128, 1, 4, 4, 8, "int8_meet")]
     return [dataclasses.replace(c, kernel="int8_meet") for c in int8_candidates(m, n, k, num_sms)
             if c.block_m == 64 and c.block_n in (64, 128)]
 
