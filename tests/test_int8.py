@@ -132,6 +132,8 @@ SMALL = [  # m, n, k, data seed, config: the two-launch int8 path, then the one-
     (20, 32, 512, 1152, KernelConfig(16, 16, 3, 4, 2, 2, "int8_fused")),    # split-K, several steps per split
     (7, 48, 320, 962, KernelConfig(16, 16, 10, 4, 1, 1, "int8_fused")),     # split-K 10: partials summed in 2 groups
     (33, 40, 320, 1640, KernelConfig(32, 32, 1, 4, 2, 2, "int8_fused")),    # M and N past the tiles, odd steps
+    (20, 40, 512, 1153, KernelConfig(8, 32, 1, 4, 1, 16, "int8_fused")),    # 8 A rows per program, each twice in the dot
+    (7, 48, 320, 964, KernelConfig(2, 16, 2, 4, 2, 2, "int8_fused")),       # 2 rows per program, split-K, K loop
     (7, 48, 256, 337, KernelConfig(16, 16, 1, 4, 2, 2, "int8_meet")),       # one launch, persistent: whole K
     (33, 40, 320, 1321, KernelConfig(16, 32, 1, 4, 2, 2, "int8_meet", 4)),  # segments in a loop
     (20, 32, 512, 641, KernelConfig(32, 16, 3, 4, 2, 4, "int8_meet")),      # split-K
@@ -191,6 +193,11 @@ def test_fused_config_rules():
         KernelConfig(16, 32, 1, 4, 1, 32, "int8_fused")
     with pytest.raises(ValueError, match="fold_blocks"):
         KernelConfig(16, 32, 1, 4, 1, 4, "int8_fused", 8)
+    assert KernelConfig(8, 32, 1, 4, 1, 16, "int8_fused").block_m == 8  # fewer A rows than the dot's 16
+    with pytest.raises(ValueError, match="block_m must be a power of two >= 1 for the int8_fused kernel"):
+        KernelConfig(12, 32, 1, 4, 1, 16, "int8_fused")
+    with pytest.raises(ValueError, match="block_m must be a power of two >= 16, got 8"):
+        KernelConfig(8, 32, 1, 4, 2, 4, "int8")
 
 
 # ---- GPU at prefill shapes -------------------------------------------------------------------
@@ -325,7 +332,8 @@ def test_fused_on_gpu(m, n, k):
     for cfg in (KernelConfig(16, 64, 1, 4, 3, 8, "int8_fused"), KernelConfig(16, 128, 4, 8, 3, 4, "int8_fused"),
                 KernelConfig(64, 128, 2, 4, 3, 4, "int8_fused"), KernelConfig(32, 32, 1, 8, 1, 16, "int8_fused"),
                 KernelConfig(16, 128, 12, 8, 3, 4, "int8_fused", packed=True),
-                KernelConfig(16, 32, 1, 4, 1, 16, "int8_fused", packed=True)):
+                KernelConfig(16, 32, 1, 4, 1, 16, "int8_fused", packed=True),
+                KernelConfig(8, 64, 1, 8, 1, 16, "int8_fused"), KernelConfig(4, 128, 4, 8, 3, 4, "int8_fused")):
         out, folded_a = ops.gemm_a4w4_debug(a, w, cfg)
         assert not fold.differing_arrays(folded_a, fold.fold_tensor(mxfp4.quantize(a), folded_a.seg_blocks)), cfg
         assert testing.check_gemm(out, a, w).passed, cfg

@@ -74,14 +74,15 @@ def _check_32bit(m: int, n: int, k: int, w: MXFP4Tensor) -> None:
                          f"w [{n}, {k}] must each have fewer than 2**31 elements (bytes for w); split the call")
 
 
-def _split_k_buffers(dev: torch.device, tiles: int, split_k: int, config: KernelConfig,
+def _split_k_buffers(dev: torch.device, tiles: int, split_k: int, tile_elems: int,
                      unused: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(counters, partials): the per-stream counter workspace (4 meeting slots, then one per
-    tile), and a float32 buffer for every split's tile, or ``unused`` when there is no split."""
+    tile), and a float32 buffer of ``tile_elems`` per split and tile, or ``unused`` when there
+    is no split."""
     cnt = _WORKSPACE.counters(dev, 4 + tiles)
     if split_k == 1:
         return cnt, unused
-    return cnt, torch.empty(tiles * split_k * config.block_m * config.block_n, dtype=torch.float32, device=dev)
+    return cnt, torch.empty(tiles * split_k * tile_elems, dtype=torch.float32, device=dev)
 
 
 def plan_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig
@@ -102,7 +103,7 @@ def plan_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Kern
     kq_chunks = -(-k // qk)
     q = torch.empty((m, k), dtype=torch.uint8, device=dev)
     qs = torch.empty((m, blocks), dtype=torch.float32, device=dev)
-    cnt, part = _split_k_buffers(dev, n_tiles * m_tiles, split_k, config, q)
+    cnt, part = _split_k_buffers(dev, n_tiles * m_tiles, split_k, config.block_m * config.block_n, q)
     args = (a2, a2.stride(0), a2.stride(1), w.data, w.scales, out2, out2.stride(0), out2.stride(1),
             q, qs, part, cnt, cnt[4:], m, n, k, w.scales.shape[1],
             n_tiles, m_tiles, split_k, per_split, -(-m // qm) * kq_chunks, kq_chunks)
@@ -128,7 +129,7 @@ def plan_direct(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Ke
     n_tiles, m_tiles = -(-n // config.block_n), -(-m // config.block_m)
     q = torch.empty((m, k) if write_q else (1,), dtype=torch.uint8, device=dev)
     qs = torch.empty((m, blocks) if write_q else (1,), dtype=torch.float32, device=dev)
-    cnt, part = _split_k_buffers(dev, n_tiles * m_tiles, split_k, config, qs)
+    cnt, part = _split_k_buffers(dev, n_tiles * m_tiles, split_k, config.block_m * config.block_n, qs)
     args = (a2, a2.stride(0), a2.stride(1), w.data, w.scales, out2, out2.stride(0), out2.stride(1),
             q, qs, part, cnt[4:], m, n, k, w.scales.shape[1], n_tiles, m_tiles, split_k, chunks)
     consts = dict(SHUFFLED=w.layout is Layout.AITER_SHUFFLED, FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR,
@@ -230,7 +231,7 @@ def _int8_tile_args(fa: Folded, fw: Folded | PackedFold, out2: torch.Tensor, con
     fbn = min(bn, INT8_PIECE_N) if mode == 0 else bn
     tiles = -(-m // bm) * -(-n // bn)
     splits = segs if mode == 2 else 1
-    cnt, part = _split_k_buffers(out2.device, tiles, splits, config, fa.block_scale)
+    cnt, part = _split_k_buffers(out2.device, tiles, splits, bm * bn, fa.block_scale)
     w_vals, w_shift, per_byte = _weight_arrays(fw)
     args = (_descriptor(fa.q, bm, bk), _descriptor(w_vals, bn, bk // per_byte), _descriptor(fa.q, bm, 32),
             _descriptor(w_vals, fbn, 32 // per_byte),
@@ -327,10 +328,10 @@ def launch_int8_fused(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, conf
     seg, segs, _ = _int8_shape(k, config)
     fw = folded_weight(w, seg, config.packed)
     w_vals, w_shift, _ = _weight_arrays(fw)
-    bm, bn = config.block_m, config.block_n
-    bmq = min(bm, pow2_at_least(m))
+    bm, bn = max(16, config.block_m), config.block_n  # the dot's rows: 16 at least
+    bmq = min(config.block_m, pow2_at_least(m))  # A rows per program, each repeated bm / bmq times
     tiles = -(-m // bmq) * -(-n // bn)
-    cnt, part = _split_k_buffers(dev, tiles, segs, config, fw.seg_scale)
+    cnt, part = _split_k_buffers(dev, tiles, segs, bm * bn, fw.seg_scale)
     fa = _empty_fold(m, k, seg, dev) if debug else None
     targets = (fa.q, fa.block_scale, fa.seg_scale, fa.folded) if debug else (cnt,) * 4  # untouched unless debug
     rest = pow2_at_least(32 * (seg - config.blocks_per_step)) if seg > config.blocks_per_step else 0

@@ -142,21 +142,24 @@ def fused_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelC
     programs number half to twice the SMs (no split: any number from half the SMs up), over the
     usual splits and those that make every segment one K step of 16 or 8 blocks (all of a
     program's loads at once; on 16x2112x7168 they came within 2.5 % of the winner,
-    docs/results/s6/trials-run1-bench.csv). 4 warps, and 8 from 16 x 64 tiles up."""
+    docs/results/s6/trials-run1-bench.csv). 4 warps, and 8 from 16 x 64 tiles up. At M = 17 .. 32
+    also 8 A rows per program (each twice in the dot's 16 rows), BN 64 .. 256, no split: half the
+    fold per program for twice the weight rows (32x2880x512: 6.66 against 6.81 us for 16 x 64,
+    docs/results/s11/configs-run10.txt)."""
     out = []
     blocks = k // 32
     if blocks < 1:
         return out
-    for bm in sorted({min(64, pow2_at_least(m, 16)), 16}):
+    for bm in sorted({min(64, pow2_at_least(m, 16)), 16} | ({8} if 16 < m <= 32 else set())):
         bmq = min(bm, pow2_at_least(m))
         for bn in (32, 64, 128, 256):
             n_tiles = -(-n // bn)
-            if m * k * n_tiles > 48 * 2 ** 20:
+            if m * k * n_tiles > 48 * 2 ** 20 or (bm == 8 and bn == 32):
                 continue
             tiles = -(-m // bmq) * n_tiles
             for split in sorted({1, 2, 3, 4, 6, 8, 12, 16} | {-(-blocks // b) for b in (16, 8)}):
                 programs = tiles * split
-                if (split > 1 and programs > 2 * num_sms) or programs < num_sms // 2:
+                if (split > 1 and (programs > 2 * num_sms or bm == 8)) or programs < num_sms // 2:
                     continue
                 for bps, seg in fused_steps(blocks, split, bmq):
                     for warps in ((4, 8) if bm * bn >= 16 * 64 else (4,)):

@@ -18,7 +18,7 @@ KERNELS = ("persistent", "direct", "int8", "int8_fused", "int8_meet")
 class KernelConfig:
     """Tile shape and launch options of the one-launch A4W4 kernel; validated on construction.
 
-    block_m, block_n: output tile (each >= 16, powers of two); K advances one MX block (32) per
+    block_m, block_n: output tile (each >= 16, powers of two; see int8_fused); K advances one MX block (32) per
     step. split_k: work items sharing one output tile along K, reduced inside the launch by the
     last to arrive. num_warps, num_stages: Triton launch options (stages of the K pipeline).
     blocks_per_step: MX blocks per K step (1, 2, 4, 8); the scales of a step's blocks come in one
@@ -33,7 +33,8 @@ class KernelConfig:
     program each, summed inside the launch (then fold_blocks is 0). "int8_fused" (one launch:
     each program folds the A rows it needs itself, :func:`mxfp4.kernels.fused.a4w4_fused_kernel`):
     blocks_per_step is the K step (1 .. 16 MX blocks), split_k as for "int8", fold_blocks 0;
-    with M < block_m only the real rows are quantized. "int8_meet" (one persistent launch: the
+    with M < block_m only the real rows are quantized; block_m may be below 16 (1 .. 8 A rows
+    per program, each repeated into the dot's 16 rows: more programs, each folding fewer rows). "int8_meet" (one persistent launch: the
     programs fold A once, meet, then run the int8 kernel's work items,
     :mod:`mxfp4.kernels.meet`): the fields as for "int8".
     packed (the int8 kernels): read the folded weight at MXFP4 size, codes and a shift per block
@@ -90,8 +91,10 @@ class KernelConfig:
             raise ValueError(f"KernelConfig.packed applies to the int8 kernels only, got kernel {self.kernel!r}")
         for name in ("block_m", "block_n"):
             value = getattr(self, name)
-            if value < 16 or value & (value - 1):
-                raise ValueError(f"KernelConfig.{name} must be a power of two >= 16, got {value}")
+            least = 1 if name == "block_m" and self.kernel == "int8_fused" else 16
+            if value < least or value & (value - 1):
+                raise ValueError(f"KernelConfig.{name} must be a power of two >= {least}"
+                                 f"{' for the ' + self.kernel + ' kernel' if least == 1 else ''}, got {value}")
         if self.num_warps & (self.num_warps - 1) or self.num_warps > 16:
             raise ValueError(f"KernelConfig.num_warps must be a power of two <= 16, got {self.num_warps}")
 
