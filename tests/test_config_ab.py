@@ -13,7 +13,8 @@ from mxfp4 import KernelConfig  # noqa: E402
 
 
 def test_config_strings():
-    assert config_ab.parse("8,128,1,8,1,16,int8_fused", 32, 4096, 512) == KernelConfig(8, 128, 1, 8, 1, 16, "int8_fused")
+    want = KernelConfig(8, 128, 1, 8, 1, 16, "int8_fused")
+    assert config_ab.parse("8,128,1,8,1,16,int8_fused", 32, 4096, 512) == want
     assert config_ab.parse("64,64,1,4,3,8,int8_meet", 256, 3072, 1536).kernel == "int8_meet"
     with pytest.raises(SystemExit, match="BM,BN,SPLIT,WARPS,STAGES,STEP,KERNEL"):
         config_ab.parse("64,64,1,4,int8_meet", 256, 3072, 1536)

@@ -132,7 +132,7 @@ SMALL = [  # m, n, k, data seed, config: the two-launch int8 path, then the one-
     (20, 32, 512, 1152, KernelConfig(16, 16, 3, 4, 2, 2, "int8_fused")),    # split-K, several steps per split
     (7, 48, 320, 962, KernelConfig(16, 16, 10, 4, 1, 1, "int8_fused")),     # split-K 10: partials summed in 2 groups
     (33, 40, 320, 1640, KernelConfig(32, 32, 1, 4, 2, 2, "int8_fused")),    # M and N past the tiles, odd steps
-    (20, 40, 512, 1153, KernelConfig(8, 32, 1, 4, 1, 16, "int8_fused")),    # 8 A rows per program, each twice in the dot
+    (20, 40, 512, 1153, KernelConfig(8, 32, 1, 4, 1, 16, "int8_fused")),    # 8 A rows per program, twice in the dot
     (7, 48, 320, 964, KernelConfig(2, 16, 2, 4, 2, 2, "int8_fused")),       # 2 rows per program, split-K, K loop
     (7, 48, 256, 337, KernelConfig(16, 16, 1, 4, 2, 2, "int8_meet")),       # one launch, persistent: whole K
     (33, 40, 320, 1321, KernelConfig(16, 32, 1, 4, 2, 2, "int8_meet", 4)),  # segments in a loop

@@ -18,11 +18,12 @@ KERNELS = ("persistent", "direct", "int8", "int8_fused", "int8_meet")
 class KernelConfig:
     """Tile shape and launch options of the one-launch A4W4 kernel; validated on construction.
 
-    block_m, block_n: output tile (each >= 16, powers of two; see int8_fused); K advances one MX block (32) per
-    step. split_k: work items sharing one output tile along K, reduced inside the launch by the
-    last to arrive. num_warps, num_stages: Triton launch options (stages of the K pipeline).
-    blocks_per_step: MX blocks per K step (1, 2, 4, 8); the scales of a step's blocks come in one
-    load, so their memory round trip is paid once per step.
+    block_m, block_n: output tile (each >= 16, powers of two; block_m see "int8_fused"); K
+    advances one MX block (32) per step. split_k: work items sharing one output tile along K,
+    reduced inside the launch by the last to arrive. num_warps, num_stages: Triton launch
+    options (stages of the K pipeline). blocks_per_step: MX blocks per K step (1, 2, 4, 8); the
+    scales of a step's blocks come in one load, so their memory round trip is paid once per
+    step.
     kernel: "persistent" (A quantized once per launch, then a grid-wide meeting; the fields
     above) or "direct" (each program quantizes the A rows it needs; no meeting). For "direct",
     split_k is the number of programs along K and blocks_per_step (NB, 1 .. 64) the MX blocks
@@ -34,9 +35,9 @@ class KernelConfig:
     each program folds the A rows it needs itself, :func:`mxfp4.kernels.fused.a4w4_fused_kernel`):
     blocks_per_step is the K step (1 .. 16 MX blocks), split_k as for "int8", fold_blocks 0;
     with M < block_m only the real rows are quantized; block_m may be below 16 (1 .. 8 A rows
-    per program, each repeated into the dot's 16 rows: more programs, each folding fewer rows). "int8_meet" (one persistent launch: the
-    programs fold A once, meet, then run the int8 kernel's work items,
-    :mod:`mxfp4.kernels.meet`): the fields as for "int8".
+    per program, each repeated into the dot's 16 rows: more programs, each folding fewer rows).
+    "int8_meet" (one persistent launch: the programs fold A once, meet, then run the int8
+    kernel's work items, :mod:`mxfp4.kernels.meet`): the fields as for "int8".
     packed (the int8 kernels): read the folded weight at MXFP4 size, codes and a shift per block
     unpacked in registers (:mod:`mxfp4.kernels.packed`), instead of a byte per value. It halves
     the weight cache (N * K / 2 bytes instead of N * K) but was slower on all 15 shapes measured
