@@ -9,8 +9,8 @@ import triton.language as tl
 
 from .a4w4 import _store_tile
 from .direct import round_with_scales
-from .int8 import (_fold_rounded, _fold_rule, _fold_values, _load_rows, _merge_facts, _merge_scales, _scales,
-                   _segment_facts, _store_fold, all_fold, seg_factor)
+from .int8 import (_fold_rounded, _fold_rule, _fold_values, _load_rows, _merge_facts, _merge_scales, _no_facts,
+                   _scales, _segment_facts, _store_fold, all_fold, seg_factor)
 from .numerics import computed_here
 from .packed import load_packed
 
@@ -53,8 +53,7 @@ def _load_steps(a_ptr, stride_am, stride_ak, row0, M, k0, k_hi, BMQ: tl.constexp
 @triton.jit
 def _rest_facts(x_rest, hi, lo, nan, BMQ: tl.constexpr, NR: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr):
     """The running facts of BMQ rows continued over x_rest [NR * BMQ, CB * 32] (:func:`_load_steps`)."""
-    h, lw, n = _merge_facts(x_rest, tl.full((NR * BMQ,), -1000, tl.int32), tl.full((NR * BMQ,), 1000, tl.int32),
-                            tl.zeros((NR * BMQ,), tl.int32), NR * BMQ, CB, FLOOR_RULE)
+    h, lw, n = _merge_facts(x_rest, *_no_facts(NR * BMQ), NR * BMQ, CB, FLOOR_RULE)
     return (tl.maximum(hi, tl.max(tl.reshape(h, (NR, BMQ)), axis=0)),
             tl.minimum(lo, tl.min(tl.reshape(lw, (NR, BMQ)), axis=0)),
             tl.maximum(nan, tl.max(tl.reshape(n, (NR, BMQ)), axis=0)))
@@ -120,8 +119,7 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, wsh_ptr, wbs_ptr, wss_
         # rounded here, before the facts' reduction (it needs none of them), not sunk to its use
         # after it: H200, K = 512 shapes 0.05-0.2 us faster; with a K loop it was slower
         r0 = computed_here(r0)
-    hi, lo, nan = _merge_scales(amax0, e0, nonfinite0, tl.full((BMQ,), -1000, tl.int32),
-                                tl.full((BMQ,), 1000, tl.int32), tl.zeros((BMQ,), tl.int32))
+    hi, lo, nan = _merge_scales(amax0, e0, nonfinite0, *_no_facts(BMQ))
     if REST > 0:
         hi, lo, nan = _rest_facts(x_rest, hi, lo, nan, BMQ, REST // BK, CB, FLOOR_RULE)
     elif not ONE_STEP:

@@ -55,6 +55,12 @@ def _facts_combine(hi1, lo1, nan1, hi2, lo2, nan2):
 
 
 @triton.jit
+def _no_facts(R: tl.constexpr):
+    """The running facts (hi, lo, nan) of R rows before any block (:func:`_merge_scales`)."""
+    return tl.full((R,), -1000, tl.int32), tl.full((R,), 1000, tl.int32), tl.zeros((R,), tl.int32)
+
+
+@triton.jit
 def _merge_scales(amax, e, nonfinite, hi, lo, nan):
     """Fold blocks with scales (amax, e, nonfinite) [PM, CB] (:func:`_scales`) into each row's
     running facts over a segment: the largest (hi) and smallest (lo) exponent of its blocks
@@ -174,9 +180,7 @@ def fold_rows(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, row0, 
     row_ok = rows < M
     b_lo = seg * SEG_BLOCKS
     b_hi = tl.minimum(b_lo + SEG_BLOCKS, K // 32)
-    hi = tl.full((PM,), -1000, tl.int32)
-    lo = tl.full((PM,), 1000, tl.int32)
-    nan = tl.zeros((PM,), tl.int32)
+    hi, lo, nan = _no_facts(PM)
     if ONE_CHUNK:
         x = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, b_lo * 32, b_hi * 32, CB * 32)
         xf, bits, amax, e, nonfinite = _scales(x, PM, CB, FLOOR_RULE)
