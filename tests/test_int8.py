@@ -134,6 +134,9 @@ SMALL = [  # m, n, k, data seed, config: the two-launch int8 path, then the one-
     (33, 40, 320, 1640, KernelConfig(32, 32, 1, 4, 2, 2, "int8_fused")),    # M and N past the tiles, odd steps
     (20, 40, 512, 1153, KernelConfig(8, 32, 1, 4, 1, 16, "int8_fused")),    # 8 A rows per program, twice in the dot
     (7, 48, 320, 964, KernelConfig(2, 16, 2, 4, 2, 2, "int8_fused")),       # 2 rows per program, split-K, K loop
+    (20, 32, 512, 1154, KernelConfig(16, 16, 3, 4, 2, 2, "int8_fused", w_tma=True)),  # the weight by TMA: split-K
+    (33, 40, 320, 1642, KernelConfig(32, 32, 1, 4, 2, 2, "int8_fused", w_tma=True)),  # past M, N and K's last step
+    (1, 40, 512, 553, KernelConfig(16, 32, 1, 4, 1, 16, "int8_fused", w_tma=True)),   # one step
     (7, 48, 256, 337, KernelConfig(16, 16, 1, 4, 2, 2, "int8_meet")),       # one launch, persistent: whole K
     (33, 40, 320, 1321, KernelConfig(16, 32, 1, 4, 2, 2, "int8_meet", 4)),  # segments in a loop
     (20, 32, 512, 641, KernelConfig(32, 16, 3, 4, 2, 4, "int8_meet")),      # split-K
@@ -198,6 +201,14 @@ def test_fused_config_rules():
         KernelConfig(12, 32, 1, 4, 1, 16, "int8_fused")
     with pytest.raises(ValueError, match="block_m must be a power of two >= 16, got 8"):
         KernelConfig(8, 32, 1, 4, 2, 4, "int8")
+    assert KernelConfig(16, 128, 4, 4, 3, 8, "int8_fused", w_tma=True).w_tma
+    with pytest.raises(ValueError, match="w_tma applies to the int8_fused kernel's int8 weight only"):
+        KernelConfig(64, 64, 1, 4, 3, 8, "int8_meet", w_tma=True)
+    with pytest.raises(ValueError, match="w_tma applies to the int8_fused kernel's int8 weight only, got kernel "
+                                         "'int8_fused' with packed"):
+        KernelConfig(16, 128, 4, 4, 3, 8, "int8_fused", packed=True, w_tma=True)
+    with pytest.raises(ValueError, match="w_tma must be a bool"):
+        KernelConfig(16, 128, 4, 4, 3, 8, "int8_fused", w_tma=1)
 
 
 # ---- GPU at prefill shapes -------------------------------------------------------------------
@@ -333,7 +344,9 @@ def test_fused_on_gpu(m, n, k):
                 KernelConfig(64, 128, 2, 4, 3, 4, "int8_fused"), KernelConfig(32, 32, 1, 8, 1, 16, "int8_fused"),
                 KernelConfig(16, 128, 12, 8, 3, 4, "int8_fused", packed=True),
                 KernelConfig(16, 32, 1, 4, 1, 16, "int8_fused", packed=True),
-                KernelConfig(8, 64, 1, 8, 1, 16, "int8_fused"), KernelConfig(4, 128, 4, 8, 3, 4, "int8_fused")):
+                KernelConfig(8, 64, 1, 8, 1, 16, "int8_fused"), KernelConfig(4, 128, 4, 8, 3, 4, "int8_fused"),
+                KernelConfig(16, 128, 4, 4, 3, 8, "int8_fused", w_tma=True),
+                KernelConfig(16, 64, 1, 4, 1, 16, "int8_fused", w_tma=True)):
         out, folded_a = ops.gemm_a4w4_debug(a, w, cfg)
         assert not fold.differing_arrays(folded_a, fold.fold_tensor(mxfp4.quantize(a), folded_a.seg_blocks)), cfg
         assert testing.check_gemm(out, a, w).passed, cfg

@@ -187,6 +187,17 @@ def test_fused_steps_offer_short_steps_for_16_block_segments():
     assert KernelConfig(16, 128, 14, 8, 1, 16, "int8_fused") in cands
 
 
+def test_fused_candidates_offer_the_weight_through_tma_where_a_thread_copies_much():
+    from mxfp4.tuner import TMA_BYTES, fused_candidates
+
+    cands = fused_candidates(8, 5760, 2880)
+    assert KernelConfig(16, 128, 4, 4, 3, 8, "int8_fused", w_tma=True) in cands  # the H200 winner, twelfth session
+    tma = [c for c in cands if c.w_tma]
+    assert tma and all(c.num_stages > 1 and c.block_n * c.blocks_per_step // c.num_warps >= TMA_BYTES for c in tma)
+    assert not any(c.w_tma for c in fused_candidates(4, 2880, 512))  # one K step: no twin
+    assert not any(c.w_tma for c in fused_candidates(64, 7168, 2048))  # past M = 32: int8_meet's range
+
+
 def test_meet_candidates_up_to_m_1024():
     from mxfp4.tuner import meet_candidates
 

@@ -4,7 +4,8 @@ cuBLAS bf16 in the same run; every output checked against the exact oracle.
 
 Usage (on the GPU box, from the repo root):
   PYTHONPATH=src python3 tools/config_ab.py 'M,N,K;CONFIG;CONFIG...' ...
-CONFIG: "table" (the shipped table's pick) or BM,BN,SPLIT,WARPS,STAGES,STEP,KERNEL, e.g.
+CONFIG: "table" (the shipped table's pick) or BM,BN,SPLIT,WARPS,STAGES,STEP,KERNEL[,tma] (tma: the
+int8_fused weight through TMA, KernelConfig.w_tma), e.g.
   tools/config_ab.py '256,3072,1536;table;128,64,1,8,3,8,int8_meet'
 Prints one line per config (mean and the two rounds, registers and spills of the variant it
 compiled, or "cached"), then per config position the geometric mean over the shapes.
@@ -26,9 +27,9 @@ def parse(spec: str, m: int, n: int, k: int) -> KernelConfig:
     if spec == "table":
         return ops.resolve_config(m, n, k, torch.device("cuda"))
     fields = spec.split(",")
-    if len(fields) != 7:
-        raise SystemExit(f"config {spec!r}: want BM,BN,SPLIT,WARPS,STAGES,STEP,KERNEL or 'table'")
-    return KernelConfig(*map(int, fields[:6]), kernel=fields[6])
+    if len(fields) not in (7, 8) or fields[7:] not in ([], ["tma"]):
+        raise SystemExit(f"config {spec!r}: want BM,BN,SPLIT,WARPS,STAGES,STEP,KERNEL[,tma] or 'table'")
+    return KernelConfig(*map(int, fields[:6]), kernel=fields[6], w_tma=fields[7:] == ["tma"])
 
 
 def main(argv: list[str]) -> None:
@@ -71,7 +72,7 @@ def main(argv: list[str]) -> None:
         print(f"{m}x{n}x{k}  cuBLAS bf16 {cublas:.2f} us", flush=True)
         for i, (cfg, spec) in enumerate(zip(configs, specs)):
             tag = (f"{'table ' if spec == 'table' else ''}{cfg.kernel} {cfg.block_m}x{cfg.block_n} s{cfg.split_k} "
-                   f"w{cfg.num_warps} st{cfg.num_stages} b{cfg.blocks_per_step}")
+                   f"w{cfg.num_warps} st{cfg.num_stages} b{cfg.blocks_per_step}{' tma' if cfg.w_tma else ''}")
             if times[i]:
                 mean = statistics.mean(times[i])
                 columns.setdefault(i, []).append(mean)

@@ -147,6 +147,7 @@ FOLD_ELEMS = 4096   # elements per load of the A fold launch
 FOLD_BYTES = 32768  # bytes of A per program of the A fold launch (at most, unless one row is more)
 GROUP_M = 8         # int8 kernel: M tiles side by side (W reuse in L2)
 INT8_PIECE_N = 128  # int8 kernel: column piece of the block-by-block path when the fold spans K
+FUSED_GRID3 = 1     # int8_fused: grid (N tiles, M tiles, segments), else one axis divided in the kernel
 
 
 def _descriptor(t: torch.Tensor, rows: int, cols: int):
@@ -335,13 +336,18 @@ def launch_int8_fused(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, conf
     fa = _empty_fold(m, k, seg, dev) if debug else None
     targets = (fa.q, fa.block_scale, fa.seg_scale, fa.folded) if debug else (cnt,) * 4  # untouched unless debug
     rest = pow2_at_least(32 * (seg - config.blocks_per_step)) if seg > config.blocks_per_step else 0
-    a4w4_fused_kernel[(tiles * segs,)](
-        a2, a2.stride(0), a2.stride(1), w_vals, w_shift, fw.block_scale, fw.seg_scale, fw.folded,
+    bk = 32 * config.blocks_per_step
+    w_tma = config.w_tma
+    n_tiles, m_tiles = -(-n // bn), -(-m // bmq)
+    grid3 = bool(FUSED_GRID3) and m_tiles < 65536 and segs < 65536
+    a4w4_fused_kernel[(n_tiles, m_tiles, segs) if grid3 else (tiles * segs,)](
+        a2, a2.stride(0), a2.stride(1), w_vals, _descriptor(w_vals, bn, bk) if w_tma else None, w_shift,
+        fw.block_scale, fw.seg_scale, fw.folded,
         out2, out2.stride(0), out2.stride(1), part, cnt[4:], *targets, m, n, k, seg, segs,
-        BM=bm, BMQ=bmq, BN=bn, BK=32 * config.blocks_per_step, ONE_STEP=seg <= config.blocks_per_step,
+        BM=bm, BMQ=bmq, BN=bn, BK=bk, ONE_STEP=seg <= config.blocks_per_step,
         REST=rest if bmq * rest <= WIDE_FACTS else 0,
         FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR, USE_SPLIT=segs > 1, WRITE_FOLD=debug, PACKED=config.packed,
-        num_warps=config.num_warps, num_stages=config.num_stages)
+        W_TMA=w_tma, GRID3=grid3, num_warps=config.num_warps, num_stages=config.num_stages)
     return fa
 
 

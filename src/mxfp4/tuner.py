@@ -11,6 +11,11 @@ from . import launch, testing
 from .tensor import Layout, MXFP4Tensor, quantize
 from .tuning import KernelConfig, TunedTable, fused_steps, heuristic_config, pow2_at_least
 
+TMA_BYTES = 256
+"""int8_fused: weight bytes per thread and K step from which the tuner also offers ``w_tma``
+(16 x 128 tiles of 8-block steps on 4 warps: 256; H200, twelfth session: that config gained
+17.3 -> 15.5 us on 8x5760x2880 while 64-byte ones lost, docs/results/s12/wtma-run3.txt)."""
+
 
 def candidate_configs(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
     """The curated candidates of every kernel for one shape (see the helpers below); the
@@ -145,7 +150,8 @@ def fused_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelC
     docs/results/s6/trials-run1-bench.csv). 4 warps, and 8 from 16 x 64 tiles up. At M = 17 .. 32
     also 8 A rows per program (each twice in the dot's 16 rows), BN 64 .. 256, no split: half the
     fold per program for twice the weight rows (32x2880x512: 6.66 against 6.81 us for 16 x 64,
-    docs/results/s11/configs-run10.txt)."""
+    docs/results/s11/configs-run10.txt). At M <= 32, where a K loop copies at least TMA_BYTES of
+    weight per thread and step, also the same config with the weight through TMA (``w_tma``)."""
     out = []
     blocks = k // 32
     if blocks < 1:
@@ -163,7 +169,10 @@ def fused_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelC
                     continue
                 for bps, seg in fused_steps(blocks, split, bmq):
                     for warps in ((4, 8) if bm * bn >= 16 * 64 else (4,)):
-                        out.append(KernelConfig(bm, bn, split, warps, 1 if seg == bps else 3, bps, "int8_fused"))
+                        cfg = KernelConfig(bm, bn, split, warps, 1 if seg == bps else 3, bps, "int8_fused")
+                        out.append(cfg)
+                        if m <= 32 and bm <= 16 and seg > bps and bn * bps // warps >= TMA_BYTES:
+                            out.append(dataclasses.replace(cfg, w_tma=True))
     return list(dict.fromkeys(out))
 
 

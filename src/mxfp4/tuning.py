@@ -43,6 +43,12 @@ class KernelConfig:
     the weight cache (N * K / 2 bytes instead of N * K) but was slower on all 15 shapes measured
     on the H200, by 3-45 % (docs/results/s7/packed-compare-run1.txt), so the tuner does not
     offer it: a memory option.
+    w_tma (int8_fused, not packed): the weight's K steps come through a tensor descriptor (TMA
+    straight into shared memory: no address per element, no copies issued per thread) instead
+    of pointer loads. On the H200 it paid where each thread had many bytes of weight to copy per
+    step, in a K loop (8x5760x2880, 16 x 128 tiles of 8-block steps on 4 warps: 17.3 -> 15.5 us),
+    and lost elsewhere: with one K step the program waits for the whole tile right after
+    issuing it (docs/results/s12/wtma-run3.txt).
     """
 
     block_m: int = 16
@@ -54,6 +60,7 @@ class KernelConfig:
     kernel: str = "persistent"
     fold_blocks: int = 0
     packed: bool = False
+    w_tma: bool = False
 
     def __post_init__(self) -> None:
         for name in ("block_m", "block_n", "split_k", "num_warps", "num_stages", "blocks_per_step"):
@@ -90,6 +97,11 @@ class KernelConfig:
             raise ValueError(f"KernelConfig.packed must be a bool, got {self.packed!r}")
         if self.packed and not self.kernel.startswith("int8"):
             raise ValueError(f"KernelConfig.packed applies to the int8 kernels only, got kernel {self.kernel!r}")
+        if not isinstance(self.w_tma, bool):
+            raise ValueError(f"KernelConfig.w_tma must be a bool, got {self.w_tma!r}")
+        if self.w_tma and (self.kernel != "int8_fused" or self.packed):
+            raise ValueError("KernelConfig.w_tma applies to the int8_fused kernel's int8 weight only, got kernel "
+                             f"{self.kernel!r}{' with packed' if self.packed else ''}")
         for name in ("block_m", "block_n"):
             value = getattr(self, name)
             least = 1 if name == "block_m" and self.kernel == "int8_fused" else 16

@@ -39,6 +39,19 @@ def _load_w(w_ptr, wsh_ptr, cols, col_ok, K, k0, k_hi, BK: tl.constexpr, PACKED:
 
 
 @triton.jit
+def _w_step(w_desc, w_ptr, wsh_ptr, col0, cols, col_ok, K, k0, k_hi, BK: tl.constexpr, PACKED: tl.constexpr,
+            W_TMA: tl.constexpr):
+    """The weight's K step at k0 (:func:`_load_w`); W_TMA: through its tensor descriptor (TMA
+    straight to shared memory, no address per element; zeros past N and K). A step never
+    reaches past its segment into the next one: segments are whole numbers of steps but the
+    last, which ends at K (:func:`mxfp4.launch._segment_blocks`)."""
+    if W_TMA:
+        return w_desc.load([col0, k0])
+    else:
+        return _load_w(w_ptr, wsh_ptr, cols, col_ok, K, k0, k_hi, BK, PACKED)
+
+
+@triton.jit
 def _load_steps(a_ptr, stride_am, stride_ak, row0, M, k0, k_hi, BMQ: tl.constexpr, BK: tl.constexpr, NR: tl.constexpr):
     """A's rows row0 .. row0 + BMQ - 1 over the NR K steps of BK from column k0, as one load of
     [NR * BMQ, BK] (row r holds step r // BMQ of row r % BMQ; zeros past M and k_hi): shaped as
@@ -60,12 +73,13 @@ def _rest_facts(x_rest, hi, lo, nan, BMQ: tl.constexpr, NR: tl.constexpr, CB: tl
 
 
 @triton.jit
-def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, wsh_ptr, wbs_ptr, wss_ptr, wok_ptr,
+def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, w_desc, wsh_ptr, wbs_ptr, wss_ptr, wok_ptr,
                       c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, q_ptr, bs_ptr, ss_ptr, ok_ptr,
                       M, N, K, SEG_BLOCKS, NSEG,
                       BM: tl.constexpr, BMQ: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                       ONE_STEP: tl.constexpr, FLOOR_RULE: tl.constexpr, USE_SPLIT: tl.constexpr,
-                      WRITE_FOLD: tl.constexpr, PACKED: tl.constexpr, REST: tl.constexpr = 0):
+                      WRITE_FOLD: tl.constexpr, PACKED: tl.constexpr, REST: tl.constexpr = 0,
+                      W_TMA: tl.constexpr = False, GRID3: tl.constexpr = False):
     """C[M, N] (bf16) from bf16 A [M, K] and the folded weight W (int8 [N, K] with its fold
     arrays) in one launch: each program folds the A rows it needs itself.
 
@@ -87,10 +101,15 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, wsh_ptr, wbs_ptr, wss_
     :class:`mxfp4.fold.Folded` (w_ptr its int8 values; wsh_ptr unused)."""
     pid = tl.program_id(0)
     n_tiles = tl.cdiv(N, BN)
-    tiles = tl.cdiv(M, BMQ) * n_tiles
-    seg = pid // tiles
-    pid_m = (pid % tiles) // n_tiles
-    pid_n = pid % n_tiles
+    if GRID3:  # grid (N tiles, M tiles, segments): no divisions before the first loads
+        pid_n = pid
+        pid_m = tl.program_id(1)
+        seg = tl.program_id(2)
+    else:
+        tiles = tl.cdiv(M, BMQ) * n_tiles
+        seg = pid // tiles
+        pid_m = (pid % tiles) // n_tiles
+        pid_n = pid % n_tiles
     REP: tl.constexpr = BM // BMQ
     CB: tl.constexpr = BK // 32
     rows = pid_m * BMQ + tl.arange(0, BMQ)
@@ -109,7 +128,7 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, wsh_ptr, wbs_ptr, wss_
         x_rest = _load_steps(a_ptr, stride_am, stride_ak, pid_m * BMQ, M, k_lo + BK, k_hi, BMQ, BK, REST // BK)
     ok_w = tl.load(wok_ptr + cols * NSEG + seg, mask=col_ok, other=1)
     fw = tl.load(wss_ptr + cols * NSEG + seg, mask=col_ok, other=0.0)
-    w0 = _load_w(w_ptr, wsh_ptr, cols, col_ok, K, k_lo, k_hi, BK, PACKED)
+    w0 = _w_step(w_desc, w_ptr, wsh_ptr, pid_n * BN, cols, col_ok, K, k_lo, k_hi, BK, PACKED, W_TMA)
     # Reduced here, not at their use, where the compiler would move both loads.
     ok_w = all_fold(fw, ok_w)
     # x0's block scales serve both its facts and its fold
@@ -137,7 +156,7 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, wsh_ptr, wbs_ptr, wss_
             for k0 in range(k_lo + BK, k_hi, BK):
                 x = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, k0, k_hi, BK)
                 q, _ = _fold_values(x, folded, ref, BMQ, CB, FLOOR_RULE)
-                w = _load_w(w_ptr, wsh_ptr, cols, col_ok, K, k0, k_hi, BK, PACKED)
+                w = _w_step(w_desc, w_ptr, wsh_ptr, pid_n * BN, cols, col_ok, K, k0, k_hi, BK, PACKED, W_TMA)
                 d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w), d, out_dtype=tl.int32)
         fa = seg_factor(ref, nan)
         acc = d.to(tl.float32) * (_repeat_rows(fa, REP)[:, None] * fw[None, :])

@@ -1,0 +1,86 @@
+"""How much of a call's time is its operands' first trip from DRAM (GPU).
+
+Each shape's call (the table's config) and cuBLAS bf16's are timed under the bench's rule (L2
+flushed before each call), and again with one operand read back into L2 between the flush and
+the start event: the weight (for the library: the folded weight's arrays, what the kernels
+read; for cuBLAS: its bf16 weight), A, or both. The difference between "cold" and "W warm" is
+what the weight's DRAM trip costs the call beyond what the rest of the call hides; a kernel
+whose time hardly moves is bound on the chip, not by the weight's bytes.
+
+Usage (on the GPU box, from the repo root):
+  PYTHONPATH=src python3 tools/warm_probe.py M,N,K [M,N,K ...]
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+
+import torch
+
+from mxfp4 import launch, ops, task, testing
+from mxfp4.bench.timing import ColdTimer
+
+
+def _tensors(obj) -> list[torch.Tensor]:
+    """The CUDA tensors among an object's dataclass fields (a Folded / PackedFold weight)."""
+    return [v for v in vars(obj).values() if isinstance(v, torch.Tensor) and v.is_cuda]
+
+
+def _touch(tensors: list[torch.Tensor], sink: torch.Tensor) -> None:
+    """Read every byte of ``tensors`` into L2 (a sum of each, as int32 words where the size
+    allows, into ``sink``)."""
+    for t in tensors:
+        flat = t.reshape(-1)
+        words = flat.view(torch.int32) if flat.numel() * flat.element_size() % 4 == 0 else flat
+        sink += words.sum(dtype=torch.int64 if words.is_floating_point() is False else None).to(sink.dtype)
+
+
+def timed(timer: ColdTimer, fn, warm: list[torch.Tensor], sink: torch.Tensor, runs: int = 30) -> float:
+    """Mean us of ``fn`` over ``runs`` calls: flush, spin, read ``warm`` into L2, event, call, event."""
+    samples = []
+    for _ in range(runs):
+        torch.cuda.synchronize()
+        timer.flush()
+        _touch(warm, sink)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        samples.append(start.elapsed_time(end) * 1e3)
+    return statistics.mean(samples)
+
+
+def main(argv: list[str]) -> None:
+    if not argv:
+        raise SystemExit(__doc__)
+    timer = ColdTimer("cuda")
+    sink = torch.zeros((), dtype=torch.int64, device="cuda")
+    print(f"{'shape':>16} {'kernel':>36} | {'cold':>6} {'W warm':>7} {'A warm':>7} {'both':>6} | "
+          f"{'bf16 cold':>9} {'W warm':>7} {'both':>6}")
+    for arg in argv:
+        m, n, k = map(int, arg.split(","))
+        data = task.generate_input(m, n, k, m + n + k, device="cuda")
+        a, b = data[0], data[1]
+        w = task.weight_from_task(data[3], data[4], k)
+        out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+        cfg = ops.resolve_config(m, n, k, torch.device("cuda"))
+        call = lambda: launch.launch_a4w4(a, w, out, cfg)  # noqa: E731
+        call()
+        exact = testing.check_gemm(out, a, w, testing.sample_rows(m, limit=0)).passed
+        folds = [f for _, f in getattr(w.data, "_mxfp4_folds", {}).values()]
+        w_arrays = [t for f in folds for t in _tensors(f)]
+        mine = [timed(timer, call, warm, sink) for warm in ([], w_arrays, [a], w_arrays + [a])]
+        cublas = lambda: a @ b.T  # noqa: E731
+        cublas()
+        theirs = [timed(timer, cublas, warm, sink) for warm in ([], [b], [a, b])]
+        mb = sum(t.numel() * t.element_size() for t in w_arrays) / 1e6
+        tag = (f"{cfg.kernel} {cfg.block_m}x{cfg.block_n} s{cfg.split_k} w{cfg.num_warps} st{cfg.num_stages} "
+               f"b{cfg.blocks_per_step}")
+        print(f"{m}x{n}x{k:<6} {tag:>36} | {mine[0]:6.2f} {mine[1]:7.2f} {mine[2]:7.2f} {mine[3]:6.2f} | "
+              f"{theirs[0]:9.2f} {theirs[1]:7.2f} {theirs[2]:6.2f}   W arrays {mb:.1f} MB exact {exact}",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
