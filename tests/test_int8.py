@@ -190,6 +190,21 @@ def test_fused_facts_in_one_load_or_a_loop(wide, monkeypatch):
     assert report.passed, report
 
 
+def test_fused_grid_on_one_axis_gives_the_same_bits(monkeypatch):
+    """The one-launch kernel's grid is (N tiles, M tiles, segments); one axis divided in the
+    kernel remains for grids past 65535 M tiles or segments: both give the same output bits."""
+    g = torch.Generator().manual_seed(1155)
+    a = torch.randn(20, 512, generator=g).to(torch.bfloat16).to(DEV)
+    w = mxfp4.quantize(torch.randn(80, 512, generator=g).to(torch.bfloat16).to(DEV))
+    cfg = KernelConfig(8, 16, 3, 4, 2, 2, "int8_fused")  # 5 N tiles, 3 M tiles, 3 segments
+    outs = []
+    for grid3 in (1, 0):
+        monkeypatch.setattr(launch, "FUSED_GRID3", grid3)
+        outs.append(ops.gemm_a4w4_debug(a, w, cfg)[0])
+    assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
+    assert testing.check_gemm(outs[0], a, w).passed
+
+
 def test_fused_config_rules():
     assert KernelConfig(16, 32, 1, 4, 1, 16, "int8_fused").blocks_per_step == 16
     with pytest.raises(ValueError, match="blocks_per_step"):

@@ -147,7 +147,8 @@ FOLD_ELEMS = 4096   # elements per load of the A fold launch
 FOLD_BYTES = 32768  # bytes of A per program of the A fold launch (at most, unless one row is more)
 GROUP_M = 8         # int8 kernel: M tiles side by side (W reuse in L2)
 INT8_PIECE_N = 128  # int8 kernel: column piece of the block-by-block path when the fold spans K
-FUSED_GRID3 = 1     # int8_fused: grid (N tiles, M tiles, segments), else one axis divided in the kernel
+FUSED_GRID3 = 1     # int8_fused: grid (N tiles, M tiles, segments), else one axis divided in the kernel (H200:
+                    # the K = 512 benchmark shapes 0.07-0.16 us faster, docs/results/s12/grid3-run3.txt)
 
 
 def _descriptor(t: torch.Tensor, rows: int, cols: int):
@@ -331,23 +332,22 @@ def launch_int8_fused(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, conf
     w_vals, w_shift, _ = _weight_arrays(fw)
     bm, bn = max(16, config.block_m), config.block_n  # the dot's rows: 16 at least
     bmq = min(config.block_m, pow2_at_least(m))  # A rows per program, each repeated bm / bmq times
-    tiles = -(-m // bmq) * -(-n // bn)
+    n_tiles, m_tiles = -(-n // bn), -(-m // bmq)
+    tiles = m_tiles * n_tiles
     cnt, part = _split_k_buffers(dev, tiles, segs, bm * bn, fw.seg_scale)
     fa = _empty_fold(m, k, seg, dev) if debug else None
     targets = (fa.q, fa.block_scale, fa.seg_scale, fa.folded) if debug else (cnt,) * 4  # untouched unless debug
     rest = pow2_at_least(32 * (seg - config.blocks_per_step)) if seg > config.blocks_per_step else 0
     bk = 32 * config.blocks_per_step
-    w_tma = config.w_tma
-    n_tiles, m_tiles = -(-n // bn), -(-m // bmq)
-    grid3 = bool(FUSED_GRID3) and m_tiles < 65536 and segs < 65536
+    grid3 = bool(FUSED_GRID3) and m_tiles < 65536 and segs < 65536  # CUDA's limit on grid axes 1 and 2
     a4w4_fused_kernel[(n_tiles, m_tiles, segs) if grid3 else (tiles * segs,)](
-        a2, a2.stride(0), a2.stride(1), w_vals, _descriptor(w_vals, bn, bk) if w_tma else None, w_shift,
+        a2, a2.stride(0), a2.stride(1), w_vals, _descriptor(w_vals, bn, bk) if config.w_tma else None, w_shift,
         fw.block_scale, fw.seg_scale, fw.folded,
         out2, out2.stride(0), out2.stride(1), part, cnt[4:], *targets, m, n, k, seg, segs,
         BM=bm, BMQ=bmq, BN=bn, BK=bk, ONE_STEP=seg <= config.blocks_per_step,
         REST=rest if bmq * rest <= WIDE_FACTS else 0,
         FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR, USE_SPLIT=segs > 1, WRITE_FOLD=debug, PACKED=config.packed,
-        W_TMA=w_tma, GRID3=grid3, num_warps=config.num_warps, num_stages=config.num_stages)
+        W_TMA=config.w_tma, GRID3=grid3, num_warps=config.num_warps, num_stages=config.num_stages)
     return fa
 
 

@@ -98,7 +98,10 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, w_desc, wsh_ptr, wbs_p
     pipelined; H200: 16x2112x7168 16.9 -> 15.8 us, ninth session run 5). WRITE_FOLD (tests): programs
     of the first N tile also write A's fold (the arrays of fold_a_kernel, bit for bit). PACKED:
     the weight is :class:`mxfp4.fold.PackedFold` (w_ptr its codes, wsh_ptr its shifts), else
-    :class:`mxfp4.fold.Folded` (w_ptr its int8 values; wsh_ptr unused)."""
+    :class:`mxfp4.fold.Folded` (w_ptr its int8 values; wsh_ptr unused). W_TMA: the weight's K
+    steps come through w_desc, a tensor descriptor over the int8 values with [BN, BK] blocks
+    (:func:`_w_step`; None otherwise). GRID3: the grid is (N tiles, M tiles, segments), else
+    one axis of tiles * segments programs."""
     pid = tl.program_id(0)
     n_tiles = tl.cdiv(N, BN)
     if GRID3:  # grid (N tiles, M tiles, segments): no divisions before the first loads
