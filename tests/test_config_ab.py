@@ -17,6 +17,8 @@ def test_config_strings():
     assert config_ab.parse("8,128,1,8,1,16,int8_fused", 32, 4096, 512) == want
     assert config_ab.parse("64,64,1,4,3,8,int8_meet", 256, 3072, 1536).kernel == "int8_meet"
     assert config_ab.parse("16,128,4,4,3,8,int8_fused,tma", 8, 5760, 2880).w_tma
+    assert config_ab.config_tag(KernelConfig(16, 128, 4, 4, 3, 8, "int8_fused", w_tma=True)) == \
+        "int8_fused 16x128 s4 w4 st3 b8 tma"
     with pytest.raises(SystemExit, match="KERNEL\\[,tma\\]"):
         config_ab.parse("16,128,4,4,3,8,int8_fused,fast", 8, 5760, 2880)
     with pytest.raises(SystemExit, match="BM,BN,SPLIT,WARPS,STAGES,STEP,KERNEL"):

@@ -20,16 +20,13 @@ import torch
 from mxfp4 import KernelConfig, launch, ops, task, testing
 from mxfp4.bench.timing import ColdTimer, geomean
 
-from knob_ab import compiled_variants
+from knob_ab import compiled_variants, config_from_fields, config_tag
 
 
 def parse(spec: str, m: int, n: int, k: int) -> KernelConfig:
     if spec == "table":
         return ops.resolve_config(m, n, k, torch.device("cuda"))
-    fields = spec.split(",")
-    if len(fields) not in (7, 8) or fields[7:] not in ([], ["tma"]):
-        raise SystemExit(f"config {spec!r}: want BM,BN,SPLIT,WARPS,STAGES,STEP,KERNEL[,tma] or 'table'")
-    return KernelConfig(*map(int, fields[:6]), kernel=fields[6], w_tma=fields[7:] == ["tma"])
+    return config_from_fields(spec.split(","), " or 'table'")
 
 
 def main(argv: list[str]) -> None:
@@ -71,8 +68,7 @@ def main(argv: list[str]) -> None:
         cublas_all.append(cublas)
         print(f"{m}x{n}x{k}  cuBLAS bf16 {cublas:.2f} us", flush=True)
         for i, (cfg, spec) in enumerate(zip(configs, specs)):
-            tag = (f"{'table ' if spec == 'table' else ''}{cfg.kernel} {cfg.block_m}x{cfg.block_n} s{cfg.split_k} "
-                   f"w{cfg.num_warps} st{cfg.num_stages} b{cfg.blocks_per_step}{' tma' if cfg.w_tma else ''}")
+            tag = ("table " if spec == "table" else "") + config_tag(cfg)
             if times[i]:
                 mean = statistics.mean(times[i])
                 columns.setdefault(i, []).append(mean)

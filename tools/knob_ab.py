@@ -5,7 +5,7 @@ checked against the exact oracle.
 
 Usage (on the GPU box, from the repo root):
   PYTHONPATH=src python3 tools/knob_ab.py NAME A B SHAPE [SHAPE ...] [OTHER=V ...]
-SHAPE: M,N,K (the table's config) or M,N,K,BM,BN,SPLIT,WARPS,STAGES,STEP,KERNEL. E.g.
+SHAPE: M,N,K (the table's config) or M,N,K,BM,BN,SPLIT,WARPS,STAGES,STEP,KERNEL[,tma]. E.g.
   tools/knob_ab.py WIDE_FACTS 0 8192 16,2112,7168
   tools/knob_ab.py MEET_PER_SM 1 2 256,3072,1536,64,64,1,4,3,8,int8_meet
 (OTHER=V: another knob held at V for the whole run). Per shape and value, the registers per
@@ -26,6 +26,20 @@ from mxfp4.bench.timing import ColdTimer, geomean
 
 KERNEL_OBJECTS = {"int8_fused": ("fused", "a4w4_fused_kernel"), "int8_meet": ("meet", "a4w4_meet_kernel"),
                   "int8": ("int8", "a4w4_int8_kernel")}
+
+
+def config_from_fields(fields: list[str], alternatives: str = "") -> KernelConfig:
+    """The KernelConfig of BM,BN,SPLIT,WARPS,STAGES,STEP,KERNEL[,tma] (tma: ``w_tma``), split;
+    ``alternatives`` ends the message that refuses anything else."""
+    if len(fields) not in (7, 8) or fields[7:] not in ([], ["tma"]):
+        raise SystemExit(f"config {','.join(fields)!r}: want BM,BN,SPLIT,WARPS,STAGES,STEP,KERNEL[,tma]{alternatives}")
+    return KernelConfig(*map(int, fields[:6]), kernel=fields[6], w_tma=fields[7:] == ["tma"])
+
+
+def config_tag(cfg: KernelConfig) -> str:
+    """A config in one short line: kernel, tile, split, warps, stages, K step, and tma."""
+    return (f"{cfg.kernel} {cfg.block_m}x{cfg.block_n} s{cfg.split_k} w{cfg.num_warps} st{cfg.num_stages} "
+            f"b{cfg.blocks_per_step}{' tma' if cfg.w_tma else ''}")
 
 
 def compiled_variants(kernel_name):
@@ -61,7 +75,7 @@ def main(argv):
         a, b = data[0], data[1]
         w = task.weight_from_task(data[3], data[4], k)
         if len(fields) > 3:
-            cfg = KernelConfig(*map(int, fields[3:9]), kernel=fields[9])
+            cfg = config_from_fields(fields[3:])
         else:
             cfg = ops.resolve_config(m, n, k, torch.device("cuda"))
         out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
@@ -85,8 +99,7 @@ def main(argv):
         finally:
             setattr(launch, name, original)
         cublas = t(lambda: a @ b.T)
-        tag = (f"{cfg.kernel} {cfg.block_m}x{cfg.block_n} s{cfg.split_k} w{cfg.num_warps} st{cfg.num_stages} "
-               f"b{cfg.blocks_per_step}")
+        tag = config_tag(cfg)
         cells = [f"{statistics.mean(times[v]):6.2f} ({'/'.join(f'{x:.2f}' for x in times[v])})" for v in values]
         print(f"{m:>5}x{n}x{k:<5} {tag:>28} {cells[0]:>16} {cells[1]:>16} {cublas:7.2f} {exact} "
               f"regs {regs[0]} / {regs[1]}", flush=True)

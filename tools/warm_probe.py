@@ -20,6 +20,8 @@ import torch
 from mxfp4 import launch, ops, task, testing
 from mxfp4.bench.timing import ColdTimer
 
+from knob_ab import config_tag
+
 
 def _tensors(obj) -> list[torch.Tensor]:
     """The CUDA tensors among an object's dataclass fields (a Folded / PackedFold weight)."""
@@ -76,8 +78,7 @@ def main(argv: list[str]) -> None:
         cublas = lambda: a @ b.T  # noqa: E731
         theirs = [timed(timer, cublas, warm, sink) for warm in ([], [b], [a, b])]
         mb = sum(t.numel() * t.element_size() for t in w_arrays) / 1e6
-        tag = (f"{cfg.kernel} {cfg.block_m}x{cfg.block_n} s{cfg.split_k} w{cfg.num_warps} st{cfg.num_stages} "
-               f"b{cfg.blocks_per_step}")
+        tag = config_tag(cfg)
         print(f"{m}x{n}x{k:<6} {tag:>36} | {mine[0]:6.2f} {mine[1]:7.2f} {mine[2]:7.2f} {mine[3]:6.2f} | "
               f"{theirs[0]:9.2f} {theirs[1]:7.2f} {theirs[2]:6.2f}   W arrays {mb:.1f} MB exact {exact}",
               flush=True)

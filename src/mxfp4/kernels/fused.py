@@ -117,7 +117,8 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, w_desc, wsh_ptr, wbs_p
     CB: tl.constexpr = BK // 32
     rows = pid_m * BMQ + tl.arange(0, BMQ)
     row_ok = rows < M
-    cols = pid_n * BN + tl.arange(0, BN)
+    col0 = pid_n * BN
+    cols = col0 + tl.arange(0, BN)
     col_ok = cols < N
     b_lo = seg * SEG_BLOCKS
     b_hi = tl.minimum(b_lo + SEG_BLOCKS, K // 32)
@@ -131,7 +132,7 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, w_desc, wsh_ptr, wbs_p
         x_rest = _load_steps(a_ptr, stride_am, stride_ak, pid_m * BMQ, M, k_lo + BK, k_hi, BMQ, BK, REST // BK)
     ok_w = tl.load(wok_ptr + cols * NSEG + seg, mask=col_ok, other=1)
     fw = tl.load(wss_ptr + cols * NSEG + seg, mask=col_ok, other=0.0)
-    w0 = _w_step(w_desc, w_ptr, wsh_ptr, pid_n * BN, cols, col_ok, K, k_lo, k_hi, BK, PACKED, W_TMA)
+    w0 = _w_step(w_desc, w_ptr, wsh_ptr, col0, cols, col_ok, K, k_lo, k_hi, BK, PACKED, W_TMA)
     # Reduced here, not at their use, where the compiler would move both loads.
     ok_w = all_fold(fw, ok_w)
     # x0's block scales serve both its facts and its fold
@@ -159,7 +160,7 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, w_desc, wsh_ptr, wbs_p
             for k0 in range(k_lo + BK, k_hi, BK):
                 x = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, k0, k_hi, BK)
                 q, _ = _fold_values(x, folded, ref, BMQ, CB, FLOOR_RULE)
-                w = _w_step(w_desc, w_ptr, wsh_ptr, pid_n * BN, cols, col_ok, K, k0, k_hi, BK, PACKED, W_TMA)
+                w = _w_step(w_desc, w_ptr, wsh_ptr, col0, cols, col_ok, K, k0, k_hi, BK, PACKED, W_TMA)
                 d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w), d, out_dtype=tl.int32)
         fa = seg_factor(ref, nan)
         acc = d.to(tl.float32) * (_repeat_rows(fa, REP)[:, None] * fw[None, :])
