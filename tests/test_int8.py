@@ -137,6 +137,8 @@ SMALL = [  # m, n, k, data seed, config: the two-launch int8 path, then the one-
     (20, 32, 512, 1154, KernelConfig(16, 16, 3, 4, 2, 2, "int8_fused", w_tma=True)),  # the weight by TMA: split-K
     (33, 40, 320, 1642, KernelConfig(32, 32, 1, 4, 2, 2, "int8_fused", w_tma=True)),  # past M, N and K's last step
     (1, 40, 512, 553, KernelConfig(16, 32, 1, 4, 1, 16, "int8_fused", w_tma=True)),   # one step
+    (7, 64, 512, 965, KernelConfig(16, 32, 2, 4, 2, 8, "int8_fused", w_tma=True)),    # one step per split, pipelined
+    (20, 40, 512, 1156, KernelConfig(8, 32, 1, 4, 2, 16, "int8_fused", w_tma=True)),  # 8 rows twice, one step
     (7, 48, 256, 337, KernelConfig(16, 16, 1, 4, 2, 2, "int8_meet")),       # one launch, persistent: whole K
     (33, 40, 320, 1321, KernelConfig(16, 32, 1, 4, 2, 2, "int8_meet", 4)),  # segments in a loop
     (20, 32, 512, 641, KernelConfig(32, 16, 3, 4, 2, 4, "int8_meet")),      # split-K
@@ -361,7 +363,7 @@ def test_fused_on_gpu(m, n, k):
                 KernelConfig(16, 32, 1, 4, 1, 16, "int8_fused", packed=True),
                 KernelConfig(8, 64, 1, 8, 1, 16, "int8_fused"), KernelConfig(4, 128, 4, 8, 3, 4, "int8_fused"),
                 KernelConfig(16, 128, 4, 4, 3, 8, "int8_fused", w_tma=True),
-                KernelConfig(16, 64, 1, 4, 1, 16, "int8_fused", w_tma=True)):
+                KernelConfig(8, 128, 1, 4, 2, 16, "int8_fused", w_tma=True)):
         out, folded_a = ops.gemm_a4w4_debug(a, w, cfg)
         assert not fold.differing_arrays(folded_a, fold.fold_tensor(mxfp4.quantize(a), folded_a.seg_blocks)), cfg
         assert testing.check_gemm(out, a, w).passed, cfg

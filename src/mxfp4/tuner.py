@@ -16,6 +16,13 @@ TMA_BYTES = 256
 (16 x 128 tiles of 8-block steps on 4 warps: 256; H200, twelfth session: that config gained
 17.3 -> 15.5 us on 8x5760x2880 while 64-byte ones lost, docs/results/s12/wtma-run3.txt)."""
 
+ONE_STEP_TMA_BYTES = 512
+"""The same threshold for one-step segments, whose ``w_tma`` twin runs the step as a pipelined
+loop in 2 stages (:func:`mxfp4.kernels.fused._step_loop`). H200, thirteenth session
+(docs/results/s13/loopstep-run1.txt): 512-byte ones gained up to 0.2 us (32x4096x512 8 x 128 on
+4 warps 7.03 -> 6.82), 256-byte ones lost on every shape tried (8x5120x2880 16 x 128 on 8 warps
+13.81 -> 16.45)."""
+
 
 def candidate_configs(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
     """The curated candidates of every kernel for one shape (see the helpers below); the
@@ -150,8 +157,9 @@ def fused_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelC
     docs/results/s6/trials-run1-bench.csv). 4 warps, and 8 from 16 x 64 tiles up. At M = 17 .. 32
     also 8 A rows per program (each twice in the dot's 16 rows), BN 64 .. 256, no split: half the
     fold per program for twice the weight rows (32x2880x512: 6.66 against 6.81 us for 16 x 64,
-    docs/results/s11/configs-run10.txt). At M <= 32, where a K loop copies at least TMA_BYTES of
-    weight per thread and step, also the same config with the weight through TMA (``w_tma``)."""
+    docs/results/s11/configs-run10.txt). At M <= 32, where a thread copies at least TMA_BYTES of
+    weight per K step (ONE_STEP_TMA_BYTES where a segment is one step), also the same config with
+    the weight through TMA (``w_tma``; a one-step twin in 2 stages)."""
     out = []
     blocks = k // 32
     if blocks < 1:
@@ -171,8 +179,9 @@ def fused_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelC
                     for warps in ((4, 8) if bm * bn >= 16 * 64 else (4,)):
                         cfg = KernelConfig(bm, bn, split, warps, 1 if seg == bps else 3, bps, "int8_fused")
                         out.append(cfg)
-                        if m <= 32 and bm <= 16 and seg > bps and bn * bps // warps >= TMA_BYTES:
-                            out.append(dataclasses.replace(cfg, w_tma=True))
+                        if m <= 32 and bm <= 16 and bn * bps // warps >= (TMA_BYTES if seg > bps else
+                                                                           ONE_STEP_TMA_BYTES):
+                            out.append(dataclasses.replace(cfg, w_tma=True, num_stages=max(cfg.num_stages, 2)))
     return list(dict.fromkeys(out))
 
 

@@ -9,8 +9,8 @@ import triton.language as tl
 
 from .a4w4 import _store_tile
 from .direct import round_with_scales
-from .int8 import (_fold_rounded, _fold_rule, _fold_values, _load_rows, _merge_facts, _merge_scales, _no_facts,
-                   _scales, _segment_facts, _store_fold, all_fold, seg_factor)
+from .int8 import (_fold_rounded, _fold_rule, _fold_scaled, _fold_values, _load_rows, _merge_facts, _merge_scales,
+                   _no_facts, _scales, _segment_facts, _store_fold, all_fold, seg_factor)
 from .numerics import computed_here
 from .packed import load_packed
 
@@ -61,6 +61,31 @@ def _load_steps(a_ptr, stride_am, stride_ak, row0, M, k0, k_hi, BMQ: tl.constexp
     row = row0 + r % BMQ
     k = k0 + (r // BMQ)[:, None] * BK + tl.arange(0, BK)[None, :]
     return tl.load(a_ptr + row[:, None] * stride_am + k * stride_ak, mask=(row < M)[:, None] & (k < k_hi), other=0)
+
+
+@triton.jit
+def _step_loop(a_ptr, stride_am, stride_ak, w_desc, rows, row_ok, col0, k_lo, k_hi,
+               BM: tl.constexpr, BMQ: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, FLOOR_RULE: tl.constexpr):
+    """A one-step segment's int8 dot (int32 [BM, BN]) and its rows' facts (hi, lo, nan), the
+    weight through w_desc, written as a loop of one iteration: Triton's pipeliner (num_stages 2)
+    then issues A's loads and the weight's TMA before the loop and waits for the weight right
+    before the dot, after the facts and the fold, where a descriptor load outside a loop waits
+    at once (docs/results/s12/one_step_tma_probe.py). Its fold takes the step's own facts, so
+    this serves one step only. The dot is computed whether or not the rows fold; the caller
+    looks at the facts after it."""
+    REP: tl.constexpr = BM // BMQ
+    CB: tl.constexpr = BK // 32
+    hi, lo, nan = _no_facts(BMQ)
+    d = tl.zeros((BM, BN), tl.int32)
+    for k0 in range(k_lo, k_hi, BK):
+        x = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, k0, k_hi, BK)
+        xf, bits, amax, e, nonfinite = _scales(x, BMQ, CB, FLOOR_RULE)
+        hi, lo, nan = _merge_scales(amax, e, nonfinite, hi, lo, nan)
+        folded, ref = _fold_rule(hi, lo)
+        q, _ = _fold_scaled(xf, bits, e, nonfinite, folded, ref, BMQ, CB)
+        w = w_desc.load([col0, k0])
+        d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w), d, out_dtype=tl.int32)
+    return d, hi, lo, nan
 
 
 @triton.jit
@@ -124,38 +149,47 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, w_desc, wsh_ptr, wbs_p
     b_hi = tl.minimum(b_lo + SEG_BLOCKS, K // 32)
     k_lo = b_lo * 32
     k_hi = b_hi * 32
-    # Every load that waits on nothing first, so they share one memory round trip; the weight
-    # last, as the compiler moves it to shared memory (and waits for it) right after its load.
-    x0 = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, k_lo, k_hi, BK)
-    x_rest = x0
-    if REST > 0:
-        x_rest = _load_steps(a_ptr, stride_am, stride_ak, pid_m * BMQ, M, k_lo + BK, k_hi, BMQ, BK, REST // BK)
-    ok_w = tl.load(wok_ptr + cols * NSEG + seg, mask=col_ok, other=1)
-    fw = tl.load(wss_ptr + cols * NSEG + seg, mask=col_ok, other=0.0)
-    w0 = _w_step(w_desc, w_ptr, wsh_ptr, col0, cols, col_ok, K, k_lo, k_hi, BK, PACKED, W_TMA)
-    # Reduced here, not at their use, where the compiler would move both loads.
-    ok_w = all_fold(fw, ok_w)
-    # x0's block scales serve both its facts and its fold
-    xf0, bits0, amax0, e0, nonfinite0 = _scales(x0, BMQ, CB, FLOOR_RULE)
-    r0 = round_with_scales(xf0, bits0, e0, nonfinite0)
-    if ONE_STEP:
-        # rounded here, before the facts' reduction (it needs none of them), not sunk to its use
-        # after it: H200, K = 512 shapes 0.05-0.2 us faster; with a K loop it was slower
-        r0 = computed_here(r0)
-    hi, lo, nan = _merge_scales(amax0, e0, nonfinite0, *_no_facts(BMQ))
-    if REST > 0:
-        hi, lo, nan = _rest_facts(x_rest, hi, lo, nan, BMQ, REST // BK, CB, FLOOR_RULE)
-    elif not ONE_STEP:
-        hi, lo, nan = _segment_facts(a_ptr, stride_am, stride_ak, rows, row_ok, k_lo + BK, k_hi, hi, lo, nan,
-                                     BMQ, CB, FLOOR_RULE)
+    LOOP_STEP: tl.constexpr = ONE_STEP and W_TMA  # the step as a one-iteration loop (_step_loop)
+    if LOOP_STEP:
+        ok_w = tl.load(wok_ptr + cols * NSEG + seg, mask=col_ok, other=1)
+        fw = tl.load(wss_ptr + cols * NSEG + seg, mask=col_ok, other=0.0)
+        d, hi, lo, nan = _step_loop(a_ptr, stride_am, stride_ak, w_desc, rows, row_ok, col0, k_lo, k_hi,
+                                    BM, BMQ, BN, BK, FLOOR_RULE)
+        ok_w = all_fold(fw, ok_w)
+    else:
+        # Every load that waits on nothing first, so they share one memory round trip; the weight
+        # last, as the compiler moves it to shared memory (and waits for it) right after its load.
+        x0 = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, k_lo, k_hi, BK)
+        x_rest = x0
+        if REST > 0:
+            x_rest = _load_steps(a_ptr, stride_am, stride_ak, pid_m * BMQ, M, k_lo + BK, k_hi, BMQ, BK, REST // BK)
+        ok_w = tl.load(wok_ptr + cols * NSEG + seg, mask=col_ok, other=1)
+        fw = tl.load(wss_ptr + cols * NSEG + seg, mask=col_ok, other=0.0)
+        w0 = _w_step(w_desc, w_ptr, wsh_ptr, col0, cols, col_ok, K, k_lo, k_hi, BK, PACKED, W_TMA)
+        # Reduced here, not at their use, where the compiler would move both loads.
+        ok_w = all_fold(fw, ok_w)
+        # x0's block scales serve both its facts and its fold
+        xf0, bits0, amax0, e0, nonfinite0 = _scales(x0, BMQ, CB, FLOOR_RULE)
+        r0 = round_with_scales(xf0, bits0, e0, nonfinite0)
+        if ONE_STEP:
+            # rounded here, before the facts' reduction (it needs none of them), not sunk to its use
+            # after it: H200, K = 512 shapes 0.05-0.2 us faster; with a K loop it was slower
+            r0 = computed_here(r0)
+        hi, lo, nan = _merge_scales(amax0, e0, nonfinite0, *_no_facts(BMQ))
+        if REST > 0:
+            hi, lo, nan = _rest_facts(x_rest, hi, lo, nan, BMQ, REST // BK, CB, FLOOR_RULE)
+        elif not ONE_STEP:
+            hi, lo, nan = _segment_facts(a_ptr, stride_am, stride_ak, rows, row_ok, k_lo + BK, k_hi, hi, lo, nan,
+                                         BMQ, CB, FLOOR_RULE)
     folded, ref = _fold_rule(hi, lo)
     if WRITE_FOLD:
         if pid_n == 0:
             _store_fold(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, rows, row_ok, K, b_lo, b_hi,
                         seg, NSEG, folded, ref, nan, BMQ, CB, FLOOR_RULE)
     if tl.min(folded.to(tl.int32)) * ok_w != 0:
-        q, _ = _fold_rounded(r0, e0, nonfinite0, folded, ref, BMQ, CB)
-        d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w0), out_dtype=tl.int32)
+        if not LOOP_STEP:
+            q, _ = _fold_rounded(r0, e0, nonfinite0, folded, ref, BMQ, CB)
+            d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w0), out_dtype=tl.int32)
         if not ONE_STEP:
             for k0 in range(k_lo + BK, k_hi, BK):
                 x = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, k0, k_hi, BK)
