@@ -4,8 +4,9 @@ cuBLAS bf16 in the same run; every output checked against the exact oracle.
 
 Usage (on the GPU box, from the repo root):
   PYTHONPATH=src python3 tools/config_ab.py 'M,N,K;CONFIG;CONFIG...' ...
-CONFIG: "table" (the shipped table's pick) or BM,BN,SPLIT,WARPS,STAGES,STEP,KERNEL[,tma] (tma: the
-int8_fused weight through TMA, KernelConfig.w_tma), e.g.
+CONFIG: "table" (the shipped table's pick) or BM,BN,SPLIT,WARPS,STAGES,STEP,KERNEL[,tma|,packed] (tma:
+the int8_fused weight through TMA, KernelConfig.w_tma; packed: the weight at MXFP4 size,
+KernelConfig.packed), e.g.
   tools/config_ab.py '256,3072,1536;table;128,64,1,8,3,8,int8_meet'
 Prints one line per config (mean and the two rounds, registers and spills of the variant it
 compiled, or "cached"), then per config position the geometric mean over the shapes.

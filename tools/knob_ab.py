@@ -5,7 +5,7 @@ checked against the exact oracle.
 
 Usage (on the GPU box, from the repo root):
   PYTHONPATH=src python3 tools/knob_ab.py NAME A B SHAPE [SHAPE ...] [OTHER=V ...]
-SHAPE: M,N,K (the table's config) or M,N,K,BM,BN,SPLIT,WARPS,STAGES,STEP,KERNEL[,tma]. E.g.
+SHAPE: M,N,K (the table's config) or M,N,K,BM,BN,SPLIT,WARPS,STAGES,STEP,KERNEL[,tma|,packed]. E.g.
   tools/knob_ab.py WIDE_FACTS 0 8192 16,2112,7168
   tools/knob_ab.py MEET_PER_SM 1 2 256,3072,1536,64,64,1,4,3,8,int8_meet
 (OTHER=V: another knob held at V for the whole run). Per shape and value, the registers per
@@ -29,17 +29,19 @@ KERNEL_OBJECTS = {"int8_fused": ("fused", "a4w4_fused_kernel"), "int8_meet": ("m
 
 
 def config_from_fields(fields: list[str], alternatives: str = "") -> KernelConfig:
-    """The KernelConfig of BM,BN,SPLIT,WARPS,STAGES,STEP,KERNEL[,tma] (tma: ``w_tma``), split;
-    ``alternatives`` ends the message that refuses anything else."""
-    if len(fields) not in (7, 8) or fields[7:] not in ([], ["tma"]):
-        raise SystemExit(f"config {','.join(fields)!r}: want BM,BN,SPLIT,WARPS,STAGES,STEP,KERNEL[,tma]{alternatives}")
-    return KernelConfig(*map(int, fields[:6]), kernel=fields[6], w_tma=fields[7:] == ["tma"])
+    """The KernelConfig of BM,BN,SPLIT,WARPS,STAGES,STEP,KERNEL[,tma|,packed] (tma: ``w_tma``;
+    packed: ``packed``), split; ``alternatives`` ends the message that refuses anything else."""
+    if len(fields) not in (7, 8) or fields[7:] not in ([], ["tma"], ["packed"]):
+        raise SystemExit(f"config {','.join(fields)!r}: want BM,BN,SPLIT,WARPS,STAGES,STEP,KERNEL[,tma|,packed]"
+                         f"{alternatives}")
+    return KernelConfig(*map(int, fields[:6]), kernel=fields[6], w_tma=fields[7:] == ["tma"],
+                        packed=fields[7:] == ["packed"])
 
 
 def config_tag(cfg: KernelConfig) -> str:
     """A config in one short line: kernel, tile, split, warps, stages, K step, and tma."""
     return (f"{cfg.kernel} {cfg.block_m}x{cfg.block_n} s{cfg.split_k} w{cfg.num_warps} st{cfg.num_stages} "
-            f"b{cfg.blocks_per_step}{' tma' if cfg.w_tma else ''}")
+            f"b{cfg.blocks_per_step}{' tma' if cfg.w_tma else ''}{' packed' if cfg.packed else ''}")
 
 
 def compiled_variants(kernel_name):
