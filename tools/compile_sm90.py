@@ -8,8 +8,7 @@ Usage:
   python tools/compile_sm90.py --fused BM BMQ BN BK WARPS STAGES [SPLIT [PACKED [REST]]]  one-launch int8
                                                   kernel (STAGES 1: one K step; REST: its fold-facts load;
                                                   environment W_TMA=1: the weight by TMA; GRID3=0: one grid axis;
-                                                  ONE_STEP=1: one K step at any STAGES;
-                                                  W_PREFETCH=LINES: the weight's L2 prefetch)
+                                                  ONE_STEP=1: one K step at any STAGES)
 then  .venv/lib/python3.11/site-packages/triton/backends/nvidia/bin/cuobjdump --dump-sass /tmp/<name>.cubin
 Integer arguments are declared divisible by 16 and strides of 1 constant, as the real launch
 specializes them; costs no device time.
@@ -74,7 +73,7 @@ def main(argv):
                     ok_ptr="*i8", w_desc=f"tensordesc<i8[{bn}, {bk}]>" if tma else "constexpr")
         consts = dict(BM=bm, BMQ=bmq, BN=bn, BK=bk, ONE_STEP=stages == 1 or os.environ.get("ONE_STEP") == "1", FLOOR_RULE=False, USE_SPLIT=split,
                       WRITE_FOLD=False, PACKED=packed, REST=rest, W_TMA=tma,
-                      GRID3=os.environ.get("GRID3", "1") == "1", W_PREFETCH=int(os.environ.get("W_PREFETCH", "0")), **({} if tma else {"w_desc": None}))
+                      GRID3=os.environ.get("GRID3", "1") == "1", **({} if tma else {"w_desc": None}))
         ck = compile_kernel(a4w4_fused_kernel, consts, warps, stages)
         name = f"f_{bm}_{bmq}_{bn}_{bk}_{warps}_{stages}_{int(split)}{'_p' if packed else ''}{f'_r{rest}' if rest else ''}"
     elif argv and argv[0] == "--direct":

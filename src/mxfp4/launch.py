@@ -147,8 +147,6 @@ FOLD_ELEMS = 4096   # elements per load of the A fold launch
 FOLD_BYTES = 32768  # bytes of A per program of the A fold launch (at most, unless one row is more)
 GROUP_M = 8         # int8 kernel: M tiles side by side (W reuse in L2)
 INT8_PIECE_N = 128  # int8 kernel: column piece of the block-by-block path when the fold spans K
-FUSED_W_PREFETCH = 32  # int8_fused with a K loop: 128-byte lines a weight row at most prefetched into L2
-                       # at the start (0: none)
 FUSED_GRID3 = 1     # int8_fused: grid (N tiles, M tiles, segments), else one axis divided in the kernel (H200:
                     # the K = 512 benchmark shapes 0.07-0.16 us faster, docs/results/s12/grid3-run3.txt)
 
@@ -342,9 +340,6 @@ def launch_int8_fused(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, conf
     rest = pow2_at_least(32 * (seg - config.blocks_per_step)) if seg > config.blocks_per_step else 0
     bk = 32 * config.blocks_per_step
     grid3 = bool(FUSED_GRID3) and m_tiles < 65536 and segs < 65536  # CUDA's limit on grid axes 1 and 2
-    past_first = 32 * (seg - config.blocks_per_step)  # weight bytes of a row past a segment's first step
-    prefetch = (min(FUSED_W_PREFETCH, pow2_at_least(-(-past_first // 128)))
-                if past_first > 0 and not config.packed else 0)
     a4w4_fused_kernel[(n_tiles, m_tiles, segs) if grid3 else (tiles * segs,)](
         a2, a2.stride(0), a2.stride(1), w_vals, _descriptor(w_vals, bn, bk) if config.w_tma else None, w_shift,
         fw.block_scale, fw.seg_scale, fw.folded,
@@ -352,8 +347,7 @@ def launch_int8_fused(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, conf
         BM=bm, BMQ=bmq, BN=bn, BK=bk, ONE_STEP=seg <= config.blocks_per_step,
         REST=rest if bmq * rest <= WIDE_FACTS else 0,
         FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR, USE_SPLIT=segs > 1, WRITE_FOLD=debug, PACKED=config.packed,
-        W_TMA=config.w_tma, GRID3=grid3, W_PREFETCH=prefetch, num_warps=config.num_warps,
-        num_stages=config.num_stages)
+        W_TMA=config.w_tma, GRID3=grid3, num_warps=config.num_warps, num_stages=config.num_stages)
     return fa
 
 

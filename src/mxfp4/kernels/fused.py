@@ -11,7 +11,7 @@ from .a4w4 import _store_tile
 from .direct import round_with_scales
 from .int8 import (_fold_rounded, _fold_rule, _fold_scaled, _fold_values, _load_rows, _merge_facts, _merge_scales,
                    _no_facts, _scales, _segment_facts, _store_fold, all_fold, seg_factor)
-from .numerics import computed_here, prefetch_l2
+from .numerics import computed_here
 from .packed import load_packed
 
 
@@ -89,14 +89,6 @@ def _step_loop(a_ptr, stride_am, stride_ak, w_desc, rows, row_ok, col0, k_lo, k_
 
 
 @triton.jit
-def _prefetch_w(w_ptr, cols, col_ok, K, k0, k_hi, LINES: tl.constexpr):
-    """Bring the int8 weight's rows ``cols``, columns [k0, k_hi), into L2 (:func:`prefetch_l2`):
-    LINES 128-byte lines a row at most (a power of two)."""
-    k = k0 + tl.arange(0, LINES) * 128
-    prefetch_l2(w_ptr + cols[:, None] * K + k[None, :], col_ok[:, None] & (k < k_hi)[None, :])
-
-
-@triton.jit
 def _rest_facts(x_rest, hi, lo, nan, BMQ: tl.constexpr, NR: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr):
     """The running facts of BMQ rows continued over x_rest [NR * BMQ, CB * 32] (:func:`_load_steps`)."""
     h, lw, n = _merge_facts(x_rest, *_no_facts(NR * BMQ), NR * BMQ, CB, FLOOR_RULE)
@@ -112,7 +104,7 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, w_desc, wsh_ptr, wbs_p
                       BM: tl.constexpr, BMQ: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                       ONE_STEP: tl.constexpr, FLOOR_RULE: tl.constexpr, USE_SPLIT: tl.constexpr,
                       WRITE_FOLD: tl.constexpr, PACKED: tl.constexpr, REST: tl.constexpr = 0,
-                      W_TMA: tl.constexpr = False, GRID3: tl.constexpr = False, W_PREFETCH: tl.constexpr = 0):
+                      W_TMA: tl.constexpr = False, GRID3: tl.constexpr = False):
     """C[M, N] (bf16) from bf16 A [M, K] and the folded weight W (int8 [N, K] with its fold
     arrays) in one launch: each program folds the A rows it needs itself.
 
@@ -134,9 +126,7 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, w_desc, wsh_ptr, wbs_p
     :class:`mxfp4.fold.Folded` (w_ptr its int8 values; wsh_ptr unused). W_TMA: the weight's K
     steps come through w_desc, a tensor descriptor over the int8 values with [BN, BK] blocks
     (:func:`_w_step`; None otherwise). GRID3: the grid is (N tiles, M tiles, segments), else
-    one axis of tiles * segments programs. W_PREFETCH > 0 (int8 weight, a K loop): the weight
-    past the first step is prefetched into L2 at the start, W_PREFETCH 128-byte lines a row at
-    most (a power of two at least the segment's bytes past its first step)."""
+    one axis of tiles * segments programs."""
     pid = tl.program_id(0)
     n_tiles = tl.cdiv(N, BN)
     if GRID3:  # grid (N tiles, M tiles, segments): no divisions before the first loads
@@ -175,10 +165,6 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, w_desc, wsh_ptr, wbs_p
             x_rest = _load_steps(a_ptr, stride_am, stride_ak, pid_m * BMQ, M, k_lo + BK, k_hi, BMQ, BK, REST // BK)
         ok_w = tl.load(wok_ptr + cols * NSEG + seg, mask=col_ok, other=1)
         fw = tl.load(wss_ptr + cols * NSEG + seg, mask=col_ok, other=0.0)
-        if W_PREFETCH > 0:
-            # the rest of the segment's weight on its way to L2 during the facts: the K loop's
-            # loads are issued only after them (Triton's pipeline prologue sits right before it)
-            _prefetch_w(w_ptr, cols, col_ok, K, k_lo + BK, k_hi, W_PREFETCH)
         w0 = _w_step(w_desc, w_ptr, wsh_ptr, col0, cols, col_ok, K, k_lo, k_hi, BK, PACKED, W_TMA)
         # Reduced here, not at their use, where the compiler would move both loads.
         ok_w = all_fold(fw, ok_w)

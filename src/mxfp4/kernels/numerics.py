@@ -93,15 +93,6 @@ def computed_here(x):
 
 
 @triton.jit
-def prefetch_l2(ptrs, mask):
-    """Ask for the 128-byte lines holding ``ptrs`` (where ``mask``) to be brought into L2, with
-    no wait and no result (PTX ``prefetch.global.L2``); nothing under the CPU interpreter."""
-    if not _INTERPRETED:
-        tl.inline_asm_elementwise("{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.b32 $0, 0; }",
-                                  "=r,l,r", [ptrs, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
 def f32_to_bf16_rne(x):
     """float32 -> bf16, round to nearest even, NaN kept a NaN. On the GPU the hardware's
     conversion (two values per instruction); under the CPU interpreter, whose ``.to(tl.bfloat16)``
