@@ -73,7 +73,7 @@ def main(argv):
                     ok_ptr="*i8", w_desc=f"tensordesc<i8[{bn}, {bk}]>" if tma else "constexpr")
         consts = dict(BM=bm, BMQ=bmq, BN=bn, BK=bk, ONE_STEP=stages == 1 or os.environ.get("ONE_STEP") == "1", FLOOR_RULE=False, USE_SPLIT=split,
                       WRITE_FOLD=False, PACKED=packed, REST=rest, W_TMA=tma,
-                      GRID3=os.environ.get("GRID3", "1") == "1", **({} if tma else {"w_desc": None}))
+                      GRID3=os.environ.get("GRID3", "1") == "1", ALL=int(os.environ.get("ALL", "0")), **({} if tma else {"w_desc": None}))
         ck = compile_kernel(a4w4_fused_kernel, consts, warps, stages)
         name = f"f_{bm}_{bmq}_{bn}_{bk}_{warps}_{stages}_{int(split)}{'_p' if packed else ''}{f'_r{rest}' if rest else ''}"
     elif argv and argv[0] == "--direct":

@@ -147,6 +147,8 @@ FOLD_ELEMS = 4096   # elements per load of the A fold launch
 FOLD_BYTES = 32768  # bytes of A per program of the A fold launch (at most, unless one row is more)
 GROUP_M = 8         # int8 kernel: M tiles side by side (W reuse in L2)
 INT8_PIECE_N = 128  # int8 kernel: column piece of the block-by-block path when the fold spans K
+FUSED_SEGMENT_LOOP = 1  # int8_fused: a segment's facts from one load of all of it, then every step in one
+                       # pipelined loop (kernels.fused._segment_loop), where that load fits WIDE_FACTS
 FUSED_GRID3 = 1     # int8_fused: grid (N tiles, M tiles, segments), else one axis divided in the kernel (H200:
                     # the K = 512 benchmark shapes 0.07-0.16 us faster, docs/results/s12/grid3-run3.txt)
 
@@ -338,6 +340,9 @@ def launch_int8_fused(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, conf
     fa = _empty_fold(m, k, seg, dev) if debug else None
     targets = (fa.q, fa.block_scale, fa.seg_scale, fa.folded) if debug else (cnt,) * 4  # untouched unless debug
     rest = pow2_at_least(32 * (seg - config.blocks_per_step)) if seg > config.blocks_per_step else 0
+    rest = rest if bmq * rest <= WIDE_FACTS else 0
+    every = pow2_at_least(32 * seg) if seg > config.blocks_per_step else 0  # all of a segment in one load
+    every = every if FUSED_SEGMENT_LOOP and bmq * every <= WIDE_FACTS else 0
     bk = 32 * config.blocks_per_step
     grid3 = bool(FUSED_GRID3) and m_tiles < 65536 and segs < 65536  # CUDA's limit on grid axes 1 and 2
     a4w4_fused_kernel[(n_tiles, m_tiles, segs) if grid3 else (tiles * segs,)](
@@ -345,7 +350,7 @@ def launch_int8_fused(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, conf
         fw.block_scale, fw.seg_scale, fw.folded,
         out2, out2.stride(0), out2.stride(1), part, cnt[4:], *targets, m, n, k, seg, segs,
         BM=bm, BMQ=bmq, BN=bn, BK=bk, ONE_STEP=seg <= config.blocks_per_step,
-        REST=rest if bmq * rest <= WIDE_FACTS else 0,
+        REST=0 if every else rest, ALL=every,
         FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR, USE_SPLIT=segs > 1, WRITE_FOLD=debug, PACKED=config.packed,
         W_TMA=config.w_tma, GRID3=grid3, num_warps=config.num_warps, num_stages=config.num_stages)
     return fa

@@ -64,26 +64,32 @@ def _load_steps(a_ptr, stride_am, stride_ak, row0, M, k0, k_hi, BMQ: tl.constexp
 
 
 @triton.jit
-def _step_loop(a_ptr, stride_am, stride_ak, w_desc, rows, row_ok, col0, k_lo, k_hi,
-               BM: tl.constexpr, BMQ: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, FLOOR_RULE: tl.constexpr):
-    """A one-step segment's int8 dot (int32 [BM, BN]) and its rows' facts (hi, lo, nan), the
-    weight through w_desc, written as a loop of one iteration: Triton's pipeliner (num_stages 2)
-    then issues A's loads and the weight's TMA before the loop and waits for the weight right
-    before the dot, after the facts and the fold, where a descriptor load outside a loop waits
-    at once (docs/results/s12/one_step_tma_probe.py). Its fold takes the step's own facts, so
-    this serves one step only. The dot is computed whether or not the rows fold; the caller
-    looks at the facts after it."""
+def _segment_loop(a_ptr, stride_am, stride_ak, w_desc, w_ptr, wsh_ptr, rows, row_ok, col0, cols, col_ok, K, k_lo, k_hi,
+                  x_all, BM: tl.constexpr, BMQ: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, ALL: tl.constexpr,
+                  PACKED: tl.constexpr, W_TMA: tl.constexpr, FLOOR_RULE: tl.constexpr):
+    """A segment's int8 dot (int32 [BM, BN]) and its rows' facts (hi, lo, nan), every K step in
+    one pipelined loop (from k_lo). ALL > 0: the facts come from x_all, the segment's A in one
+    load of ALL columns (:func:`_load_steps`), issued before; ALL = 0: the segment is one step,
+    whose facts are taken from its own load in the loop. Either way nothing the loop's loads
+    wait for comes between the kernel's start and Triton's pipeline prologue, which issues the
+    first steps' A and weight loads (cp.async, or TMA with W_TMA) there; the wait for a step's
+    weight comes right before its dot (docs/results/s12/one_step_tma_probe.py). The dot runs
+    whether or not the rows fold; the caller looks at the facts after it."""
     REP: tl.constexpr = BM // BMQ
     CB: tl.constexpr = BK // 32
     hi, lo, nan = _no_facts(BMQ)
+    if ALL > 0:
+        hi, lo, nan = _rest_facts(x_all, hi, lo, nan, BMQ, ALL // BK, CB, FLOOR_RULE)
+    folded, ref = _fold_rule(hi, lo)
     d = tl.zeros((BM, BN), tl.int32)
     for k0 in range(k_lo, k_hi, BK):
         x = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, k0, k_hi, BK)
+        w = _w_step(w_desc, w_ptr, wsh_ptr, col0, cols, col_ok, K, k0, k_hi, BK, PACKED, W_TMA)
         xf, bits, amax, e, nonfinite = _scales(x, BMQ, CB, FLOOR_RULE)
-        hi, lo, nan = _merge_scales(amax, e, nonfinite, hi, lo, nan)
-        folded, ref = _fold_rule(hi, lo)
+        if ALL == 0:
+            hi, lo, nan = _merge_scales(amax, e, nonfinite, hi, lo, nan)
+            folded, ref = _fold_rule(hi, lo)
         q, _ = _fold_scaled(xf, bits, e, nonfinite, folded, ref, BMQ, CB)
-        w = w_desc.load([col0, k0])
         d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w), d, out_dtype=tl.int32)
     return d, hi, lo, nan
 
@@ -104,7 +110,7 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, w_desc, wsh_ptr, wbs_p
                       BM: tl.constexpr, BMQ: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                       ONE_STEP: tl.constexpr, FLOOR_RULE: tl.constexpr, USE_SPLIT: tl.constexpr,
                       WRITE_FOLD: tl.constexpr, PACKED: tl.constexpr, REST: tl.constexpr = 0,
-                      W_TMA: tl.constexpr = False, GRID3: tl.constexpr = False):
+                      W_TMA: tl.constexpr = False, GRID3: tl.constexpr = False, ALL: tl.constexpr = 0):
     """C[M, N] (bf16) from bf16 A [M, K] and the folded weight W (int8 [N, K] with its fold
     arrays) in one launch: each program folds the A rows it needs itself.
 
@@ -149,12 +155,17 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, w_desc, wsh_ptr, wbs_p
     b_hi = tl.minimum(b_lo + SEG_BLOCKS, K // 32)
     k_lo = b_lo * 32
     k_hi = b_hi * 32
-    LOOP_STEP: tl.constexpr = ONE_STEP and W_TMA  # the step as a one-iteration loop (_step_loop)
-    if LOOP_STEP:
+    # every step in one pipelined loop (_segment_loop): one-step segments with the weight by TMA,
+    # and segments whose facts come from one load of all of them (ALL)
+    LOOP: tl.constexpr = (ONE_STEP and W_TMA) or ALL > 0
+    if LOOP:
+        x_all = rows
+        if ALL > 0:
+            x_all = _load_steps(a_ptr, stride_am, stride_ak, pid_m * BMQ, M, k_lo, k_hi, BMQ, BK, ALL // BK)
         ok_w = tl.load(wok_ptr + cols * NSEG + seg, mask=col_ok, other=1)
         fw = tl.load(wss_ptr + cols * NSEG + seg, mask=col_ok, other=0.0)
-        d, hi, lo, nan = _step_loop(a_ptr, stride_am, stride_ak, w_desc, rows, row_ok, col0, k_lo, k_hi,
-                                    BM, BMQ, BN, BK, FLOOR_RULE)
+        d, hi, lo, nan = _segment_loop(a_ptr, stride_am, stride_ak, w_desc, w_ptr, wsh_ptr, rows, row_ok, col0, cols,
+                                       col_ok, K, k_lo, k_hi, x_all, BM, BMQ, BN, BK, ALL, PACKED, W_TMA, FLOOR_RULE)
         ok_w = all_fold(fw, ok_w)
     else:
         # Every load that waits on nothing first, so they share one memory round trip; the weight
@@ -187,10 +198,10 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, w_desc, wsh_ptr, wbs_p
             _store_fold(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, rows, row_ok, K, b_lo, b_hi,
                         seg, NSEG, folded, ref, nan, BMQ, CB, FLOOR_RULE)
     if tl.min(folded.to(tl.int32)) * ok_w != 0:
-        if not LOOP_STEP:
+        if not LOOP:
             q, _ = _fold_rounded(r0, e0, nonfinite0, folded, ref, BMQ, CB)
             d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w0), out_dtype=tl.int32)
-        if not ONE_STEP:
+        if not ONE_STEP and not LOOP:
             for k0 in range(k_lo + BK, k_hi, BK):
                 x = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, k0, k_hi, BK)
                 q, _ = _fold_values(x, folded, ref, BMQ, CB, FLOOR_RULE)
