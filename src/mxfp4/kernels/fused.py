@@ -84,12 +84,12 @@ def _segment_loop(a_ptr, stride_am, stride_ak, w_desc, w_ptr, wsh_ptr, rows, row
     d = tl.zeros((BM, BN), tl.int32)
     for k0 in range(k_lo, k_hi, BK):
         x = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, k0, k_hi, BK)
-        w = _w_step(w_desc, w_ptr, wsh_ptr, col0, cols, col_ok, K, k0, k_hi, BK, PACKED, W_TMA)
         xf, bits, amax, e, nonfinite = _scales(x, BMQ, CB, FLOOR_RULE)
         if ALL == 0:
             hi, lo, nan = _merge_scales(amax, e, nonfinite, hi, lo, nan)
             folded, ref = _fold_rule(hi, lo)
         q, _ = _fold_scaled(xf, bits, e, nonfinite, folded, ref, BMQ, CB)
+        w = _w_step(w_desc, w_ptr, wsh_ptr, col0, cols, col_ok, K, k0, k_hi, BK, PACKED, W_TMA)
         d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w), d, out_dtype=tl.int32)
     return d, hi, lo, nan
 
