@@ -176,12 +176,14 @@ def test_int8_gemm_small(m, n, k, seed, cfg, data):
         assert report.passed, report
 
 
-@pytest.mark.parametrize("wide", [0, 8192])
-def test_fused_facts_in_one_load_or_a_loop(wide, monkeypatch):
-    """The fold facts past a segment's first step from one wide load (REST) or from a loop of
-    step loads (segments too long for one load): the same output, A's fold bit for bit, on
-    rows that spread past the fold (block by block) and rows that fold."""
+@pytest.mark.parametrize("wide, segment_loop", [(0, 1), (8192, 0), (8192, 1)])
+def test_fused_facts_in_one_load_or_a_loop(wide, segment_loop, monkeypatch):
+    """The fold facts from one load of all of a segment and every step in one loop (ALL), from
+    one wide load past the first step (REST), or from a loop of step loads (segments too long
+    for one load): the same output, A's fold bit for bit, on rows that spread past the fold
+    (block by block) and rows that fold."""
     monkeypatch.setattr(launch, "WIDE_FACTS", wide)
+    monkeypatch.setattr(launch, "FUSED_SEGMENT_LOOP", segment_loop)
     g = torch.Generator().manual_seed(1153)
     a = torch.randn(20, 512, generator=g).to(torch.bfloat16)
     a[::4] = spread_rows(a[::4], -9, 9, 4)

@@ -8,7 +8,8 @@ Usage:
   python tools/compile_sm90.py --fused BM BMQ BN BK WARPS STAGES [SPLIT [PACKED [REST]]]  one-launch int8
                                                   kernel (STAGES 1: one K step; REST: its fold-facts load;
                                                   environment W_TMA=1: the weight by TMA; GRID3=0: one grid axis;
-                                                  ONE_STEP=1: one K step at any STAGES)
+                                                  ONE_STEP=1: one K step at any STAGES; ALL=COLS: the
+                                                  segment loop with the facts from one load of COLS)
 then  .venv/lib/python3.11/site-packages/triton/backends/nvidia/bin/cuobjdump --dump-sass /tmp/<name>.cubin
 Integer arguments are declared divisible by 16 and strides of 1 constant, as the real launch
 specializes them; costs no device time.

@@ -148,7 +148,9 @@ FOLD_BYTES = 32768  # bytes of A per program of the A fold launch (at most, unle
 GROUP_M = 8         # int8 kernel: M tiles side by side (W reuse in L2)
 INT8_PIECE_N = 128  # int8 kernel: column piece of the block-by-block path when the fold spans K
 FUSED_SEGMENT_LOOP = 1  # int8_fused: a segment's facts from one load of all of it, then every step in one
-                       # pipelined loop (kernels.fused._segment_loop), where that load fits WIDE_FACTS
+                       # pipelined loop (kernels.fused._segment_loop), where that load fits WIDE_FACTS (H200:
+                       # 12 K-loop shapes geomean 15.66 -> 15.59 us, 16x2112x7168 15.21 -> 14.44, then re-tuned;
+                       # docs/results/s13/segloop-run8.txt)
 FUSED_GRID3 = 1     # int8_fused: grid (N tiles, M tiles, segments), else one axis divided in the kernel (H200:
                     # the K = 512 benchmark shapes 0.07-0.16 us faster, docs/results/s12/grid3-run3.txt)
 

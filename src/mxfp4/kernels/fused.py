@@ -126,7 +126,12 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, w_desc, wsh_ptr, wbs_p
     at least the segment's length past its first step): the fold facts of the rest of the
     segment come from one load of REST columns issued with the first step's loads, instead of a
     loop of K-step loads after them, each a memory round trip (loads that feed no dot are not
-    pipelined; H200: 16x2112x7168 16.9 -> 15.8 us, ninth session run 5). WRITE_FOLD (tests): programs
+    pipelined; H200: 16x2112x7168 16.9 -> 15.8 us, ninth session run 5). ALL > 0 (a power of
+    two at least the segment's length; REST is then 0): the facts come from one load of all of
+    the segment and every step, the first too, runs in one pipelined loop
+    (:func:`_segment_loop`), so the first steps' loads go out at the start instead of after the
+    facts (H200: 16x2112x7168 15.21 -> 14.44 us, thirteenth session run 8). ONE_STEP with W_TMA
+    runs the same loop with ALL = 0. WRITE_FOLD (tests): programs
     of the first N tile also write A's fold (the arrays of fold_a_kernel, bit for bit). PACKED:
     the weight is :class:`mxfp4.fold.PackedFold` (w_ptr its codes, wsh_ptr its shifts), else
     :class:`mxfp4.fold.Folded` (w_ptr its int8 values; wsh_ptr unused). W_TMA: the weight's K
@@ -156,7 +161,7 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, w_desc, wsh_ptr, wbs_p
     k_lo = b_lo * 32
     k_hi = b_hi * 32
     # every step in one pipelined loop (_segment_loop): one-step segments with the weight by TMA,
-    # and segments whose facts come from one load of all of them (ALL)
+    # and segments whose facts come from one load of all of the segment (ALL)
     LOOP: tl.constexpr = (ONE_STEP and W_TMA) or ALL > 0
     if LOOP:
         x_all = rows
