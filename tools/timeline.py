@@ -48,22 +48,26 @@ def _stamp(trace_ptr, slot, dep):
 
 # (module, kernel, [(anchor line, inserted lines)]): the inserted lines go right after the anchor.
 # Fused slots: 0-4 the phases up to the first dot, 5-28 the K steps after it (28 also holds every
-# step past the 25th), 29 A folded, 31 the end.
+# step past the 25th), 29 A folded, 31 the end. The segment loop (kernels.fused._segment_loop: one
+# pipelined loop of every step, facts before it) stamps 0, 30 when the loop is done, 3 and 31.
 FUSED = ("fused", "a4w4_fused_kernel", [
     ("    pid = tl.program_id(0)\n", "    _stamp(trace_ptr, 0, pid)\n"),
-    ("    xf0, bits0, amax0, e0, nonfinite0 = _scales(x0, BMQ, CB, FLOOR_RULE)\n",
-     "    _stamp(trace_ptr, 1, amax0)\n"),
-    ("    ok_w = all_fold(fw, ok_w)\n", "    _stamp(trace_ptr, 2, ok_w)\n"),
-    ("    folded, ref = _fold_rule(hi, lo)\n", "    _stamp(trace_ptr, 3, hi)\n"),
-    ("        q, _ = _fold_rounded(r0, e0, nonfinite0, folded, ref, BMQ, CB)\n",
-     "        _stamp(trace_ptr, 29, q)\n"),
-    ("        d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w0), out_dtype=tl.int32)\n",
-     "        _stamp(trace_ptr, 4, d)\n"),
+    ("        xf0, bits0, amax0, e0, nonfinite0 = _scales(x0, BMQ, CB, FLOOR_RULE)\n",
+     "        _stamp(trace_ptr, 1, amax0)\n"),
+    ("        # Reduced here, not at their use, where the compiler would move both loads.\n"
+     "        ok_w = all_fold(fw, ok_w)\n", "        _stamp(trace_ptr, 2, ok_w)\n"),
+    ("BMQ, CB, FLOOR_RULE)\n    folded, ref = _fold_rule(hi, lo)\n", "    _stamp(trace_ptr, 3, hi)\n"),
+    ("            q, _ = _fold_rounded(r0, e0, nonfinite0, folded, ref, BMQ, CB)\n",
+     "            _stamp(trace_ptr, 29, q)\n"),
+    ("            d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w0), out_dtype=tl.int32)\n",
+     "            _stamp(trace_ptr, 4, d)\n"),
     ("                d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w), d, out_dtype=tl.int32)\n",
      "                _stamp(trace_ptr, tl.minimum(4 + (k0 - k_lo) // BK, 28), d)\n"),
+    ("x_all, BM, BMQ, BN, BK, ALL, PACKED, W_TMA, FLOOR_RULE)\n", "        _stamp(trace_ptr, 30, d)\n"),
     ("                BM, BN, USE_SPLIT, REP)\n", "    _stamp(trace_ptr, 31, pid)\n"),
 ])
-FUSED_NAMES = {0: "start", 1: "A in", 2: "W flags", 3: "A facts", 4: "dot 1", 29: "A folded", 31: "end"}
+FUSED_NAMES = {0: "start", 1: "A in", 2: "W flags", 3: "A facts", 4: "dot 1", 29: "A folded", 30: "loop done",
+               31: "end"}
 
 MEET = ("meet", "a4w4_meet_kernel", [
     ("    pid = tl.program_id(0)\n", "    _stamp(trace_ptr, 0, pid)\n"),
