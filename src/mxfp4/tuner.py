@@ -18,7 +18,7 @@ TMA_BYTES = 256
 
 ONE_STEP_TMA_BYTES = 512
 """The same threshold for one-step segments, whose ``w_tma`` twin runs the step as a pipelined
-loop in 2 stages (:func:`mxfp4.kernels.fused._step_loop`). H200, thirteenth session
+loop in 2 stages (:func:`mxfp4.kernels.fused._segment_loop`). H200, thirteenth session
 (docs/results/s13/loopstep-run1.txt): 512-byte ones gained up to 0.2 us (32x4096x512 8 x 128 on
 4 warps 7.03 -> 6.82), 256-byte ones lost on every shape tried (8x5120x2880 16 x 128 on 8 warps
 13.81 -> 16.45)."""

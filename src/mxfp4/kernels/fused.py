@@ -164,7 +164,7 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, w_desc, wsh_ptr, wbs_p
     # and segments whose facts come from one load of all of the segment (ALL)
     LOOP: tl.constexpr = (ONE_STEP and W_TMA) or ALL > 0
     if LOOP:
-        x_all = rows
+        x_all = rows  # a placeholder where ALL = 0 (one step: its facts come from its own load)
         if ALL > 0:
             x_all = _load_steps(a_ptr, stride_am, stride_ak, pid_m * BMQ, M, k_lo, k_hi, BMQ, BK, ALL // BK)
         ok_w = tl.load(wok_ptr + cols * NSEG + seg, mask=col_ok, other=1)
