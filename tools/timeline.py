@@ -61,8 +61,8 @@ FUSED = ("fused", "a4w4_fused_kernel", [
      "            _stamp(trace_ptr, 29, q)\n"),
     ("            d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w0), out_dtype=tl.int32)\n",
      "            _stamp(trace_ptr, 4, d)\n"),
-    ("                d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w), d, out_dtype=tl.int32)\n",
-     "                _stamp(trace_ptr, tl.minimum(4 + (k0 - k_lo) // BK, 28), d)\n"),
+    ("                    d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w), d, out_dtype=tl.int32)\n",
+     "                    _stamp(trace_ptr, tl.minimum(4 + (k0 - k_lo) // BK, 28), d)\n"),
     ("x_all, BM, BMQ, BN, BK, ALL, PACKED, W_TMA, FLOOR_RULE)\n", "        _stamp(trace_ptr, 30, d)\n"),
     ("                BM, BN, USE_SPLIT, REP)\n", "    _stamp(trace_ptr, 31, pid)\n"),
 ])

@@ -47,8 +47,10 @@ class KernelConfig:
     straight into shared memory: no address per element, no copies issued per thread) instead
     of pointer loads. On the H200 it paid where each thread had many bytes of weight to copy per
     step, in a K loop (8x5760x2880, 16 x 128 tiles of 8-block steps on 4 warps: 17.3 -> 15.5 us),
-    and lost elsewhere: with one K step the program waits for the whole tile right after
-    issuing it (docs/results/s12/wtma-run3.txt).
+    and lost elsewhere (docs/results/s12/wtma-run3.txt). A one-step segment with it runs as a
+    pipelined loop of one iteration (:func:`mxfp4.kernels.fused._segment_loop`), which waits for
+    the tile after the fold only with num_stages >= 2 (with 1, right after issuing it); that
+    paid where a thread copies >= 512 bytes (docs/results/s13/loopstep-run1.txt).
     """
 
     block_m: int = 16

@@ -203,15 +203,15 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, w_desc, wsh_ptr, wbs_p
             _store_fold(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, rows, row_ok, K, b_lo, b_hi,
                         seg, NSEG, folded, ref, nan, BMQ, CB, FLOOR_RULE)
     if tl.min(folded.to(tl.int32)) * ok_w != 0:
-        if not LOOP:
+        if not LOOP:  # (the loop form's dot ran in _segment_loop)
             q, _ = _fold_rounded(r0, e0, nonfinite0, folded, ref, BMQ, CB)
             d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w0), out_dtype=tl.int32)
-        if not ONE_STEP and not LOOP:
-            for k0 in range(k_lo + BK, k_hi, BK):
-                x = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, k0, k_hi, BK)
-                q, _ = _fold_values(x, folded, ref, BMQ, CB, FLOOR_RULE)
-                w = _w_step(w_desc, w_ptr, wsh_ptr, col0, cols, col_ok, K, k0, k_hi, BK, PACKED, W_TMA)
-                d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w), d, out_dtype=tl.int32)
+            if not ONE_STEP:
+                for k0 in range(k_lo + BK, k_hi, BK):
+                    x = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, k0, k_hi, BK)
+                    q, _ = _fold_values(x, folded, ref, BMQ, CB, FLOOR_RULE)
+                    w = _w_step(w_desc, w_ptr, wsh_ptr, col0, cols, col_ok, K, k0, k_hi, BK, PACKED, W_TMA)
+                    d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w), d, out_dtype=tl.int32)
         fa = seg_factor(ref, nan)
         acc = d.to(tl.float32) * (_repeat_rows(fa, REP)[:, None] * fw[None, :])
     else:
