@@ -369,3 +369,39 @@ def test_fused_on_gpu(m, n, k):
         out, folded_a = ops.gemm_a4w4_debug(a, w, cfg)
         assert not fold.differing_arrays(folded_a, fold.fold_tensor(mxfp4.quantize(a), folded_a.seg_blocks)), cfg
         assert testing.check_gemm(out, a, w).passed, cfg
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("m, n, k, cfg, reducers", [
+    (16, 2112, 7168, KernelConfig(16, 128, 14, 8, 3, 4, "int8_fused"), 4),   # 17 tiles, 14 splits
+    (7, 2152, 2048, KernelConfig(8, 64, 4, 4, 2, 16, "int8_fused"), 2),      # 34 tiles of 7 rows, N % 64 != 0
+    (1, 3072, 1536, KernelConfig(16, 128, 3, 4, 1, 16, "int8_fused"), 1),    # partials of the one real row
+])
+def test_fused_shared_split_sum_on_gpu(m, n, k, cfg, reducers, monkeypatch):
+    """Where the last programs of a split-K tile share its sum (launch._split_reducers), every
+    element is the same sum in the same order as when one program does it all: the output is
+    bitwise that of one reducer, on every call, and exact. (Shared here whatever the partials'
+    bytes, so that the small tiles take that path too.)"""
+    monkeypatch.setattr(launch, "FUSED_REDUCE_BYTES", 0)
+    g = torch.Generator().manual_seed(m * n + k)
+    a = torch.randn(m, k, generator=g).to(torch.bfloat16).cuda()
+    a[::5] = spread_rows(a[::5], -9, 9, 3)  # some tiles go block by block
+    w = mxfp4.quantize(torch.randn(n, k, generator=g).to(torch.bfloat16).cuda())
+    chosen = []
+    pick = launch._split_reducers
+    monkeypatch.setattr(launch, "_split_reducers", lambda *args: chosen.append(pick(*args)) or chosen[-1])
+
+    def call():
+        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        launch.launch_a4w4(a, w, out, cfg)
+        return out
+
+    shared = [call() for _ in range(20)]
+    assert chosen[-1] == reducers, chosen
+    monkeypatch.setattr(launch, "FUSED_REDUCERS", 1)
+    alone = call()
+    assert chosen[-1] == 1
+    for out in shared:
+        assert torch.equal(out.view(torch.int16), alone.view(torch.int16))
+    assert testing.check_gemm(alone, a, w).passed

@@ -14,7 +14,7 @@ timeline = pytest.importorskip("timeline")
 
 @pytest.mark.parametrize("spec", [timeline.FUSED, timeline.MEET], ids=["int8_fused", "int8_meet"])
 def test_timeline_anchors_match_the_kernels(spec):
-    kernel = timeline.traced_kernel(spec)
+    kernel = timeline.traced_kernel(spec, timeline.helpers_of(spec))
     assert kernel.arg_names[0] == "trace_ptr"
     assert kernel.arg_names[1:] == getattr(__import__(f"mxfp4.kernels.{spec[0]}", fromlist=[spec[1]]),
                                            spec[1]).arg_names

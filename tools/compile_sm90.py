@@ -9,7 +9,8 @@ Usage:
                                                   kernel (STAGES 1: one K step; REST: its fold-facts load;
                                                   environment W_TMA=1: the weight by TMA; GRID3=0: one grid axis;
                                                   ONE_STEP=1: one K step at any STAGES; ALL=COLS: the
-                                                  segment loop with the facts from one load of COLS)
+                                                  segment loop with the facts from one load of COLS;
+                                                  REDUCERS=P: P programs share a split-K tile's sum)
 then  .venv/lib/python3.11/site-packages/triton/backends/nvidia/bin/cuobjdump --dump-sass /tmp/<name>.cubin
 Integer arguments are declared divisible by 16 and strides of 1 constant, as the real launch
 specializes them; costs no device time.
@@ -74,7 +75,8 @@ def main(argv):
                     ok_ptr="*i8", w_desc=f"tensordesc<i8[{bn}, {bk}]>" if tma else "constexpr")
         consts = dict(BM=bm, BMQ=bmq, BN=bn, BK=bk, ONE_STEP=stages == 1 or os.environ.get("ONE_STEP") == "1", FLOOR_RULE=False, USE_SPLIT=split,
                       WRITE_FOLD=False, PACKED=packed, REST=rest, W_TMA=tma,
-                      GRID3=os.environ.get("GRID3", "1") == "1", ALL=int(os.environ.get("ALL", "0")), **({} if tma else {"w_desc": None}))
+                      GRID3=os.environ.get("GRID3", "1") == "1", ALL=int(os.environ.get("ALL", "0")),
+                      REDUCERS=int(os.environ.get("REDUCERS", "1")), **({} if tma else {"w_desc": None}))
         ck = compile_kernel(a4w4_fused_kernel, consts, warps, stages)
         name = f"f_{bm}_{bmq}_{bn}_{bk}_{warps}_{stages}_{int(split)}{'_p' if packed else ''}{f'_r{rest}' if rest else ''}"
     elif argv and argv[0] == "--direct":

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import math
+import re
 import statistics
 import sys
 import tempfile
@@ -43,13 +45,15 @@ def _stamp(trace_ptr, slot, dep):
         ready = tl.max(dep.to(tl.int32))
     t = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [ready], dtype=tl.int64, is_pure=False,
                                   pack=1)
-    tl.store(trace_ptr + tl.program_id(0) * {slots} + slot, t)
+    pid = tl.program_id(0) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
+    tl.store(trace_ptr + pid * {slots} + slot, t)
 '''.format(slots=SLOTS)
 
 # (module, kernel, [(anchor line, inserted lines)]): the inserted lines go right after the anchor.
-# Fused slots: 0-4 the phases up to the first dot, 5-28 the K steps after it (28 also holds every
-# step past the 25th), 29 A folded, 31 the end. The segment loop (kernels.fused._segment_loop: one
-# pipelined loop of every step, facts before it) stamps 0, 30 when the loop is done, 3 and 31.
+# Fused slots: 0-4 the phases up to the first dot, 5-23 the K steps after it (23 also holds every
+# step past the 20th), 24-26 the split-K store (STORE below), 29 A folded, 31 the end. The segment
+# loop (kernels.fused._segment_loop: one pipelined loop of every step, facts before it) stamps 0,
+# 30 when the loop is done, 3 and 31.
 FUSED = ("fused", "a4w4_fused_kernel", [
     ("    pid = tl.program_id(0)\n", "    _stamp(trace_ptr, 0, pid)\n"),
     ("        xf0, bits0, amax0, e0, nonfinite0 = _scales(x0, BMQ, CB, FLOOR_RULE)\n",
@@ -62,12 +66,24 @@ FUSED = ("fused", "a4w4_fused_kernel", [
     ("            d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w0), out_dtype=tl.int32)\n",
      "            _stamp(trace_ptr, 4, d)\n"),
     ("                    d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w), d, out_dtype=tl.int32)\n",
-     "                    _stamp(trace_ptr, tl.minimum(4 + (k0 - k_lo) // BK, 28), d)\n"),
+     "                    _stamp(trace_ptr, tl.minimum(4 + (k0 - k_lo) // BK, 23), d)\n"),
     ("x_all, BM, BMQ, BN, BK, ALL, PACKED, W_TMA, FLOOR_RULE)\n", "        _stamp(trace_ptr, 30, d)\n"),
-    ("                BM, BN, USE_SPLIT, REP)\n", "    _stamp(trace_ptr, 31, pid)\n"),
+    ("                BM, BN, USE_SPLIT, REP, REDUCERS)\n", "    _stamp(trace_ptr, 31, pid)\n"),
 ])
-FUSED_NAMES = {0: "start", 1: "A in", 2: "W flags", 3: "A facts", 4: "dot 1", 29: "A folded", 30: "loop done",
-               31: "end"}
+FUSED_NAMES = {0: "start", 1: "A in", 2: "W flags", 3: "A facts", 4: "dot 1", 24: "part stored", 25: "arrived",
+               26: "summed", 29: "A folded", 30: "loop done", 31: "end"}
+
+# Helpers copied into the traced module with stamps, taking trace_ptr first: (module, function, anchors).
+# The split-K store (a4w4._store_tile, a4w4._sum_partials): 24 once the partial's store is issued (not
+# acknowledged), 25 once the tile counter's atomic has returned (after the release, which waits for the
+# store), 26 (the programs that sum a tile) once their share of the partials is summed.
+STORE = [("a4w4", "_store_tile", [
+    ("                 mask=(local_m % REP == 0)[:, None])\n", "        _stamp(trace_ptr, 24, pid_k)\n"),
+    ("        arrived = tl.atomic_add(tile_cnt_ptr + tile, 1, sem=\"acq_rel\", scope=\"gpu\")\n",
+     "        _stamp(trace_ptr, 25, arrived)\n"),
+]), ("a4w4", "_sum_partials", [
+    ("        rows = row0 + local // BN\n", "        _stamp(trace_ptr, 26, summed)\n"),
+])]
 
 MEET = ("meet", "a4w4_meet_kernel", [
     ("    pid = tl.program_id(0)\n", "    _stamp(trace_ptr, 0, pid)\n"),
@@ -79,18 +95,43 @@ MEET = ("meet", "a4w4_meet_kernel", [
 MEET_NAMES = {0: "start", 1: "fold done", 2: "met", 31: "end"}
 
 
-def traced_kernel(spec):
-    """The kernel of ``spec`` rebuilt from the library's source with the stamps inserted, taking
-    the trace buffer as its first argument."""
-    module, name, anchors = spec
-    src = (KERNELS / f"{module}.py").read_text()
+def helpers_of(spec):
+    """The helpers traced with the kernel of ``spec`` (see STORE)."""
+    return STORE if spec is FUSED else ()
+
+
+def _stamped(src, where, anchors):
     for anchor, lines in anchors:
         if src.count(anchor) != 1:
-            raise RuntimeError(f"anchor found {src.count(anchor)} times in {module}.py: {anchor!r}")
+            raise RuntimeError(f"anchor found {src.count(anchor)} times in {where}: {anchor!r}")
         src = src.replace(anchor, anchor + lines)
+    return src
+
+
+def traced_kernel(spec, helpers=()):
+    """The kernel of ``spec`` rebuilt from the library's source with the stamps inserted, taking
+    the trace buffer as its first argument; each of ``helpers`` (module, function, anchors) is
+    copied into the rebuilt module with its stamps, also taking the trace buffer first."""
+    module, name, anchors = spec
+    src = _stamped((KERNELS / f"{module}.py").read_text(), f"{module}.py", anchors)
     src = src.replace(f"def {name}(", f"def {name}(trace_ptr, ").replace("from .", "from mxfp4.kernels.")
+    bodies = []
+    for h_module, h_name, h_anchors in helpers:
+        h_src = (KERNELS / f"{h_module}.py").read_text()
+        start = h_src.index(f"@triton.jit\ndef {h_name}(")
+        end = h_src.find("\n\n\n", start)
+        bodies.append(_stamped(h_src[start:end if end > 0 else None], f"{h_module}.{h_name}", h_anchors))
+        src = re.sub(rf"^from mxfp4\.kernels\.{h_module} import {h_name}\n", "", src, flags=re.M)
+        if re.search(rf"^from .* import .*\b{h_name}\b", src, flags=re.M):
+            raise RuntimeError(f"{h_name} is imported with other names in {module}.py; the tool takes it alone")
+        # the copy runs in the rebuilt module: give it the names of its own module it uses
+        src += (f"\n\nimport mxfp4.kernels.{h_module} as _from_{h_module}  # noqa: E402\n"
+                f"globals().update({{k: v for k, v in vars(_from_{h_module}).items() if k not in globals()}})\n")
+    src = "\n\n\n".join([src + STAMP, *bodies]) + "\n"
+    for _, h_name, _ in helpers:  # the copies' definitions and every call of them take the trace first
+        src = src.replace(f"{h_name}(", f"{h_name}(trace_ptr, ")
     path = Path(tempfile.mkdtemp()) / f"traced_{module}.py"
-    path.write_text(src + STAMP)
+    path.write_text(src)
     mod_spec = importlib.util.spec_from_file_location(f"traced_{module}", path)
     mod = importlib.util.module_from_spec(mod_spec)
     mod_spec.loader.exec_module(mod)
@@ -128,7 +169,7 @@ def timeline(m, n, k, timer, runs=20, warm=False):
     plain_us = timed(timer, call, ours, sink)
     cublas_us = timed(timer, lambda: a @ b.T, theirs, sink)
     trace = torch.zeros(4096 * SLOTS, dtype=torch.int64, device="cuda")
-    stand_in = _WithTrace(traced_kernel(spec), trace)
+    stand_in = _WithTrace(traced_kernel(spec, helpers_of(spec)), trace)
     setattr(module, spec[1], stand_in)
     try:
         out.fill_(float("nan"))
@@ -143,7 +184,7 @@ def timeline(m, n, k, timer, runs=20, warm=False):
             _touch(ours, sink)
             call()
             torch.cuda.synchronize()
-            grid = stand_in.grid[0]
+            grid = math.prod(stand_in.grid)
             per_run.append(trace[:grid * SLOTS].view(grid, SLOTS).cpu())
     finally:
         setattr(module, spec[1], plain)

@@ -151,6 +151,8 @@ FUSED_SEGMENT_LOOP = 1  # int8_fused: a segment's facts from one load of all of 
                        # pipelined loop (kernels.fused._segment_loop), where that load fits WIDE_FACTS (H200:
                        # 12 K-loop shapes geomean 15.66 -> 15.59 us, 16x2112x7168 15.21 -> 14.44, then re-tuned;
                        # docs/results/s13/segloop-run8.txt)
+FUSED_REDUCERS = 4  # int8_fused split-K: the last programs of a tile to arrive that share its sum, where its
+FUSED_REDUCE_BYTES = 65536  # partials are this many bytes or more (_split_reducers; H200, docs/results/s14/)
 FUSED_GRID3 = 1     # int8_fused: grid (N tiles, M tiles, segments), else one axis divided in the kernel (H200:
                     # the K = 512 benchmark shapes 0.07-0.16 us faster, docs/results/s12/grid3-run3.txt)
 
@@ -338,7 +340,7 @@ def launch_int8_fused(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, conf
     bmq = min(config.block_m, pow2_at_least(m))  # A rows per program, each repeated bm / bmq times
     n_tiles, m_tiles = -(-n // bn), -(-m // bmq)
     tiles = m_tiles * n_tiles
-    cnt, part = _split_k_buffers(dev, tiles, segs, bm * bn, fw.seg_scale)
+    cnt, part = _split_k_buffers(dev, tiles, segs, bmq * bn, fw.seg_scale)  # a partial holds the BMQ real rows
     fa = _empty_fold(m, k, seg, dev) if debug else None
     targets = (fa.q, fa.block_scale, fa.seg_scale, fa.folded) if debug else (cnt,) * 4  # untouched unless debug
     rest = pow2_at_least(32 * (seg - config.blocks_per_step)) if seg > config.blocks_per_step else 0
@@ -347,6 +349,7 @@ def launch_int8_fused(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, conf
     every = every if FUSED_SEGMENT_LOOP and bmq * every <= WIDE_FACTS else 0
     bk = 32 * config.blocks_per_step
     grid3 = bool(FUSED_GRID3) and m_tiles < 65536 and segs < 65536  # CUDA's limit on grid axes 1 and 2
+    reducers = _split_reducers(segs, tiles, bmq * bn, dev)
     a4w4_fused_kernel[(n_tiles, m_tiles, segs) if grid3 else (tiles * segs,)](
         a2, a2.stride(0), a2.stride(1), w_vals, _descriptor(w_vals, bn, bk) if config.w_tma else None, w_shift,
         fw.block_scale, fw.seg_scale, fw.folded,
@@ -354,8 +357,24 @@ def launch_int8_fused(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, conf
         BM=bm, BMQ=bmq, BN=bn, BK=bk, ONE_STEP=seg <= config.blocks_per_step,
         REST=0 if every else rest, ALL=every,
         FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR, USE_SPLIT=segs > 1, WRITE_FOLD=debug, PACKED=config.packed,
-        W_TMA=config.w_tma, GRID3=grid3, num_warps=config.num_warps, num_stages=config.num_stages)
+        W_TMA=config.w_tma, GRID3=grid3, REDUCERS=reducers, num_warps=config.num_warps,
+        num_stages=config.num_stages)
     return fa
+
+
+def _split_reducers(segs: int, tiles: int, tile_elems: int, dev: torch.device) -> int:
+    """How many of a tile's split-K programs sum its partials (``_store_tile``'s REDUCERS): one,
+    unless the partials are FUSED_REDUCE_BYTES or more, then up to FUSED_REDUCERS, a power of two
+    no larger than the splits, each summing at least 128 elements. All but the last of them wait
+    for the rest of their tile, so reducers x tiles must stay below the programs surely resident
+    at once (one per SM), and the CPU interpreter, which runs programs one after another, gets 1."""
+    if segs * tile_elems * 4 < FUSED_REDUCE_BYTES or dev.type != "cuda" or interpreter_enabled():
+        return 1
+    reducers = 1
+    while (reducers * 2 <= min(FUSED_REDUCERS, segs) and tile_elems // (reducers * 2) >= 128
+           and reducers * 2 * tiles < num_programs_cap(dev)):
+        reducers *= 2
+    return reducers
 
 
 def launch_a4w4(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig,

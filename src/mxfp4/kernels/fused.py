@@ -110,7 +110,8 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, w_desc, wsh_ptr, wbs_p
                       BM: tl.constexpr, BMQ: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                       ONE_STEP: tl.constexpr, FLOOR_RULE: tl.constexpr, USE_SPLIT: tl.constexpr,
                       WRITE_FOLD: tl.constexpr, PACKED: tl.constexpr, REST: tl.constexpr = 0,
-                      W_TMA: tl.constexpr = False, GRID3: tl.constexpr = False, ALL: tl.constexpr = 0):
+                      W_TMA: tl.constexpr = False, GRID3: tl.constexpr = False, ALL: tl.constexpr = 0,
+                      REDUCERS: tl.constexpr = 1):
     """C[M, N] (bf16) from bf16 A [M, K] and the folded weight W (int8 [N, K] with its fold
     arrays) in one launch: each program folds the A rows it needs itself.
 
@@ -137,7 +138,8 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, w_desc, wsh_ptr, wbs_p
     :class:`mxfp4.fold.Folded` (w_ptr its int8 values; wsh_ptr unused). W_TMA: the weight's K
     steps come through w_desc, a tensor descriptor over the int8 values with [BN, BK] blocks
     (:func:`_w_step`; None otherwise). GRID3: the grid is (N tiles, M tiles, segments), else
-    one axis of tiles * segments programs."""
+    one axis of tiles * segments programs. REDUCERS: the last programs of a tile to arrive that
+    share its split-K sum (:func:`mxfp4.kernels.a4w4._store_tile`; the launcher keeps it safe)."""
     pid = tl.program_id(0)
     n_tiles = tl.cdiv(N, BN)
     if GRID3:  # grid (N tiles, M tiles, segments): no divisions before the first loads
@@ -226,4 +228,4 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, w_desc, wsh_ptr, wbs_p
             d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w), out_dtype=tl.int32)
             acc += d.to(tl.float32) * (_repeat_rows(fa, REP)[:, None] * fwb[None, :])
     _store_tile(acc, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, pid_n, pid_m, seg, n_tiles, NSEG,
-                BM, BN, USE_SPLIT, REP)
+                BM, BN, USE_SPLIT, REP, REDUCERS)
