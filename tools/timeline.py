@@ -82,7 +82,7 @@ STORE = [("a4w4", "_store_tile", [
     ("        arrived = tl.atomic_add(tile_cnt_ptr + tile, 1, sem=\"acq_rel\", scope=\"gpu\")\n",
      "        _stamp(trace_ptr, 25, arrived)\n"),
 ]), ("a4w4", "_sum_partials", [
-    ("        rows = row0 + local // BN\n", "        _stamp(trace_ptr, 26, summed)\n"),
+    ("    rows = row0 + first_row + tl.arange(0, PIECE_ROWS)\n", "    _stamp(trace_ptr, 26, summed)\n"),
 ])]
 
 MEET = ("meet", "a4w4_meet_kernel", [

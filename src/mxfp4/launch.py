@@ -349,7 +349,7 @@ def launch_int8_fused(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, conf
     every = every if FUSED_SEGMENT_LOOP and bmq * every <= WIDE_FACTS else 0
     bk = 32 * config.blocks_per_step
     grid3 = bool(FUSED_GRID3) and m_tiles < 65536 and segs < 65536  # CUDA's limit on grid axes 1 and 2
-    reducers = _split_reducers(segs, tiles, bmq * bn, dev)
+    reducers = _split_reducers(segs, tiles, bmq, bn, dev)
     a4w4_fused_kernel[(n_tiles, m_tiles, segs) if grid3 else (tiles * segs,)](
         a2, a2.stride(0), a2.stride(1), w_vals, _descriptor(w_vals, bn, bk) if config.w_tma else None, w_shift,
         fw.block_scale, fw.seg_scale, fw.folded,
@@ -362,16 +362,17 @@ def launch_int8_fused(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, conf
     return fa
 
 
-def _split_reducers(segs: int, tiles: int, tile_elems: int, dev: torch.device) -> int:
-    """How many of a tile's split-K programs sum its partials (``_store_tile``'s REDUCERS): one,
-    unless the partials are FUSED_REDUCE_BYTES or more, then up to FUSED_REDUCERS, a power of two
-    no larger than the splits, each summing at least 128 elements. All but the last of them wait
-    for the rest of their tile, so reducers x tiles must stay below the programs surely resident
-    at once (one per SM), and the CPU interpreter, which runs programs one after another, gets 1."""
-    if segs * tile_elems * 4 < FUSED_REDUCE_BYTES or dev.type != "cuda" or interpreter_enabled():
+def _split_reducers(segs: int, tiles: int, rows: int, cols: int, dev: torch.device) -> int:
+    """How many of a tile's split-K programs sum its partials (``_store_tile``'s REDUCERS; a
+    partial is rows x cols float32): one, unless the partials are FUSED_REDUCE_BYTES or more, then
+    up to FUSED_REDUCERS, a power of two no larger than the splits that divides the rows. All but
+    the last of them wait for the rest of their tile, so reducers x tiles must stay below the
+    programs surely resident at once (one per SM), and the CPU interpreter, which runs programs
+    one after another, gets 1."""
+    if segs * rows * cols * 4 < FUSED_REDUCE_BYTES or dev.type != "cuda" or interpreter_enabled():
         return 1
     reducers = 1
-    while (reducers * 2 <= min(FUSED_REDUCERS, segs) and tile_elems // (reducers * 2) >= 128
+    while (reducers * 2 <= min(FUSED_REDUCERS, segs) and rows % (reducers * 2) == 0
            and reducers * 2 * tiles < num_programs_cap(dev)):
         reducers *= 2
     return reducers

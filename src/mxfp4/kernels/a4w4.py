@@ -215,7 +215,8 @@ def _store_tile(acc, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, 
     count in its low 16 bits). REDUCERS = 1: the last to arrive sums the whole tile and resets
     the counter. REDUCERS = P > 1 (at most SPLIT_K): the last P to arrive sum one P-th of the
     tile each, so that no one program reads all the partials; the last to arrive resets the
-    count and flips bit 16 (a sense-reversing barrier), which the other P - 1 wait for. Those
+    count and flips bit 16 (a sense-reversing barrier), which the other P - 1 wait for (P
+    divides the tile's rows: each sums BM / REP / P of them). Those
     P - 1 wait for programs of their tile that may not have started yet, so the launcher must
     keep P times the number of tiles below the programs that can be resident at once."""
     ROWS: tl.constexpr = BM // REP
@@ -239,7 +240,7 @@ def _store_tile(acc, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, 
         if REDUCERS == 1:
             if rank == SPLIT_K - 1:
                 _sum_partials(tile_base, c_ptr, stride_cm, stride_cn, M, N, pid_n * BN, pid_m * ROWS, 0, SPLIT_K,
-                              tile_elems, BN)
+                              ROWS, BN, ROWS)
                 tl.atomic_xchg(tile_cnt_ptr + tile, 0, sem="relaxed", scope="gpu")
         else:
             if rank >= SPLIT_K - REDUCERS:
@@ -250,33 +251,29 @@ def _store_tile(acc, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, 
                     seen = arrived
                     while (seen & 0x10000) == sense:
                         seen = tl.atomic_add(tile_cnt_ptr + tile, 0, sem="acquire", scope="gpu")
-                piece: tl.constexpr = tile_elems // REDUCERS
+                piece: tl.constexpr = ROWS // REDUCERS
                 _sum_partials(tile_base, c_ptr, stride_cm, stride_cn, M, N, pid_n * BN, pid_m * ROWS,
-                              (rank - (SPLIT_K - REDUCERS)) * piece, SPLIT_K, tile_elems, BN, piece)
+                              (rank - (SPLIT_K - REDUCERS)) * piece, SPLIT_K, ROWS, BN, piece)
 
 
 @triton.jit
-def _sum_partials(tile_base, c_ptr, stride_cm, stride_cn, M, N, col0, row0, first, SPLIT_K,
-                  TILE: tl.constexpr, BN: tl.constexpr, PIECE: tl.constexpr = -1):
-    """Sum a tile's SPLIT_K partials (TILE float32 each, rows of BN) in split order over the
-    PIECE elements from ``first`` (all of the tile by default) and write them to C, as bf16, in
-    runs of at most 512 elements (with more, the addresses of 8 loads in flight took registers
-    enough to halve the programs per SM: 150 against 116 on an 8-warp tile, sm_90)."""
-    SIZE: tl.constexpr = TILE if PIECE < 0 else PIECE
-    RUN: tl.constexpr = SIZE if SIZE < 512 else 512
-    for r in tl.static_range(SIZE // RUN):
-        local = first + r * RUN + tl.arange(0, RUN)
-        # The partials 8 loads at a time, written out (not a loop the compiler would unroll by 4
-        # and wait on per group): one L2 round trip per 8.
-        summed = tl.zeros((RUN,), dtype=tl.float32)
-        for s0 in range(0, SPLIT_K, 8):
-            for j in tl.static_range(8):
-                summed += tl.load(tile_base + (s0 + j) * TILE + local, mask=s0 + j < SPLIT_K, other=0.0,
-                                  cache_modifier=".cg")
-        rows = row0 + local // BN
-        cols = col0 + local % BN
-        tl.store(c_ptr + rows * stride_cm + cols * stride_cn, f32_to_bf16_rne(summed),
-                 mask=(rows < M) & (cols < N))
+def _sum_partials(tile_base, c_ptr, stride_cm, stride_cn, M, N, col0, row0, first_row, SPLIT_K,
+                  ROWS: tl.constexpr, BN: tl.constexpr, PIECE_ROWS: tl.constexpr):
+    """Sum a tile's SPLIT_K partials (ROWS x BN float32 each) in split order over the
+    PIECE_ROWS rows from ``first_row`` and write them to C, as bf16."""
+    local = (first_row + tl.arange(0, PIECE_ROWS))[:, None] * BN + tl.arange(0, BN)[None, :]
+    # The partials RG loads at a time, written out (not a loop the compiler would unroll by 4
+    # and wait on per group): one L2 round trip per RG.
+    RG: tl.constexpr = 8 if PIECE_ROWS * BN <= 2048 else (4 if PIECE_ROWS * BN <= 4096 else 2)
+    summed = tl.zeros((PIECE_ROWS, BN), dtype=tl.float32)
+    for s0 in range(0, SPLIT_K, RG):
+        for j in tl.static_range(RG):
+            summed += tl.load(tile_base + (s0 + j) * (ROWS * BN) + local, mask=s0 + j < SPLIT_K, other=0.0,
+                              cache_modifier=".cg")
+    rows = row0 + first_row + tl.arange(0, PIECE_ROWS)
+    cols = col0 + tl.arange(0, BN)
+    tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn, f32_to_bf16_rne(summed),
+             mask=(rows < M)[:, None] & (cols < N)[None, :])
 
 
 @triton.jit
