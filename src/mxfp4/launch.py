@@ -3,56 +3,13 @@ counter workspace, the int8 fold launch and the folded weight). No validation: :
 checks the operands and picks the config."""
 from __future__ import annotations
 
-import ctypes
-import os
-
 import torch
 
 from .fold import Folded, PackedFold, folded_weight, segments
 from .formats import ScaleRule
+from .residency import _WORKSPACE, interpreter_enabled, num_programs_cap, resident_per_sm
 from .tensor import Layout, MXFP4Tensor
 from .tuning import KernelConfig, pow2_at_least
-
-
-def interpreter_enabled() -> bool:
-    """True when TRITON_INTERPRET asks for Triton's CPU interpreter."""
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
-class _Workspace:
-    """Launch counters per (device, stream), zero when first made. Slot 0: the epoch; 1, 2: the
-    phase-1 meeting counters (alternating with the epoch); from 4: split-K tile counters, reset
-    by the program that empties them. Launches on one stream are ordered, so they never overlap."""
-
-    def __init__(self) -> None:
-        self._counters: dict[tuple, torch.Tensor] = {}
-
-    def counters(self, device: torch.device, count: int) -> torch.Tensor:
-        stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
-        key = (device.type, device.index, stream)
-        buf = self._counters.get(key)
-        if buf is None or buf.numel() < count:
-            buf = torch.zeros(max(count, 4096), dtype=torch.int32, device=device)
-            self._counters[key] = buf
-        return buf
-
-
-_WORKSPACE = _Workspace()
-_DEVICE_FACTS: dict[int, tuple[str, int]] = {}
-
-
-def device_facts(device: torch.device) -> tuple[str, int]:
-    """(GPU model name, SM count) of a CUDA device, queried once per device."""
-    idx = device.index if device.index is not None else torch.cuda.current_device()
-    if idx not in _DEVICE_FACTS:
-        props = torch.cuda.get_device_properties(idx)
-        _DEVICE_FACTS[idx] = (props.name, props.multi_processor_count)
-    return _DEVICE_FACTS[idx]
-
-
-def num_programs_cap(device: torch.device) -> int:
-    """Programs that are surely co-resident: one per SM on CUDA; a few under the interpreter."""
-    return device_facts(device)[1] if device.type == "cuda" else 8
 
 
 def _quant_chunks(m: int, k: int, programs: int) -> tuple[int, int]:
@@ -292,34 +249,9 @@ def launch_int8_meet(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, confi
     if items > cap and MEET_PER_SM > 1 and dev.type == "cuda" and not interpreter_enabled():
         key = (config, m, w.shape[0], k, a2.stride(), out2.stride(), a2.data_ptr() % 16, out2.data_ptr() % 16,
                w.scale_rule, dev.index)
-        per_sm = min(MEET_PER_SM, _resident_per_sm(a4w4_meet_kernel, args, consts, key))
+        per_sm = min(MEET_PER_SM, resident_per_sm(a4w4_meet_kernel, args, consts, key))
     a4w4_meet_kernel[(min(per_sm * cap, max(items, groups * segs)),)](*args, **consts)
     return fa
-
-
-_RESIDENT: dict = {}  # _resident_per_sm's answers: facts of the driver about compiled kernels
-
-
-def _resident_per_sm(kernel, args: tuple, consts: dict, key: tuple) -> int:
-    """Programs of ``kernel``, compiled for these arguments, that can be resident on one SM at
-    once (the driver's cuOccupancyMaxActiveBlocksPerMultiprocessor, for its registers, shared
-    memory and threads), cached under ``key``; 1 where the driver cannot be asked, which keeps a
-    co-resident grid safe."""
-    if key not in _RESIDENT:
-        per_sm = 1
-        try:
-            compiled = kernel.warmup(*args, grid=(1,), **consts)  # compiles (and caches) without launching
-            compiled._init_handles()
-            blocks = ctypes.c_int(0)
-            status = ctypes.CDLL("libcuda.so.1").cuOccupancyMaxActiveBlocksPerMultiprocessor(
-                ctypes.byref(blocks), ctypes.c_void_p(compiled.function), ctypes.c_int(32 * consts["num_warps"]),
-                ctypes.c_size_t(compiled.metadata.shared))
-            if status == 0:
-                per_sm = max(1, blocks.value)
-        except (OSError, AttributeError, TypeError):  # no libcuda, or another triton's CompiledKernel
-            per_sm = 1
-        _RESIDENT[key] = per_sm
-    return _RESIDENT[key]
 
 
 def launch_int8_fused(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig,

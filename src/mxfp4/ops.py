@@ -7,7 +7,8 @@ import torch
 from . import reference
 from .fold import Folded
 from .formats import ScaleRule
-from .launch import device_facts, interpreter_enabled, launch_a4w4, num_programs_cap
+from .launch import launch_a4w4
+from .residency import device_facts, interpreter_enabled, num_programs_cap
 from .tensor import Layout, MXFP4Tensor
 from .tuning import KernelConfig, TableCache, TunedTable, choose_config
 

@@ -6,7 +6,8 @@ Numerics: e2m1 codes map to e4m3 bytes by bit moves (``s<<7 | eem<<2`` is the e2
 2**-6), so a K=32 fp8 dot of one MX block gives sum(a*w) * 2**-12 exactly (products of e2m1
 values are exact, a block sum needs at most 13 bits). Each block's dot is scaled by
 ``2**(ea + eb + 12)`` and accumulated in float32. Split-K partials are summed by the last
-program of a tile to arrive, in split order, so the output is bitwise deterministic.
+program of a tile to arrive (or the last few, each a piece of the tile: :func:`_store_tile`),
+in split order, so the output is bitwise deterministic.
 """
 import triton
 import triton.language as tl
