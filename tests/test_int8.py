@@ -339,6 +339,15 @@ def test_heuristic_routes_by_m_and_runs():
         assert testing.check_gemm(out, a[:rows], w).passed
 
 
+def test_split_k_beyond_the_counter_is_refused():
+    """A tile's split-K counter holds its arrivals in 16 bits (the bit above is the shared sum's
+    sense): more splits would wrap it, so the launcher refuses them, naming the argument."""
+    with pytest.raises(ValueError, match="split_k: at most 65535"):
+        launch._split_k_buffers(torch.device("cpu"), 1, 1 << 16, 16, torch.empty(0))
+    cnt, part = launch._split_k_buffers(torch.device("cpu"), 2, (1 << 16) - 1, 16, torch.empty(0))
+    assert part.numel() == 2 * ((1 << 16) - 1) * 16
+
+
 def test_differing_arrays_names_what_differs():
     f = fold.fold_tensor(mxfp4.quantize(special_rows(6, 128, 1)), 2)
     assert fold.differing_arrays(f, f) == []  # NaN factors compare by their bits

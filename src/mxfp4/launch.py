@@ -35,7 +35,10 @@ def _split_k_buffers(dev: torch.device, tiles: int, split_k: int, tile_elems: in
                      unused: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(counters, partials): the per-stream counter workspace (4 meeting slots, then one per
     tile), and a float32 buffer of ``tile_elems`` per split and tile, or ``unused`` when there
-    is no split."""
+    is no split. A tile's counter holds its arrivals in 16 bits (``kernels.a4w4._store_tile``)."""
+    if split_k >= 1 << 16:
+        raise ValueError(f"split_k: at most 65535 splits of K (a tile's counter holds its arrivals in 16 bits), "
+                         f"got {split_k}")
     cnt = _WORKSPACE.counters(dev, 4 + tiles)
     if split_k == 1:
         return cnt, unused
