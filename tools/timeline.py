@@ -29,7 +29,7 @@ import torch
 from mxfp4 import launch, ops, task, testing
 from mxfp4.bench.timing import ColdTimer
 
-from warm_probe import _tensors, _touch, timed
+from warm_probe import _touch, folded_weight_tensors, timed
 
 SLOTS = 32
 KERNELS = Path(__file__).resolve().parent.parent / "src" / "mxfp4" / "kernels"
@@ -164,7 +164,7 @@ def timeline(m, n, k, timer, runs=20, warm=False):
     call = lambda: launch.launch_a4w4(a, w, out, cfg)  # noqa: E731
     call()
     sink = torch.zeros((), dtype=torch.int64, device="cuda")
-    w_arrays = [t for _, f in getattr(w.data, "_mxfp4_folds", {}).values() for t in _tensors(f)]
+    w_arrays = folded_weight_tensors(w)
     ours, theirs = (w_arrays + [a], [a, b]) if warm else ([], [])
     plain_us = timed(timer, call, ours, sink)
     cublas_us = timed(timer, lambda: a @ b.T, theirs, sink)

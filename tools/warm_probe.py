@@ -12,7 +12,6 @@ Usage (on the GPU box, from the repo root):
 """
 from __future__ import annotations
 
-import statistics
 import sys
 
 import torch
@@ -38,21 +37,16 @@ def _touch(tensors: list[torch.Tensor], sink: torch.Tensor) -> None:
 
 
 def timed(timer: ColdTimer, fn, warm: list[torch.Tensor], sink: torch.Tensor, runs: int = 30) -> float:
-    """Mean us of ``fn`` over ``runs`` calls: flush, spin, read ``warm`` into L2, event, call, event
-    (after one untimed call, which compiles or creates a library handle)."""
-    fn()
-    samples = []
-    for _ in range(runs):
-        torch.cuda.synchronize()
-        timer.flush()
-        _touch(warm, sink)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3)
-    return statistics.mean(samples)
+    """Mean us of ``fn`` over ``runs`` calls under the bench's timer (flush, spin, event, call,
+    event), with ``warm`` read into L2 after each flush (after one untimed call, which compiles or
+    creates a library handle)."""
+    return timer.time(fn, min_runs=runs, max_runs=runs, warmup=1, after_flush=lambda: _touch(warm, sink)).mean_us
+
+
+def folded_weight_tensors(w) -> list[torch.Tensor]:
+    """The arrays of the folds the library cached on MXFP4 weight ``w`` (what the int8 kernels
+    read in place of its codes and scales)."""
+    return [t for _, f in getattr(w.data, "_mxfp4_folds", {}).values() for t in _tensors(f)]
 
 
 def main(argv: list[str]) -> None:
@@ -72,8 +66,7 @@ def main(argv: list[str]) -> None:
         call = lambda: launch.launch_a4w4(a, w, out, cfg)  # noqa: E731
         call()
         exact = testing.check_gemm(out, a, w, testing.sample_rows(m, limit=0)).passed
-        folds = [f for _, f in getattr(w.data, "_mxfp4_folds", {}).values()]
-        w_arrays = [t for f in folds for t in _tensors(f)]
+        w_arrays = folded_weight_tensors(w)
         mine = [timed(timer, call, warm, sink) for warm in ([], w_arrays, [a], w_arrays + [a])]
         cublas = lambda: a @ b.T  # noqa: E731
         theirs = [timed(timer, cublas, warm, sink) for warm in ([], [b], [a, b])]

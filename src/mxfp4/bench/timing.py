@@ -55,11 +55,14 @@ class ColdTimer:
             torch.cuda._sleep(self._pad_cycles)
 
     def time(self, fn: Callable[[], object], *, min_runs: int = 10, max_runs: int = 200,
-             target_rel_err: float = 0.01, budget_s: float = 2.0, warmup: int = 2) -> Timing:
+             target_rel_err: float = 0.01, budget_s: float = 2.0, warmup: int = 2,
+             after_flush: Callable[[], object] | None = None) -> Timing:
         """Mean GPU time of ``fn()`` with L2 flushed before each call.
 
         Repeats until the relative error of the mean is below ``target_rel_err`` (after
         ``min_runs``), ``max_runs`` is reached, or ``budget_s`` of wall time is spent.
+        ``after_flush`` (probes, not the rule) runs between the flush and the start event, e.g. to
+        read some operands back into L2 (tools/warm_probe.py).
         """
         for _ in range(warmup):
             fn()
@@ -69,6 +72,8 @@ class ColdTimer:
         while len(samples) < max_runs:
             torch.cuda.synchronize(self.device)
             self.flush()
+            if after_flush is not None:
+                after_flush()
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             start.record()
