@@ -322,17 +322,19 @@ def test_heuristic_routes_by_m_and_runs():
     assert heuristic_config(4, 2880, 512) == KernelConfig(16, 32, 1, 4, 1, 16, "int8_fused")  # the tuned winner
     assert heuristic_config(8, 2112, 7168).kernel == "int8_fused"
     assert heuristic_config(1, 2112, 7168).split_k == 12  # 17 tiles: split-K fills the GPU
-    assert heuristic_config(33, 2112, 7168).kernel == "int8_meet"
+    assert heuristic_config(33, 2112, 7168).kernel == "int8"
     assert heuristic_config(300, 2112, 7168).kernel == "int8"
     assert heuristic_config(4096, 7168, 7168) == KernelConfig(128, 256, 1, 8, 4, 4, "int8")
     assert heuristic_config(64, 2112, 7168).split_k == 2  # 17 tiles, long K: split-K
-    assert heuristic_config(64, 7168, 2048) == KernelConfig(64, 64, 1, 4, 4, 8, "int8_meet")  # the tuned winner
-    assert heuristic_config(256, 3072, 1536) == KernelConfig(64, 128, 1, 4, 4, 8, "int8_meet")  # the tuned winner
+    assert heuristic_config(64, 7168, 2048) == KernelConfig(64, 64, 1, 4, 4, 8, "int8")  # the tuned tile
+    assert heuristic_config(256, 3072, 1536) == KernelConfig(64, 128, 1, 4, 4, 8, "int8")
+    assert heuristic_config(64, 7168, 2048, kernel="int8_meet").kernel == "int8_meet"
     assert heuristic_config(100, 7168, 2048, kernel="persistent").kernel == "persistent"
     a = torch.randn(300, 256).to(torch.bfloat16).to(DEV)
     w = mxfp4.quantize(torch.randn(48, 256).to(torch.bfloat16).to(DEV))
-    for rows, kernel in ((300, "int8"), (70, "int8_meet"), (5, "int8_fused")):
-        cfg = heuristic_config(rows, 48, 256)
+    for rows, kernel, asked in ((300, "int8", "auto"), (70, "int8", "auto"), (70, "int8_meet", "int8_meet"),
+                                (5, "int8_fused", "auto")):
+        cfg = heuristic_config(rows, 48, 256, kernel=asked)
         assert cfg.kernel == kernel
         out = torch.full((rows, 48), float("nan"), dtype=torch.bfloat16, device=DEV)
         launch.launch_a4w4(a[:rows], w, out, cfg)

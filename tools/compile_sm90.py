@@ -10,7 +10,8 @@ Usage:
                                                   environment W_TMA=1: the weight by TMA; GRID3=0: one grid axis;
                                                   ONE_STEP=1: one K step at any STAGES; ALL=COLS: the
                                                   segment loop with the facts from one load of COLS;
-                                                  REDUCERS=P: P programs share a split-K tile's sum)
+                                                  REDUCERS=P: P programs share a split-K tile's sum;
+                                                  for --int8, PDL=1: the programmatic-dependent variant)
 then  .venv/lib/python3.11/site-packages/triton/backends/nvidia/bin/cuobjdump --dump-sass /tmp/<name>.cubin
 Integer arguments are declared divisible by 16 and strides of 1 constant, as the real launch
 specializes them; costs no device time.
@@ -64,6 +65,9 @@ def main(argv):
             PTRS.update(q_ptr="*i8")
             consts.update(PM=2, CB=64, ONE_CHUNK=True, FLOOR_RULE=False, INTERPRET=False)
             fn, name = a4w4_meet_kernel, "meet" + name[2:]
+        else:
+            consts["PDL"] = os.environ.get("PDL", "0") == "1"
+            name += "_pdl" if consts["PDL"] else ""
         ck = compile_kernel(fn, consts, warps, stages)
     elif argv and argv[0] == "--fused":
         bm, bmq, bn, bk, warps, stages = map(int, argv[1:7])

@@ -106,6 +106,8 @@ MEET_PER_SM = 2     # int8_meet: programs per SM at most, where they fit (two: 2
 FOLD_ELEMS = 4096   # elements per load of the A fold launch
 FOLD_BYTES = 32768  # bytes of A per program of the A fold launch (at most, unless one row is more)
 GROUP_M = 8         # int8 kernel: M tiles side by side (W reuse in L2)
+INT8_PDL = 2        # int8 (two launches): the multiply launched as a programmatic dependent of the A fold,
+                    # which lets it start at the fold programs' start (1) or once each has folded (2); 0: no
 INT8_PIECE_N = 128  # int8 kernel: column piece of the block-by-block path when the fold spans K
 FUSED_SEGMENT_LOOP = 1  # int8_fused: a segment's facts from one load of all of it, then every step in one
                        # pipelined loop (kernels.fused._segment_loop), where that load fits WIDE_FACTS (H200:
@@ -134,9 +136,10 @@ def _empty_fold(m: int, k: int, seg_blocks: int, dev: torch.device) -> Folded:
                   torch.empty((m, segs), dtype=torch.int8, device=dev), seg_blocks)
 
 
-def fold_a(a2: torch.Tensor, seg_blocks: int, scale_rule: ScaleRule) -> Folded:
+def fold_a(a2: torch.Tensor, seg_blocks: int, scale_rule: ScaleRule, pdl: int = 0) -> Folded:
     """Quantize 2-D a [M, K] and fold it (:mod:`mxfp4.fold`) with the Triton fold kernel; the
-    result equals ``fold_tensor(quantize(a2), seg_blocks)`` bit for bit."""
+    result equals ``fold_tensor(quantize(a2), seg_blocks)`` bit for bit. ``pdl``: the next launch
+    is a programmatic dependent that waits for this one (:func:`launch_int8`)."""
     from .kernels.int8 import fold_a_kernel
 
     m, k = a2.shape
@@ -151,7 +154,7 @@ def fold_a(a2: torch.Tensor, seg_blocks: int, scale_rule: ScaleRule) -> Folded:
         rows //= 2
     fold_a_kernel[(-(-m // rows), segs)](
         a2, a2.stride(0), a2.stride(1), f.q, f.block_scale, f.seg_scale, f.folded, m, k, seg_blocks, segs,
-        FLOOR_RULE=scale_rule is ScaleRule.FLOOR, **_fold_loads(rows, seg_blocks))
+        FLOOR_RULE=scale_rule is ScaleRule.FLOOR, PDL=pdl, **_fold_loads(rows, seg_blocks))
     return f
 
 
@@ -212,15 +215,19 @@ def _int8_tile_args(fa: Folded, fw: Folded | PackedFold, out2: torch.Tensor, con
 
 def launch_int8(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: KernelConfig) -> Folded:
     """The int8 path: fold A (one launch), fold W (once per weight, cached), multiply (one launch).
-    Returns the folded A."""
+    Returns the folded A. On a GPU (INT8_PDL) the multiply is launched as a programmatic
+    dependent of the fold: its programs may start while the fold runs and wait in the kernel
+    for the fold's end, so the second launch's start-up overlaps the first."""
     from .kernels.int8 import a4w4_int8_kernel
 
     m, k = a2.shape
     _check_32bit(m, w.shape[0], k, w)
     seg, _, mode = _int8_shape(k, config)
-    fa = fold_a(a2, seg, w.scale_rule)
-    args, consts, items = _int8_tile_args(fa, folded_weight(w, seg, config.packed), out2, config, mode)
-    a4w4_int8_kernel[(items,)](*args, **consts)
+    fw = folded_weight(w, seg, config.packed)  # before the fold: a first call's weight fold is a launch too
+    pdl = INT8_PDL if a2.device.type == "cuda" and not interpreter_enabled() else 0
+    fa = fold_a(a2, seg, w.scale_rule, pdl)
+    args, consts, items = _int8_tile_args(fa, fw, out2, config, mode)
+    a4w4_int8_kernel[(items,)](*args, **consts, PDL=pdl != 0, launch_pdl=pdl != 0)
     return fa
 
 

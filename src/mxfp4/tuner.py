@@ -273,8 +273,10 @@ def tune(shapes: Iterable[tuple[int, int, int]], *, device: str | torch.device =
 TWO_LAUNCH_MARGIN = 0.05
 """A two-launch config is chosen only where it beats every one-launch config by more than this
 fraction: issue 3 asks for one launch per call, and each launch also costs host time (Triton's
-dispatch). On the H200 the one-launch int8_meet kernel came within 0.2-3.5 % of the two-launch
-int8 path on 9 of 12 M = 64 and 256 shapes and beat it on 2 (docs/results/meet/trials-run3-m64.csv)."""
+dispatch), which GPU timing does not see. On the H200 the two-launch int8 path, its multiply
+launched as a programmatic dependent of the fold, beat int8_meet on the same tiles by 3.6-11 %
+on 26 M = 64 .. 1024 shapes (fifteenth session, docs/results/s15/meet-vs-int8-run3.txt); before
+that (plain launches) int8_meet came within 0.2-3.5 % of it on 9 of 12."""
 
 
 def best_configs(trials: Iterable[Trial]) -> dict[tuple[int, int, int], KernelConfig]:

@@ -175,9 +175,11 @@ def heuristic_config(m: int, n: int, k: int, num_sms: int = 132, kernel: str = "
       tiles fill less than a quarter of the SMs and K is long, as on 64x2112x7168; without a
       split 8-block K steps and 4 stages, the M = 64 winners; 64 x 64 tiles where those fit
       one program per SM, as they won 9 of the 11 tuned M = 64 layers, sixth session) and
-      128 x 256 above; in one launch (int8_meet) up to M = 256, where it came within 0.2-3.5 %
-      of the two launches on 9 of 12 tuned shapes and beat them on 2 (M = 33 .. 63 untuned).
-      Not timed as a heuristic;
+      128 x 256 above. Two launches (A's fold, then the multiply launched as its programmatic
+      dependent: :func:`mxfp4.launch.launch_int8`), which beat the one-launch int8_meet on the
+      same tiles on all 26 tuned M = 64 .. 1024 shapes tried (by 0.6-2.0 us, fifteenth session,
+      docs/results/s15/); the table keeps int8_meet where it came within the tuner's margin and
+      on the benchmark shapes (M = 33 .. 63 untuned). Not timed as a heuristic;
     - else the persistent kernel.
     """
     if kernel not in ("auto", "persistent", "int8", "int8_fused", "int8_meet"):
@@ -193,7 +195,7 @@ def heuristic_config(m: int, n: int, k: int, num_sms: int = 132, kernel: str = "
         return KernelConfig(16, block_n, split, 4 if m <= 4 else 8, 1 if seg == step else 3, step, "int8_fused")
     if kernel in ("int8", "int8_meet") or (kernel == "auto" and k >= 128):
         if kernel == "auto":
-            kernel = "int8_meet" if m <= 256 else "int8"
+            kernel = "int8"
         if m > 512:
             return KernelConfig(128, 256, 1, 8, 4, 4, kernel)
         tiles = -(-m // 64) * -(-n // 128)

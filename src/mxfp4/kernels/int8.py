@@ -31,6 +31,7 @@ are near the ends of the float32 range and the result is Inf / NaN or loses its 
 """
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from .a4w4 import _store_tile
 from .direct import round_with_scales
@@ -199,10 +200,18 @@ def fold_rows(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, row0, 
 
 @triton.jit
 def fold_a_kernel(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, M, K, SEG_BLOCKS, NSEG,
-                  PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr, ONE_CHUNK: tl.constexpr):
-    """Quantize and fold rows pid(0) * PM .. + PM of A over segment pid(1) (:func:`fold_rows`)."""
+                  PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr, ONE_CHUNK: tl.constexpr,
+                  PDL: tl.constexpr = 0):
+    """Quantize and fold rows pid(0) * PM .. + PM of A over segment pid(1) (:func:`fold_rows`).
+    PDL 1 / 2: let the next launch of the stream start (if it was launched as a programmatic
+    dependent: ``a4w4_int8_kernel`` with PDL, which waits for this launch's end before it reads)
+    at this program's start / once it has folded its rows; 0: nothing."""
+    if PDL == 1:
+        gdc_launch_dependents()
     fold_rows(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, tl.program_id(0) * PM, tl.program_id(1),
               M, K, SEG_BLOCKS, NSEG, PM, CB, FLOOR_RULE, ONE_CHUNK)
+    if PDL == 2:
+        gdc_launch_dependents()
 
 
 @triton.jit
@@ -361,7 +370,7 @@ def int8_tile(item, a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_pt
 def a4w4_int8_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_ptr, wbs_ptr, wss_ptr, wok_ptr,
                      wsh_ptr, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, K, SEG_BLOCKS, NSEG,
                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, FBN: tl.constexpr,
-                     GROUP_M: tl.constexpr, MODE: tl.constexpr, PACKED: tl.constexpr):
+                     GROUP_M: tl.constexpr, MODE: tl.constexpr, PACKED: tl.constexpr, PDL: tl.constexpr = False):
     """C[M, N] (bf16) from folded A [M, K] and folded W [N, K] (tensor descriptors with blocks
     [BM, BK] / [BN, BK], and [BM, 32] / [FBN, 32] for the block-by-block path). GROUP_M tiles of
     M side by side, so neighbouring programs share W in L2.
@@ -375,7 +384,12 @@ def a4w4_int8_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_p
 
     PACKED: the weight is :class:`mxfp4.fold.PackedFold` (w_desc / w32_desc over its codes
     [N, K / 2] with blocks [BN, BK / 2] / [FBN, 16], wsh_ptr its block shifts), else
-    :class:`mxfp4.fold.Folded` (wsh_ptr unused)."""
+    :class:`mxfp4.fold.Folded` (wsh_ptr unused).
+
+    PDL: launched as a programmatic dependent of the A fold's launch (it may start while the
+    fold runs), so every program first waits for that launch to end and its writes to show."""
+    if PDL:
+        gdc_wait()
     int8_tile(tl.program_id(0), a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_ptr, wbs_ptr, wss_ptr,
               wok_ptr, wsh_ptr, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, K, SEG_BLOCKS, NSEG, BM, BN,
               BK, FBN, GROUP_M, MODE, PACKED)

@@ -1,0 +1,44 @@
+"""Helper of tests/test_pdl.py, run in a process of its own (the tests run the kernels under the
+CPU interpreter; this compiles them): the int8 multiply and the A fold compiled for sm_90 (no GPU
+needed) with each PDL setting; prints, as JSON, the PTX lines of the grid-dependency instructions
+and of the memory accesses."""
+import json
+import sys
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+sys.path.insert(0, "src")
+from mxfp4.kernels.int8 import a4w4_int8_kernel, fold_a_kernel  # noqa: E402
+
+TYPES = {"a_ptr": "*bf16", "q_ptr": "*i8", "bs_ptr": "*fp32", "ss_ptr": "*fp32", "ok_ptr": "*i8", "abs_ptr": "*fp32",
+         "ass_ptr": "*fp32", "aok_ptr": "*i8", "wbs_ptr": "*fp32", "wss_ptr": "*fp32", "wok_ptr": "*i8",
+         "wsh_ptr": "*i8", "c_ptr": "*bf16", "part_ptr": "*fp32", "tile_cnt_ptr": "*i32",
+         "a_desc": "tensordesc<i8[64, 256]>", "w_desc": "tensordesc<i8[64, 256]>", "a32_desc": "tensordesc<i8[64, 32]>",
+         "w32_desc": "tensordesc<i8[64, 32]>"}
+
+
+def ptx(fn, consts):
+    names = fn.arg_names
+    sig = {n: "constexpr" if n in consts else TYPES.get(n, "i32") for n in names}
+    src = ASTSource(fn=fn, signature=sig, constexprs={(names.index(k),): v for k, v in consts.items()})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4, num_stages=3)).asm["ptx"]
+
+
+def lines(text, *needles):
+    """Line numbers of the instructions (not comments) holding any of the needles."""
+    return [i for i, line in enumerate(text.splitlines())
+            if not line.strip().startswith("//") and any(n in line for n in needles)]
+
+
+out = {}
+for pdl in (0, 1, 2):
+    text = ptx(fold_a_kernel, dict(PM=2, CB=64, FLOOR_RULE=False, ONE_CHUNK=True, PDL=pdl))
+    out[f"fold{pdl}"] = dict(trigger=lines(text, "griddepcontrol.launch_dependents"),
+                             stores=lines(text, "st.global"), loads=lines(text, "ld.global"))
+for pdl in (False, True):
+    text = ptx(a4w4_int8_kernel, dict(BM=64, BN=64, BK=256, FBN=64, GROUP_M=8, MODE=0, PACKED=False, PDL=pdl))
+    out[f"mul{int(pdl)}"] = dict(wait=lines(text, "griddepcontrol.wait"),
+                                 reads=lines(text, "ld.global", "cp.async", "atom.", "prefetch.tensormap"))
+print(json.dumps(out))
