@@ -1,6 +1,9 @@
 """Large-M W4A4 GEMM on int8 tensor cores, exact, through the int8 fold (:mod:`mxfp4.fold`).
 
-@triton.jit code only; the launchers are in :mod:`mxfp4.launch`. Two launches per call:
+@triton.jit code only; the launchers are in :mod:`mxfp4.launch`. Two launches per call, on a
+GPU the second a programmatic dependent of the first (PDL: its programs may start before the
+fold's launch ends and wait in the kernel for it, which hides most of a launch's ~3 us;
+H200, fifteenth session, docs/results/s15/):
 
 1. ``fold_a_kernel`` quantizes bf16 A per 1x32 block (the same rule, bit for bit, as
    :func:`mxfp4.quantize`) and writes it in the fold's form: int8 values, per-block and

@@ -1,8 +1,10 @@
 """The int8 path in one persistent launch: fold A once, meet, multiply.
 
 @triton.jit code only; the launcher is :func:`mxfp4.launch.launch_int8_meet`. The two-launch
-int8 path (:mod:`mxfp4.kernels.int8`) pays a second launch (~3 us on the H200) and waits for
-the fold before it starts on the weight; the one-launch kernel (``a4w4_fused_kernel``) folds
+int8 path (:mod:`mxfp4.kernels.int8`) paid a second launch (~3 us on the H200) until its
+multiply became a programmatic dependent of the fold (fifteenth session; since then it beats
+this kernel on every shape compared, and the table keeps this one for the one-launch
+benchmark shapes and three layers); the one-launch kernel (``a4w4_fused_kernel``) folds
 A in every program, N / BN times over, which is too dear from M = 64 up. Here a co-resident
 grid (one program per SM, or two where they fit: :func:`mxfp4.launch.launch_int8_meet`) does
 both in one launch:
@@ -12,8 +14,10 @@ both in one launch:
 2. Each program walks its work items (a tile, and with split-K a segment), as the two-launch
    int8 kernel does (:func:`mxfp4.kernels.int8.int8_tile`), reading the folded A through TMA.
 
-Measured on the H200 (docs/results/meet/): about as fast as the two launches at M = 64 .. 256
-(phase 1 and the meeting cost what the second launch did), 20-50 % slower at M = 512. An L2
+Measured on the H200 (docs/results/meet/): about as fast as the two plain launches at
+M = 64 .. 256 (phase 1 and the meeting cost what the second launch did), 20-50 % slower at
+M = 512; 0.6-2.0 us slower than the two launches with the dependent launch on 26 shapes at
+M = 64 .. 1024 (docs/results/s15/meet-vs-int8-run3.txt). An L2
 prefetch of the weight before phase 1 (``cp.async.bulk.prefetch``) was tried and removed: it
 made every shape slower (64x7168x2048: 19.1 us prefetching all of it, 17.4 without), as the
 weight's traffic queued ahead of A's fold loads.
