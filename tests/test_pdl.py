@@ -48,6 +48,12 @@ def test_pdl_wait_comes_before_every_read_and_the_fold_releases_after_its_stores
     assert len(got["fold2"]["trigger"]) == 1 and got["fold2"]["trigger"][0] > max(got["fold2"]["stores"])
 
 
+def test_no_dependent_launch_off_the_gpu():
+    from mxfp4 import residency
+
+    assert not residency.programmatic_launch(torch.device("cpu"))
+
+
 CASES = [(256, 3072, 1536, KernelConfig(64, 64, 1, 4, 3, 8, "int8")),
          (100, 2112, 7168, KernelConfig(64, 128, 3, 4, 3, 4, "int8")),  # split-K: 3 segments
          (333, 2880, 2880, KernelConfig(128, 128, 1, 8, 3, 8, "int8"))]
@@ -69,10 +75,11 @@ def _call(a, w, cfg):
 
 @pytest.mark.gpu
 @gpu
+@pytest.mark.parametrize("pdl", [1, 2])
 @pytest.mark.parametrize("m, n, k, cfg", CASES)
-def test_pdl_int8_exact_and_equal_to_plain_launches(m, n, k, cfg, monkeypatch):
+def test_pdl_int8_exact_and_equal_to_plain_launches(m, n, k, cfg, pdl, monkeypatch):
     a, w = _operands(m, n, k, m + k)
-    monkeypatch.setattr(launch, "INT8_PDL", 1)
+    monkeypatch.setattr(launch, "INT8_PDL", pdl)
     got = _call(a, w, cfg)
     assert testing.check_gemm(got, a, w).passed
     monkeypatch.setattr(launch, "INT8_PDL", 0)
@@ -81,8 +88,9 @@ def test_pdl_int8_exact_and_equal_to_plain_launches(m, n, k, cfg, monkeypatch):
 
 @pytest.mark.gpu
 @gpu
+@pytest.mark.parametrize("pdl", [1, 2])
 @pytest.mark.parametrize("m, n, k, cfg", CASES)
-def test_pdl_int8_back_to_back_calls(m, n, k, cfg, monkeypatch):
+def test_pdl_int8_back_to_back_calls(m, n, k, cfg, pdl, monkeypatch):
     """Eight calls on eight different A, queued with no synchronization (each call's fold arrays
     are freed when it returns, so the next fold may take their memory), each bitwise equal to
     the same call made alone with plain launches. (Not a proof of the wait: see the module.)"""
@@ -93,7 +101,7 @@ def test_pdl_int8_back_to_back_calls(m, n, k, cfg, monkeypatch):
     for a in inputs:
         want.append(_call(a, w, cfg))
         torch.cuda.synchronize()
-    monkeypatch.setattr(launch, "INT8_PDL", 1)
+    monkeypatch.setattr(launch, "INT8_PDL", pdl)
     torch.cuda.synchronize()
     got = [_call(a, w, cfg) for a in inputs]
     torch.cuda.synchronize()
@@ -103,11 +111,12 @@ def test_pdl_int8_back_to_back_calls(m, n, k, cfg, monkeypatch):
 
 @pytest.mark.gpu
 @gpu
-def test_pdl_int8_in_a_cuda_graph(monkeypatch):
+@pytest.mark.parametrize("pdl", [1, 2])
+def test_pdl_int8_in_a_cuda_graph(pdl, monkeypatch):
     """Captured in a CUDA graph (the dependent launch becomes a programmatic edge) and replayed
     on new A written into the captured input: the same bits as eager calls."""
     m, n, k, cfg = CASES[0]
-    monkeypatch.setattr(launch, "INT8_PDL", 1)
+    monkeypatch.setattr(launch, "INT8_PDL", pdl)
     a, w = _operands(m, n, k, 11)
     x = a.clone()
     side = torch.cuda.Stream()

@@ -7,7 +7,7 @@ import torch
 
 from .fold import Folded, PackedFold, folded_weight, segments
 from .formats import ScaleRule
-from .residency import _WORKSPACE, interpreter_enabled, num_programs_cap, resident_per_sm
+from .residency import _WORKSPACE, interpreter_enabled, num_programs_cap, programmatic_launch, resident_per_sm
 from .tensor import Layout, MXFP4Tensor
 from .tuning import KernelConfig, pow2_at_least
 
@@ -224,7 +224,7 @@ def launch_int8(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Ke
     _check_32bit(m, w.shape[0], k, w)
     seg, _, mode = _int8_shape(k, config)
     fw = folded_weight(w, seg, config.packed)  # before the fold: a first call's weight fold is a launch too
-    pdl = INT8_PDL if a2.device.type == "cuda" and not interpreter_enabled() else 0
+    pdl = INT8_PDL if programmatic_launch(a2.device) else 0
     fa = fold_a(a2, seg, w.scale_rule, pdl)
     args, consts, items = _int8_tile_args(fa, fw, out2, config, mode)
     a4w4_int8_kernel[(items,)](*args, **consts, PDL=pdl != 0, launch_pdl=pdl != 0)

@@ -18,7 +18,8 @@ class _Workspace:
     """Launch counters per (device, stream), zero when first made. Slot 0: the epoch; 1, 2: the
     phase-1 meeting counters (alternating with the epoch); from 4: split-K tile counters, their
     count reset by the last program of the tile to arrive (which may also flip their bit 16:
-    ``kernels.a4w4._store_tile``). Launches on one stream are ordered, so they never overlap."""
+    ``kernels.a4w4._store_tile``). Launches on one stream are ordered, so they never overlap (the
+    int8 path's multiply may start before its own A fold ends, but the fold uses no counters)."""
 
     def __init__(self) -> None:
         self._counters: dict[tuple, torch.Tensor] = {}
@@ -44,6 +45,15 @@ def device_facts(device: torch.device) -> tuple[str, int]:
         props = torch.cuda.get_device_properties(idx)
         _DEVICE_FACTS[idx] = (props.name, props.multi_processor_count)
     return _DEVICE_FACTS[idx]
+
+
+def programmatic_launch(device: torch.device) -> bool:
+    """Whether a launch on ``device`` may be a programmatic dependent of the one before it
+    (griddepcontrol, sm_90 and later; not under the interpreter)."""
+    if device.type != "cuda" or interpreter_enabled():
+        return False
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    return torch.cuda.get_device_capability(idx)[0] >= 9
 
 
 def num_programs_cap(device: torch.device) -> int:
