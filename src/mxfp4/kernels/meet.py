@@ -4,7 +4,7 @@
 int8 path (:mod:`mxfp4.kernels.int8`) paid a second launch (~3 us on the H200) until its
 multiply became a programmatic dependent of the fold (fifteenth session; since then it beats
 this kernel on every shape compared, and the table keeps this one for the one-launch
-benchmark shapes and three layers); the one-launch kernel (``a4w4_fused_kernel``) folds
+benchmark shapes and two layers); the one-launch kernel (``a4w4_fused_kernel``) folds
 A in every program, N / BN times over, which is too dear from M = 64 up. Here a co-resident
 grid (one program per SM, or two where they fit: :func:`mxfp4.launch.launch_int8_meet`) does
 both in one launch:
