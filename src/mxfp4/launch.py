@@ -108,6 +108,8 @@ FOLD_BYTES = 32768  # bytes of A per program of the A fold launch (at most, unle
 GROUP_M = 8         # int8 kernel: M tiles side by side (W reuse in L2)
 INT8_PDL = 2        # int8 (two launches): the multiply launched as a programmatic dependent of the A fold,
                     # which lets it start at the fold programs' start (1) or once each has folded (2); 0: no
+                    # (H200: 2 faster than 0 on all six shapes tried, 384x4096x512 10.79 -> 9.75 us; 1 slower
+                    # on the 1024-row ones; docs/results/s15/pdl-ab2-run3.txt, pdl-ab-large-run2.txt)
 INT8_PIECE_N = 128  # int8 kernel: column piece of the block-by-block path when the fold spans K
 FUSED_SEGMENT_LOOP = 1  # int8_fused: a segment's facts from one load of all of it, then every step in one
                        # pipelined loop (kernels.fused._segment_loop), where that load fits WIDE_FACTS (H200:
