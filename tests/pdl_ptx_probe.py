@@ -1,29 +1,21 @@
 """Helper of tests/test_pdl.py, run in a process of its own (the tests run the kernels under the
-CPU interpreter; this compiles them): the int8 multiply and the A fold compiled for sm_90 (no GPU
-needed) with each PDL setting; prints, as JSON, the PTX lines of the grid-dependency instructions
-and of the memory accesses."""
+CPU interpreter; this compiles them): the int8 multiply and the A fold compiled for sm_90 by
+tools/compile_sm90.py (no GPU needed) with each PDL setting; prints, as JSON, the PTX lines of
+the grid-dependency instructions and of the memory accesses."""
 import json
 import sys
 
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
-
-sys.path.insert(0, "src")
+sys.path.insert(0, "tools")
+import compile_sm90  # noqa: E402  (puts src on the path)
 from mxfp4.kernels.int8 import a4w4_int8_kernel, fold_a_kernel  # noqa: E402
 
-TYPES = {"a_ptr": "*bf16", "q_ptr": "*i8", "bs_ptr": "*fp32", "ss_ptr": "*fp32", "ok_ptr": "*i8", "abs_ptr": "*fp32",
-         "ass_ptr": "*fp32", "aok_ptr": "*i8", "wbs_ptr": "*fp32", "wss_ptr": "*fp32", "wok_ptr": "*i8",
-         "wsh_ptr": "*i8", "c_ptr": "*bf16", "part_ptr": "*fp32", "tile_cnt_ptr": "*i32",
-         "a_desc": "tensordesc<i8[64, 256]>", "w_desc": "tensordesc<i8[64, 256]>", "a32_desc": "tensordesc<i8[64, 32]>",
-         "w32_desc": "tensordesc<i8[64, 32]>"}
+compile_sm90.PTRS.update(q_ptr="*i8", bs_ptr="*fp32", ss_ptr="*fp32", ok_ptr="*i8", wsh_ptr="*i8",
+                         a_desc="tensordesc<i8[64, 256]>", w_desc="tensordesc<i8[64, 256]>",
+                         a32_desc="tensordesc<i8[64, 32]>", w32_desc="tensordesc<i8[64, 32]>")
 
 
 def ptx(fn, consts):
-    names = fn.arg_names
-    sig = {n: "constexpr" if n in consts else TYPES.get(n, "i32") for n in names}
-    src = ASTSource(fn=fn, signature=sig, constexprs={(names.index(k),): v for k, v in consts.items()})
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4, num_stages=3)).asm["ptx"]
+    return compile_sm90.compile_kernel(fn, consts, 4, 3).asm["ptx"]
 
 
 def lines(text, *needles):

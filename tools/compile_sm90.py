@@ -38,7 +38,7 @@ PTRS = {"abs_ptr": "*fp32", "ass_ptr": "*fp32", "aok_ptr": "*i8", "wbs_ptr": "*f
 
 def compile_kernel(fn, consts, warps, stages):
     names = fn.arg_names
-    consts = dict(consts, stride_cn=1, **({"stride_ak": 1} if "stride_ak" in fn.arg_names else {}))
+    consts = dict(consts, **{s: 1 for s in ("stride_cn", "stride_ak") if s in fn.arg_names})
     if "M_TILES" in names and fn is a4w4_kernel:
         consts["M_TILES"] = 1
     sig = {n: PTRS.get(n, "constexpr" if n in consts else "i32") for n in names}

@@ -7,7 +7,8 @@ import torch
 
 from .fold import Folded, PackedFold, folded_weight, segments
 from .formats import ScaleRule
-from .residency import _WORKSPACE, interpreter_enabled, num_programs_cap, programmatic_launch, resident_per_sm
+from .residency import (_WORKSPACE, interpreter_enabled, num_programs_cap, on_gpu, programmatic_launch,
+                        resident_per_sm)
 from .tensor import Layout, MXFP4Tensor
 from .tuning import KernelConfig, pow2_at_least
 
@@ -258,7 +259,7 @@ def launch_int8_meet(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, confi
     consts = dict(FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR, INTERPRET=interpreter_enabled(),
                   **_fold_loads(rows, seg), **consts)
     per_sm = 1
-    if items > cap and MEET_PER_SM > 1 and dev.type == "cuda" and not interpreter_enabled():
+    if items > cap and MEET_PER_SM > 1 and on_gpu(dev):
         key = (config, m, w.shape[0], k, a2.stride(), out2.stride(), a2.data_ptr() % 16, out2.data_ptr() % 16,
                w.scale_rule, dev.index)
         per_sm = min(MEET_PER_SM, resident_per_sm(a4w4_meet_kernel, args, consts, key))
@@ -313,7 +314,7 @@ def _split_reducers(segs: int, tiles: int, rows: int, cols: int, dev: torch.devi
     the last of them wait for the rest of their tile, so reducers x tiles must stay below the
     programs surely resident at once (one per SM), and the CPU interpreter, which runs programs
     one after another, gets 1."""
-    if segs * rows * cols * 4 < FUSED_REDUCE_BYTES or dev.type != "cuda" or interpreter_enabled():
+    if segs * rows * cols * 4 < FUSED_REDUCE_BYTES or not on_gpu(dev):
         return 1
     reducers = 1
     while (reducers * 2 <= min(FUSED_REDUCERS, segs) and rows % (reducers * 2) == 0

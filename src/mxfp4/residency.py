@@ -38,9 +38,18 @@ _WORKSPACE = _Workspace()
 _DEVICE_FACTS: dict[int, tuple[str, int]] = {}
 
 
+def on_gpu(device: torch.device) -> bool:
+    """Whether launches on ``device`` run on a CUDA GPU (not under the CPU interpreter)."""
+    return device.type == "cuda" and not interpreter_enabled()
+
+
+def _device_index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
 def device_facts(device: torch.device) -> tuple[str, int]:
     """(GPU model name, SM count) of a CUDA device, queried once per device."""
-    idx = device.index if device.index is not None else torch.cuda.current_device()
+    idx = _device_index(device)
     if idx not in _DEVICE_FACTS:
         props = torch.cuda.get_device_properties(idx)
         _DEVICE_FACTS[idx] = (props.name, props.multi_processor_count)
@@ -50,10 +59,7 @@ def device_facts(device: torch.device) -> tuple[str, int]:
 def programmatic_launch(device: torch.device) -> bool:
     """Whether a launch on ``device`` may be a programmatic dependent of the one before it
     (griddepcontrol, sm_90 and later; not under the interpreter)."""
-    if device.type != "cuda" or interpreter_enabled():
-        return False
-    idx = device.index if device.index is not None else torch.cuda.current_device()
-    return torch.cuda.get_device_capability(idx)[0] >= 9
+    return on_gpu(device) and torch.cuda.get_device_capability(_device_index(device))[0] >= 9
 
 
 def num_programs_cap(device: torch.device) -> int:
