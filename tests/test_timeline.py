@@ -12,9 +12,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 timeline = pytest.importorskip("timeline")
 
 
-@pytest.mark.parametrize("spec", [timeline.FUSED, timeline.MEET], ids=["int8_fused", "int8_meet"])
+@pytest.mark.parametrize("spec", [timeline.FUSED, timeline.MEET, timeline.INT8],
+                         ids=["int8_fused", "int8_meet", "int8"])
 def test_timeline_anchors_match_the_kernels(spec):
     kernel = timeline.traced_kernel(spec, timeline.helpers_of(spec))
     assert kernel.arg_names[0] == "trace_ptr"
     assert kernel.arg_names[1:] == getattr(__import__(f"mxfp4.kernels.{spec[0]}", fromlist=[spec[1]]),
                                            spec[1]).arg_names
+
+
+def test_timeline_traces_both_launches_of_the_int8_path():
+    from mxfp4.kernels import int8
+
+    traced = timeline.traced_module(timeline.INT8)
+    assert traced.fold_a_kernel.arg_names == ["trace_ptr", *int8.fold_a_kernel.arg_names]
+    assert traced.a4w4_int8_kernel.arg_names == ["trace_ptr", *int8.a4w4_int8_kernel.arg_names]

@@ -1,6 +1,7 @@
-"""Where one launch's time goes inside the kernel (GPU): per-program timestamps (%globaltimer,
-ns) at the phase boundaries of the int8_fused and int8_meet kernels, with L2 flushed before each
-call, beside the launch's event time (the bench's rule) and cuBLAS bf16.
+"""Where one call's time goes inside the kernels (GPU): per-program timestamps (%globaltimer,
+ns) at the phase boundaries of the int8_fused and int8_meet kernels and of the two launches of
+the int8 path (the A fold, then the multiply launched as its programmatic dependent), with L2
+flushed before each call, beside the call's event time (the bench's rule) and cuBLAS bf16.
 
 The library's kernel module is copied to a temporary file with stamp calls inserted after anchor
 lines (each anchor must occur exactly once), so the library itself carries no tracing code. A
@@ -9,12 +10,16 @@ marks when the whole program has them; each costs a cross-warp reduction, so the
 runs a little slower than the plain one (both are printed).
 
 Usage (on the GPU box, from the repo root):
-  PYTHONPATH=src python3 tools/timeline.py [--warm] [M,N,K ...]   (default: the six benchmark shapes)
+  PYTHONPATH=src python3 tools/timeline.py [--warm] [--int8] [--pdl N] [M,N,K ...]
+  (default: the six benchmark shapes)
 --warm: after each flush, read A and the folded weight back into L2 (tools/warm_probe.py), so
 the stamps show the chain on the chip without the operands' first trip from DRAM.
+--int8: run a shape whose table entry is int8_meet on the two-launch int8 path (same tiles).
+--pdl N: set mxfp4.launch.INT8_PDL to N for the int8 path (0 plain launches, 1, 2).
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import math
@@ -94,6 +99,23 @@ MEET = ("meet", "a4w4_meet_kernel", [
 ])
 MEET_NAMES = {0: "start", 1: "fold done", 2: "met", 31: "end"}
 
+# The int8 path's two launches, traced together (their stamps share the trace buffer: the fold's
+# programs write slots 0-1, the multiply's 2-4 and 31, each under its own program index). The
+# fourth element names the functions of the module, besides the kernel, that take the trace.
+INT8 = ("int8", "a4w4_int8_kernel", [
+    ("    if PDL == 1:\n        gdc_launch_dependents()\n", "    _stamp(trace_ptr, 0, tl.program_id(0))\n"),
+    ("    if PDL == 2:\n        gdc_launch_dependents()\n", "    _stamp(trace_ptr, 1, tl.program_id(0))\n"),
+    ("    fold runs), so every program first waits for that launch to end and its writes to show.\"\"\"\n",
+     "    _stamp(trace_ptr, 2, tl.program_id(0))\n"),
+    ("    if PDL:\n        gdc_wait()\n", "    _stamp(trace_ptr, 3, tl.program_id(0))\n"),
+    ("        d = _int8_sum(a_desc, w_desc, wsh_ptr, row0, col0, offs_n, mask_n, K, 0, K, BM, BN, BK, PACKED)\n",
+     "        _stamp(trace_ptr, 4, d)\n"),
+    ("              BK, FBN, GROUP_M, MODE, PACKED)\n", "    _stamp(trace_ptr, 31, tl.program_id(0))\n"),
+], ("fold_a_kernel", "int8_tile"))
+INT8_NAMES = {0: "fold start", 1: "fold done", 2: "mul start", 3: "mul waited", 4: "K loop done", 31: "mul end"}
+# the slot each slot's "from own start" column counts from (else slot 0)
+INT8_OWN_START = {2: 2, 3: 2, 4: 2, 31: 2}
+
 
 def helpers_of(spec):
     """The helpers traced with the kernel of ``spec`` (see STORE)."""
@@ -112,9 +134,16 @@ def traced_kernel(spec, helpers=()):
     """The kernel of ``spec`` rebuilt from the library's source with the stamps inserted, taking
     the trace buffer as its first argument; each of ``helpers`` (module, function, anchors) is
     copied into the rebuilt module with its stamps, also taking the trace buffer first."""
-    module, name, anchors = spec
+    return getattr(traced_module(spec, helpers), spec[1])
+
+
+def traced_module(spec, helpers=()):
+    """The module of :func:`traced_kernel`, with every traced function of ``spec`` in it."""
+    module, name, anchors, *rest = spec
     src = _stamped((KERNELS / f"{module}.py").read_text(), f"{module}.py", anchors)
     src = src.replace(f"def {name}(", f"def {name}(trace_ptr, ").replace("from .", "from mxfp4.kernels.")
+    for fn in rest[0] if rest else ():  # their definitions and every call of them in the module
+        src = re.sub(rf"\b{fn}\(", f"{fn}(trace_ptr, ", src)
     bodies = []
     for h_module, h_name, h_anchors in helpers:
         h_src = (KERNELS / f"{h_module}.py").read_text()
@@ -135,7 +164,7 @@ def traced_kernel(spec, helpers=()):
     mod_spec = importlib.util.spec_from_file_location(f"traced_{module}", path)
     mod = importlib.util.module_from_spec(mod_spec)
     mod_spec.loader.exec_module(mod)
-    return getattr(mod, name)
+    return mod
 
 
 class _WithTrace:
@@ -149,17 +178,21 @@ class _WithTrace:
         return lambda *args, **kwargs: self.kernel[grid](self.trace, *args, **kwargs)
 
 
-def timeline(m, n, k, timer, runs=20, warm=False):
+def timeline(m, n, k, timer, runs=20, warm=False, int8=False):
     data = task.generate_input(m, n, k, m + n + k, device="cuda")
     a, b = data[0], data[1]
     w = task.weight_from_task(data[3], data[4], k)
     cfg = ops.resolve_config(m, n, k, torch.device("cuda"))
-    if cfg.kernel not in ("int8_fused", "int8_meet"):
+    if int8 and cfg.kernel == "int8_meet":
+        cfg = dataclasses.replace(cfg, kernel="int8")
+    if cfg.kernel not in ("int8_fused", "int8_meet", "int8"):
         print(f"{m}x{n}x{k}: kernel {cfg.kernel} is not traced")
         return
-    spec, names = (FUSED, FUSED_NAMES) if cfg.kernel == "int8_fused" else (MEET, MEET_NAMES)
+    spec, names, own_start = {"int8_fused": (FUSED, FUSED_NAMES, {}), "int8_meet": (MEET, MEET_NAMES, {}),
+                              "int8": (INT8, INT8_NAMES, INT8_OWN_START)}[cfg.kernel]
     module = importlib.import_module(f"mxfp4.kernels.{spec[0]}")
-    plain = getattr(module, spec[1])
+    kernels = [spec[1], *(spec[3][:1] if len(spec) > 3 else ())]  # the launched ones (int8: both)
+    plain = {name: getattr(module, name) for name in kernels}
     out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
     call = lambda: launch.launch_a4w4(a, w, out, cfg)  # noqa: E731
     call()
@@ -169,13 +202,18 @@ def timeline(m, n, k, timer, runs=20, warm=False):
     plain_us = timed(timer, call, ours, sink)
     cublas_us = timed(timer, lambda: a @ b.T, theirs, sink)
     trace = torch.zeros(4096 * SLOTS, dtype=torch.int64, device="cuda")
-    stand_in = _WithTrace(traced_kernel(spec, helpers_of(spec)), trace)
-    setattr(module, spec[1], stand_in)
+    traced = traced_module(spec, helpers_of(spec))
+    stand_ins = {name: _WithTrace(getattr(traced, name), trace) for name in kernels}
+    for name in kernels:
+        setattr(module, name, stand_ins[name])
     try:
         out.fill_(float("nan"))
         call()
         exact = testing.check_gemm(out, a, w, testing.sample_rows(m, limit=0)).passed
         traced_us = timed(timer, call, ours, sink)
+        grid = max(math.prod(s.grid) for s in stand_ins.values())
+        if grid > 4096:
+            raise RuntimeError(f"{grid} programs: the trace holds 4096")
         per_run = []
         for _ in range(runs):
             trace.zero_()
@@ -184,28 +222,32 @@ def timeline(m, n, k, timer, runs=20, warm=False):
             _touch(ours, sink)
             call()
             torch.cuda.synchronize()
-            grid = math.prod(stand_in.grid)
             per_run.append(trace[:grid * SLOTS].view(grid, SLOTS).cpu())
     finally:
-        setattr(module, spec[1], plain)
+        for name in kernels:
+            setattr(module, name, plain[name])
     tag = f"{m}x{n}x{k} {cfg.kernel} {cfg.block_m}x{cfg.block_n} s{cfg.split_k} b{cfg.blocks_per_step}"
+    tag += f" st{cfg.num_stages} w{cfg.num_warps}"
+    tag += f" PDL {launch.INT8_PDL}" if cfg.kernel == "int8" else ""
     tag += " (A and W warm in L2)" if warm else ""
-    print(f"\n{tag}: {grid} programs; event time plain {plain_us:.2f} us, traced {traced_us:.2f}, "
+    grids = ", ".join(f"{name} {math.prod(s.grid)}" for name, s in stand_ins.items())
+    print(f"\n{tag}: programs {grids}; event time plain {plain_us:.2f} us, traced {traced_us:.2f}, "
           f"cuBLAS bf16 {cublas_us:.2f}; traced output exact: {exact}")
-    print("  slot          from launch's first start (us): median / max over programs | from own start: median")
+    print("  slot            from the first program's start (us): median / max over programs | from own start: median")
     used = sorted({s for t in per_run for s in range(SLOTS) if bool((t[:, s] != 0).any())})
     for s in used:
         rel_first, rel_own = [], []
+        own = own_start.get(s, 0)
         for t in per_run:
             live = t[:, s] != 0
-            t0 = t[:, 0].min()
+            t0 = t[t[:, 0] != 0, 0].min()
             rel_first.append(((t[live, s] - t0).double() / 1e3))
-            rel_own.append(((t[live, s] - t[live, 0]).double() / 1e3))
+            rel_own.append(((t[live, s] - t[live, own]).double() / 1e3))
         first = torch.cat(rel_first)
         med_max = statistics.median(float(r.max()) for r in rel_first)
         name = names.get(s, f"step {s - 3}")
-        print(f"  {s:>2} {name:<10} {float(first.median()):8.2f} / {med_max:8.2f} | {float(torch.cat(rel_own).median()):8.2f}")
-    spans = [float((t[:, 31].max() - t[:, 0].min()) / 1e3) for t in per_run]
+        print(f"  {s:>2} {name:<12} {float(first.median()):8.2f} / {med_max:8.2f} | {float(torch.cat(rel_own).median()):8.2f}")
+    spans = [float((t[:, 31].max() - t[t[:, 0] != 0, 0].min()) / 1e3) for t in per_run]
     ticks = torch.cat([t[t != 0] for t in per_run]).sort().values.diff()
     ticks = ticks[ticks > 0]
     print(f"  span first start -> last end: median {statistics.median(spans):.2f} us over {runs} runs; "
@@ -215,11 +257,15 @@ def timeline(m, n, k, timer, runs=20, warm=False):
 
 def main(argv):
     timer = ColdTimer("cuda")
-    warm = "--warm" in argv
-    argv = [s for s in argv if s != "--warm"]
+    warm, int8 = "--warm" in argv, "--int8" in argv
+    if "--pdl" in argv:
+        at = argv.index("--pdl")
+        launch.INT8_PDL = int(argv[at + 1])
+        del argv[at:at + 2]
+    argv = [s for s in argv if s not in ("--warm", "--int8")]
     shapes = [tuple(map(int, s.split(","))) for s in argv] or [s[:3] for s in task.BENCHMARK_SHAPES]
     for m, n, k in shapes:
-        timeline(m, n, k, timer, warm=warm)
+        timeline(m, n, k, timer, warm=warm, int8=int8)
 
 
 if __name__ == "__main__":
