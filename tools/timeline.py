@@ -16,6 +16,7 @@ Usage (on the GPU box, from the repo root):
 the stamps show the chain on the chip without the operands' first trip from DRAM.
 --int8: run a shape whose table entry is int8_meet on the two-launch int8 path (same tiles).
 --pdl N: set mxfp4.launch.INT8_PDL to N for the int8 path (0 plain launches, 1, 2).
+NAME=V (an int): set the knob mxfp4.launch.NAME to V for the run.
 """
 from __future__ import annotations
 
@@ -262,7 +263,12 @@ def main(argv):
         at = argv.index("--pdl")
         launch.INT8_PDL = int(argv[at + 1])
         del argv[at:at + 2]
-    argv = [s for s in argv if s not in ("--warm", "--int8")]
+    for knob in [s for s in argv if "=" in s]:
+        name, value = knob.split("=")
+        if not hasattr(launch, name):
+            raise SystemExit(f"mxfp4.launch has no knob {name!r}")
+        setattr(launch, name, int(value))
+    argv = [s for s in argv if s not in ("--warm", "--int8") and "=" not in s]
     shapes = [tuple(map(int, s.split(","))) for s in argv] or [s[:3] for s in task.BENCHMARK_SHAPES]
     for m, n, k in shapes:
         timeline(m, n, k, timer, warm=warm, int8=int8)
