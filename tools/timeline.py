@@ -101,7 +101,8 @@ MEET = ("meet", "a4w4_meet_kernel", [
 MEET_NAMES = {0: "start", 1: "fold done", 2: "met", 31: "end"}
 
 # The int8 path's two launches, traced together (their stamps share the trace buffer: the fold's
-# programs write slots 0-1, the multiply's 2-4 and 31, each under its own program index). The
+# programs write slots 0-1, the multiply's 2-4, 5-30 (after each K step's dot; 30 also holds every
+# step past the 26th) and 31, each under its own program index). The
 # fourth element names the functions of the module, besides the kernel, that take the trace.
 INT8 = ("int8", "a4w4_int8_kernel", [
     ("    if PDL == 1:\n        gdc_launch_dependents()\n", "    _stamp(trace_ptr, 0, tl.program_id(0))\n"),
@@ -112,10 +113,13 @@ INT8 = ("int8", "a4w4_int8_kernel", [
     ("        d = _int8_sum(a_desc, w_desc, wsh_ptr, row0, col0, offs_n, mask_n, K, 0, K, BM, BN, BK, PACKED)\n",
      "        _stamp(trace_ptr, 4, d)\n"),
     ("              BK, FBN, GROUP_M, MODE, PACKED)\n", "    _stamp(trace_ptr, 31, tl.program_id(0))\n"),
-], ("fold_a_kernel", "int8_tile"))
-INT8_NAMES = {0: "fold start", 1: "fold done", 2: "mul start", 3: "mul waited", 4: "K loop done", 31: "mul end"}
+    ("        d = tl.dot(a_desc.load([row0, k0]), tl.trans(w), d, out_dtype=tl.int32)\n",
+     "        _stamp(trace_ptr, tl.minimum(5 + (k0 - k_lo) // BK, 30), d)\n"),
+], ("fold_a_kernel", "int8_tile", "_add_segment", "_int8_sum"))
+INT8_NAMES = {0: "fold start", 1: "fold done", 2: "mul start", 3: "mul waited", 4: "K loop done", 31: "mul end",
+              **{s: f"step {s - 4}" for s in range(5, 31)}}
 # the slot each slot's "from own start" column counts from (else slot 0)
-INT8_OWN_START = {2: 2, 3: 2, 4: 2, 31: 2}
+INT8_OWN_START = {s: 2 for s in range(2, 32)}
 
 
 def helpers_of(spec):

@@ -118,9 +118,6 @@ FUSED_SEGMENT_LOOP = 1  # int8_fused: a segment's facts from one load of all of 
                        # docs/results/s13/segloop-run8.txt)
 FUSED_REDUCERS = 4  # int8_fused split-K: the last programs of a tile to arrive that share its sum, where its
 FUSED_REDUCE_BYTES = 65536  # partials are this many bytes or more (_split_reducers; H200, docs/results/s14/)
-FOLD_PREFETCH = 0   # int8 / int8_meet (GPU): once a program has folded its A rows, it asks for its share of the
-                    # folded weight's first columns in L2, this many bytes in all (whole rows where the weight
-                    # is smaller; 0: no prefetch)
 FUSED_GRID3 = 1     # int8_fused: grid (N tiles, M tiles, segments), else one axis divided in the kernel (H200:
                     # the K = 512 benchmark shapes 0.07-0.16 us faster, docs/results/s12/grid3-run3.txt)
 
@@ -142,13 +139,10 @@ def _empty_fold(m: int, k: int, seg_blocks: int, dev: torch.device) -> Folded:
                   torch.empty((m, segs), dtype=torch.int8, device=dev), seg_blocks)
 
 
-def fold_a(a2: torch.Tensor, seg_blocks: int, scale_rule: ScaleRule, pdl: int = 0,
-           prefetch: torch.Tensor | None = None) -> Folded:
+def fold_a(a2: torch.Tensor, seg_blocks: int, scale_rule: ScaleRule, pdl: int = 0) -> Folded:
     """Quantize 2-D a [M, K] and fold it (:mod:`mxfp4.fold`) with the Triton fold kernel; the
     result equals ``fold_tensor(quantize(a2), seg_blocks)`` bit for bit. ``pdl``: the next launch
-    is a programmatic dependent that waits for this one (:func:`launch_int8`). ``prefetch``: an
-    array (the folded weight's values) whose first columns the fold's programs ask for in L2
-    once they have folded (FOLD_PREFETCH)."""
+    is a programmatic dependent that waits for this one (:func:`launch_int8`)."""
     from .kernels.int8 import fold_a_kernel
 
     m, k = a2.shape
@@ -161,25 +155,10 @@ def fold_a(a2: torch.Tensor, seg_blocks: int, scale_rule: ScaleRule, pdl: int = 
     while rows > 1 and (rows * min(k, seg_blocks * 32) * a2.element_size() > FOLD_BYTES
                         or -(-m // rows) * segs < 2 * num_programs_cap(dev)):
         rows //= 2
-    grid = (-(-m // rows), segs)
-    fold_a_kernel[grid](
+    fold_a_kernel[(-(-m // rows), segs)](
         a2, a2.stride(0), a2.stride(1), f.q, f.block_scale, f.seg_scale, f.folded, m, k, seg_blocks, segs,
-        FLOOR_RULE=scale_rule is ScaleRule.FLOOR, PDL=pdl, **_fold_loads(rows, seg_blocks),
-        **_prefetch_args(prefetch, grid[0] * grid[1], 4, "w_rows"))
+        FLOOR_RULE=scale_rule is ScaleRule.FLOOR, PDL=pdl, **_fold_loads(rows, seg_blocks))
     return f
-
-
-def _prefetch_args(w_vals: torch.Tensor | None, parts: int, num_warps: int, rows_key: str | None = None) -> dict:
-    """The weight prefetch's keywords for a launch of at least ``parts`` programs of ``num_warps``
-    warps (:func:`mxfp4.kernels.prefetch.prefetch_part`; none where FOLD_PREFETCH is 0, off the
-    GPU, or without an array); ``rows_key`` (where the kernel takes it) gets the row count."""
-    if w_vals is None or not FOLD_PREFETCH or not on_gpu(w_vals.device):
-        return {}
-    rows, row_bytes = w_vals.shape[0], w_vals.shape[1] * w_vals.element_size()
-    pf = row_bytes if rows * row_bytes <= FOLD_PREFETCH else min(row_bytes, max(256, FOLD_PREFETCH // rows // 256 * 256))
-    nt = 32 * num_warps
-    return dict(w_ptr=w_vals, w_row_bytes=row_bytes, pf_bytes=pf, NT=nt,
-                PF_ROWS=min(nt, pow2_at_least(-(-rows // parts))), **({rows_key: rows} if rows_key else {}))
 
 
 def _fold_loads(rows: int, seg_blocks: int) -> dict:
@@ -249,7 +228,7 @@ def launch_int8(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Ke
     seg, _, mode = _int8_shape(k, config)
     fw = folded_weight(w, seg, config.packed)  # before the fold: a first call's weight fold is a launch too
     pdl = INT8_PDL if programmatic_launch(a2.device) else 0
-    fa = fold_a(a2, seg, w.scale_rule, pdl, _weight_arrays(fw)[0])
+    fa = fold_a(a2, seg, w.scale_rule, pdl)
     args, consts, items = _int8_tile_args(fa, fw, out2, config, mode)
     a4w4_int8_kernel[(items,)](*args, **consts, PDL=pdl != 0, launch_pdl=pdl != 0)
     return fa
@@ -278,12 +257,11 @@ def launch_int8_meet(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, confi
     sync = _WORKSPACE.counters(dev, 4)
     args = (*args, a2, a2.stride(0), a2.stride(1), fa.q, sync, groups)
     consts = dict(FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR, INTERPRET=interpreter_enabled(),
-                  **_fold_loads(rows, seg), **consts,
-                  **_prefetch_args(_weight_arrays(fw)[0], cap, config.num_warps))
+                  **_fold_loads(rows, seg), **consts)
     per_sm = 1
     if items > cap and MEET_PER_SM > 1 and on_gpu(dev):
         key = (config, m, w.shape[0], k, a2.stride(), out2.stride(), a2.data_ptr() % 16, out2.data_ptr() % 16,
-               w.scale_rule, dev.index, consts.get("PF_ROWS", 0))
+               w.scale_rule, dev.index)
         per_sm = min(MEET_PER_SM, resident_per_sm(a4w4_meet_kernel, args, consts, key))
     a4w4_meet_kernel[(min(per_sm * cap, max(items, groups * segs)),)](*args, **consts)
     return fa

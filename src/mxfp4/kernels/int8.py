@@ -40,7 +40,6 @@ from .a4w4 import _store_tile
 from .direct import round_with_scales
 from .numerics import _midpoint_bits, amax_scales, block_scales, f32_to_bf16_rne, pow2_f32, to_f32
 from .packed import load_shifts, unpack_w
-from .prefetch import prefetch_part
 
 MAX_SHIFT = tl.constexpr(3)  # 12 << 3 = 96 fits int8 (mxfp4.fold.MAX_SHIFT)
 
@@ -205,8 +204,7 @@ def fold_rows(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, row0, 
 @triton.jit
 def fold_a_kernel(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, M, K, SEG_BLOCKS, NSEG,
                   PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr, ONE_CHUNK: tl.constexpr,
-                  PDL: tl.constexpr = 0, w_ptr=None, w_rows=0, w_row_bytes=0, pf_bytes=0, PF_ROWS: tl.constexpr = 0,
-                  NT: tl.constexpr = 128):
+                  PDL: tl.constexpr = 0):
     """Quantize and fold rows pid(0) * PM .. + PM of A over segment pid(1) (:func:`fold_rows`).
     PDL 1 / 2: let the next launch of the stream start (if it was launched as a programmatic
     dependent: ``a4w4_int8_kernel`` with PDL, which waits for this launch's end before it reads)
@@ -215,9 +213,6 @@ def fold_a_kernel(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, M,
         gdc_launch_dependents()
     fold_rows(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, tl.program_id(0) * PM, tl.program_id(1),
               M, K, SEG_BLOCKS, NSEG, PM, CB, FLOOR_RULE, ONE_CHUNK)
-    if PF_ROWS > 0:
-        prefetch_part(w_ptr, w_rows, w_row_bytes, pf_bytes, tl.program_id(0) + tl.num_programs(0) * tl.program_id(1),
-                      tl.num_programs(0) * tl.num_programs(1), PF_ROWS, NT)
     if PDL == 2:
         gdc_launch_dependents()
 

@@ -27,7 +27,6 @@ import triton.language as tl
 
 from .a4w4 import meet
 from .int8 import fold_rows, int8_tile
-from .prefetch import prefetch_part
 
 
 @triton.jit
@@ -44,8 +43,7 @@ def a4w4_meet_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_p
                      a_ptr, stride_am, stride_ak, q_ptr, sync_ptr, ROW_GROUPS,
                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, FBN: tl.constexpr,
                      GROUP_M: tl.constexpr, MODE: tl.constexpr, PACKED: tl.constexpr, PM: tl.constexpr,
-                     CB: tl.constexpr, ONE_CHUNK: tl.constexpr, FLOOR_RULE: tl.constexpr, INTERPRET: tl.constexpr,
-                     w_ptr=None, w_row_bytes=0, pf_bytes=0, PF_ROWS: tl.constexpr = 0, NT: tl.constexpr = 128):
+                     CB: tl.constexpr, ONE_CHUNK: tl.constexpr, FLOOR_RULE: tl.constexpr, INTERPRET: tl.constexpr):
     """C[M, N] (bf16) from bf16 A [M, K] and the folded weight in one launch (see the module).
 
     The first twenty-one arguments and BM .. PACKED are those of ``a4w4_int8_kernel``; the A fold's
@@ -68,8 +66,6 @@ def a4w4_meet_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_p
     for unit in range(first, ROW_GROUPS * NSEG, step):
         fold_rows(a_ptr, stride_am, stride_ak, q_ptr, abs_ptr, ass_ptr, aok_ptr, (unit % ROW_GROUPS) * PM,
                   unit // ROW_GROUPS, M, K, SEG_BLOCKS, NSEG, PM, CB, FLOOR_RULE, ONE_CHUNK)
-    if PF_ROWS > 0:
-        prefetch_part(w_ptr, N, w_row_bytes, pf_bytes, pid, G, PF_ROWS, NT)
     if not INTERPRET:
         _proxy_fence(pid)
     meet(sync_ptr, epoch, INTERPRET)
