@@ -118,7 +118,6 @@ FUSED_SEGMENT_LOOP = 1  # int8_fused: a segment's facts from one load of all of 
                        # docs/results/s13/segloop-run8.txt)
 FUSED_REDUCERS = 4  # int8_fused split-K: the last programs of a tile to arrive that share its sum, where its
 FUSED_REDUCE_BYTES = 65536  # partials are this many bytes or more (_split_reducers; H200, docs/results/s14/)
-INT8_W_LDG = 0      # int8 / int8_meet (GPU, experiment): the weight's K steps by pointer loads, not TMA
 FUSED_GRID3 = 1     # int8_fused: grid (N tiles, M tiles, segments), else one axis divided in the kernel (H200:
                     # the K = 512 benchmark shapes 0.07-0.16 us faster, docs/results/s12/grid3-run3.txt)
 
@@ -208,13 +207,11 @@ def _int8_tile_args(fa: Folded, fw: Folded | PackedFold, out2: torch.Tensor, con
     splits = segs if mode == 2 else 1
     cnt, part = _split_k_buffers(out2.device, tiles, splits, bm * bn, fa.block_scale)
     w_vals, w_shift, per_byte = _weight_arrays(fw)
-    ldg = bool(INT8_W_LDG) and not config.packed and on_gpu(w_vals.device)
-    args = (_descriptor(fa.q, bm, bk), w_vals if ldg else _descriptor(w_vals, bn, bk // per_byte),
-            _descriptor(fa.q, bm, 32), w_vals if ldg else _descriptor(w_vals, fbn, 32 // per_byte),
+    args = (_descriptor(fa.q, bm, bk), _descriptor(w_vals, bn, bk // per_byte), _descriptor(fa.q, bm, 32),
+            _descriptor(w_vals, fbn, 32 // per_byte),
             fa.block_scale, fa.seg_scale, fa.folded, fw.block_scale, fw.seg_scale, fw.folded, w_shift,
             out2, out2.stride(0), out2.stride(1), part, cnt[4:], m, n, k, fa.seg_blocks, segs)
-    consts = dict(BM=bm, BN=bn, BK=bk, FBN=fbn, GROUP_M=GROUP_M, MODE=mode,
-                  PACKED=2 if ldg else int(config.packed),
+    consts = dict(BM=bm, BN=bn, BK=bk, FBN=fbn, GROUP_M=GROUP_M, MODE=mode, PACKED=config.packed,
                   num_warps=config.num_warps, num_stages=config.num_stages)
     return args, consts, tiles * splits
 

@@ -106,7 +106,10 @@ def int8_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelCo
     programs on 132 SMs); 64 x 64 won 9 of the 11 tuned M = 64 layers
     (docs/results/s6/trials-run3-*.csv). 64 x 64 also in 3 stages (98 KB of shared memory), so
     that two programs fit on an SM (int8_meet then runs two per SM where there are more tiles
-    than SMs: docs/results/s9/meet-grid-run14.txt)."""
+    than SMs: docs/results/s9/meet-grid-run14.txt). Up to M = 256 split-K also on 64 x 64
+    tiles, and up to M = 128 64 x 32 tiles: a program alone on an SM streams its K steps at about
+    70 GB/s, two at about 110 (H200, K-step timelines, docs/results/s16/tl-steps-run3.txt), so
+    programs on every SM can pay for more bytes in all."""
     if m < 16 or k < 128:
         return []
     whole = ((128, 256, 8, 4, 3), (128, 256, 8, 4, 4), (128, 256, 8, 2, 6), (128, 128, 8, 8, 3), (128, 128, 8, 4, 4),
@@ -119,13 +122,18 @@ def int8_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelCo
     if blocks > 16:
         out += [KernelConfig(bm, bn, 1, warps, 3, 4, "int8", 16)
                 for bm, bn, warps in ((64, 256, 8), (64, 128, 4))]
-    for bm, bn, warps in ((64, 128, 4), (64, 256, 8)):
+    for bm, bn, warps in ((64, 128, 4), (64, 256, 8)) + (((64, 64, 4),) if m <= 256 else ()):
         tiles = -(-m // bm) * -(-n // bn)
         for split in (2, 3, 4, 6, 8):
             if num_sms // 2 <= tiles * split <= 1.5 * num_sms and blocks >= 8 * split:
+                if bn == 64:  # 8-block steps, two programs per SM in 3 stages
+                    out += [KernelConfig(bm, bn, split, warps, stages, 8, "int8") for stages in (3, 4)]
+                    continue
                 out.append(KernelConfig(bm, bn, split, warps, 3, 4, "int8"))
                 if bn == 128 and blocks >= 16 * split:
                     out.append(KernelConfig(bm, bn, split, warps, 4, 8, "int8"))
+    if m <= 128:  # 64 x 32 tiles: twice the programs of 64 x 64 where those leave SMs idle
+        out += [KernelConfig(64, 32, 1, 4, stages, 8, "int8") for stages in (4, 6)]
     return out
 
 

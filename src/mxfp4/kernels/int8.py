@@ -253,12 +253,9 @@ def _w_tile(w_desc, wsh_ptr, col0, offs_n, mask_n, K, k0, BK: tl.constexpr, PACK
     """int8 [BN, BK]: the folded weight's tile at (col0, k0), read through its tensor descriptor
     (zeros past N and K); PACKED: w_desc is over the packed codes [N, K / 2] and wsh_ptr holds
     the block shifts (:mod:`mxfp4.kernels.packed`)."""
-    if PACKED == 1:
+    if PACKED:
         p = w_desc.load([col0, k0 // 2])
         return unpack_w(p, load_shifts(wsh_ptr, offs_n, mask_n, K, k0, K, BK), p.shape[0], BK)
-    elif PACKED == 2:
-        k = k0 + tl.arange(0, BK)
-        return tl.load(w_desc + offs_n[:, None] * K + k[None, :], mask=mask_n[:, None] & (k < K)[None, :], other=0)
     else:
         return w_desc.load([col0, k0])
 
