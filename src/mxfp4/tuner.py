@@ -106,10 +106,11 @@ def int8_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelCo
     programs on 132 SMs); 64 x 64 won 9 of the 11 tuned M = 64 layers
     (docs/results/s6/trials-run3-*.csv). 64 x 64 also in 3 stages (98 KB of shared memory), so
     that two programs fit on an SM (int8_meet then runs two per SM where there are more tiles
-    than SMs: docs/results/s9/meet-grid-run14.txt). Up to M = 256 split-K also on 64 x 64
-    tiles, and up to M = 128 64 x 32 tiles: a program alone on an SM streams its K steps at about
-    70 GB/s, two at about 110 (H200, K-step timelines, docs/results/s16/tl-steps-run3.txt), so
-    programs on every SM can pay for more bytes in all."""
+    than SMs: docs/results/s9/meet-grid-run14.txt). Up to M = 128 also 64 x 32 tiles: a program
+    alone on an SM streams its K steps at about 70 GB/s (H200, K-step timelines,
+    docs/results/s16/tl-steps-run3.txt), so twice the programs can pay for re-reading A; they
+    won 5 of 7 shapes at M = 64 .. 128 (e.g. 64x2880x2880 11.82 -> 11.14 us), where split-K on
+    64 x 64 tiles lost all 6 shapes where offered, by 1.1-3.2 us (docs/results/s16/trials-run5.csv)."""
     if m < 16 or k < 128:
         return []
     whole = ((128, 256, 8, 4, 3), (128, 256, 8, 4, 4), (128, 256, 8, 2, 6), (128, 128, 8, 8, 3), (128, 128, 8, 4, 4),
@@ -122,13 +123,10 @@ def int8_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelCo
     if blocks > 16:
         out += [KernelConfig(bm, bn, 1, warps, 3, 4, "int8", 16)
                 for bm, bn, warps in ((64, 256, 8), (64, 128, 4))]
-    for bm, bn, warps in ((64, 128, 4), (64, 256, 8)) + (((64, 64, 4),) if m <= 256 else ()):
+    for bm, bn, warps in ((64, 128, 4), (64, 256, 8)):
         tiles = -(-m // bm) * -(-n // bn)
         for split in (2, 3, 4, 6, 8):
             if num_sms // 2 <= tiles * split <= 1.5 * num_sms and blocks >= 8 * split:
-                if bn == 64:  # 8-block steps, two programs per SM in 3 stages
-                    out += [KernelConfig(bm, bn, split, warps, stages, 8, "int8") for stages in (3, 4)]
-                    continue
                 out.append(KernelConfig(bm, bn, split, warps, 3, 4, "int8"))
                 if bn == 128 and blocks >= 16 * split:
                     out.append(KernelConfig(bm, bn, split, warps, 4, 8, "int8"))
@@ -138,8 +136,8 @@ def int8_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelCo
 
 
 def meet_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
-    """One-launch persistent int8 kernel for M = 33 .. 256: the int8 kernel's 64 x 128 and
-    64 x 64 candidates (the same work items, after the fold and the meeting). At M = 512 it
+    """One-launch persistent int8 kernel for M = 33 .. 256: the int8 kernel's 64 x 128,
+    64 x 64 and 64 x 32 candidates (the same work items, after the fold and the meeting). At M = 512 it
     lost to the two-launch path on all 11 model layers by 20-50 % with one program per SM
     walking 4-8 tiles each (docs/results/meet/trials-run4-m512.csv), before it ran two per SM;
     so from M = 257 to 1024 three candidates only: 64 x 64 in 3 stages (two per SM) and two
@@ -152,7 +150,7 @@ def meet_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelCo
         return [KernelConfig(64, 64, 1, 4, 3, 8, "int8_meet"), KernelConfig(64, 128, 1, 4, 3, 4, "int8_meet"),
                 KernelConfig(64, 128, 1, 4, 4, 8, "int8_meet")]
     return [dataclasses.replace(c, kernel="int8_meet") for c in int8_candidates(m, n, k, num_sms)
-            if c.block_m == 64 and c.block_n in (64, 128)]
+            if c.block_m == 64 and c.block_n in (32, 64, 128)]
 
 
 def fused_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelConfig]:
