@@ -267,7 +267,8 @@ def test_int8_odd_shapes_on_gpu(m, n, k):
                 KernelConfig(64, 128, 3, 4, 3, 4, "int8_meet"), KernelConfig(64, 256, 1, 8, 3, 4, "int8_meet", 8),
                 KernelConfig(64, 64, 1, 4, 4, 8, "int8_meet", packed=True),
                 KernelConfig(64, 64, 1, 4, 3, 8, "int8_meet"),  # two programs per SM where tiles > SMs
-                KernelConfig(64, 128, 3, 4, 3, 4, "int8", packed=True)):
+                KernelConfig(64, 128, 3, 4, 3, 4, "int8", packed=True),
+                KernelConfig(64, 32, 1, 4, 4, 8, "int8"), KernelConfig(64, 32, 1, 4, 4, 8, "int8_meet")):
         out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
         launch.launch_a4w4(a, w, out, cfg)
         assert testing.check_gemm(out, a, w).passed, cfg

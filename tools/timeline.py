@@ -96,7 +96,7 @@ MEET = ("meet", "a4w4_meet_kernel", [
     ("                  unit // ROW_GROUPS, M, K, SEG_BLOCKS, NSEG, PM, CB, FLOOR_RULE, ONE_CHUNK)\n",
      "    _stamp(trace_ptr, 1, pid)\n"),
     ("    meet(sync_ptr, epoch, INTERPRET)\n", "    _stamp(trace_ptr, 2, pid)\n"),
-    ("                  FBN, GROUP_M, MODE, PACKED, C_TMA)\n", "        _stamp(trace_ptr, 31, pid)\n"),
+    ("                  FBN, GROUP_M, MODE, PACKED)\n", "        _stamp(trace_ptr, 31, pid)\n"),
 ])
 MEET_NAMES = {0: "start", 1: "fold done", 2: "met", 31: "end"}
 
@@ -112,7 +112,7 @@ INT8 = ("int8", "a4w4_int8_kernel", [
     ("    if PDL:\n        gdc_wait()\n", "    _stamp(trace_ptr, 3, tl.program_id(0))\n"),
     ("        d = _int8_sum(a_desc, w_desc, wsh_ptr, row0, col0, offs_n, mask_n, K, 0, K, BM, BN, BK, PACKED)\n",
      "        _stamp(trace_ptr, 4, d)\n"),
-    ("              BK, FBN, GROUP_M, MODE, PACKED, C_TMA)\n", "    _stamp(trace_ptr, 31, tl.program_id(0))\n"),
+    ("              BK, FBN, GROUP_M, MODE, PACKED)\n", "    _stamp(trace_ptr, 31, tl.program_id(0))\n"),
     ("        d = tl.dot(a_desc.load([row0, k0]), tl.trans(w), d, out_dtype=tl.int32)\n",
      "        _stamp(trace_ptr, tl.minimum(5 + (k0 - k_lo) // BK, 30), d)\n"),
 ], ("fold_a_kernel", "int8_tile", "_add_segment", "_int8_sum"))

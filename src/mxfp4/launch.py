@@ -118,8 +118,6 @@ FUSED_SEGMENT_LOOP = 1  # int8_fused: a segment's facts from one load of all of 
                        # docs/results/s13/segloop-run8.txt)
 FUSED_REDUCERS = 4  # int8_fused split-K: the last programs of a tile to arrive that share its sum, where its
 FUSED_REDUCE_BYTES = 65536  # partials are this many bytes or more (_split_reducers; H200, docs/results/s14/)
-INT8_C_TMA = 0      # int8 / int8_meet (GPU, MODE 0 tiles of at most 128 columns): store C through a tensor
-                    # descriptor (TMA) where its rows are 16-byte aligned, else by pointers
 FUSED_GRID3 = 1     # int8_fused: grid (N tiles, M tiles, segments), else one axis divided in the kernel (H200:
                     # the K = 512 benchmark shapes 0.07-0.16 us faster, docs/results/s12/grid3-run3.txt)
 
@@ -209,14 +207,11 @@ def _int8_tile_args(fa: Folded, fw: Folded | PackedFold, out2: torch.Tensor, con
     splits = segs if mode == 2 else 1
     cnt, part = _split_k_buffers(out2.device, tiles, splits, bm * bn, fa.block_scale)
     w_vals, w_shift, per_byte = _weight_arrays(fw)
-    c_tma = (bool(INT8_C_TMA) and mode == 0 and fbn == bn and on_gpu(out2.device) and out2.stride(1) == 1
-             and out2.stride(0) * out2.element_size() % 16 == 0 and out2.data_ptr() % 16 == 0)
     args = (_descriptor(fa.q, bm, bk), _descriptor(w_vals, bn, bk // per_byte), _descriptor(fa.q, bm, 32),
             _descriptor(w_vals, fbn, 32 // per_byte),
             fa.block_scale, fa.seg_scale, fa.folded, fw.block_scale, fw.seg_scale, fw.folded, w_shift,
-            _descriptor(out2, bm, bn) if c_tma else out2, out2.stride(0), out2.stride(1), part, cnt[4:], m, n, k,
-            fa.seg_blocks, segs)
-    consts = dict(BM=bm, BN=bn, BK=bk, FBN=fbn, GROUP_M=GROUP_M, MODE=mode, PACKED=config.packed, C_TMA=c_tma,
+            out2, out2.stride(0), out2.stride(1), part, cnt[4:], m, n, k, fa.seg_blocks, segs)
+    consts = dict(BM=bm, BN=bn, BK=bk, FBN=fbn, GROUP_M=GROUP_M, MODE=mode, PACKED=config.packed,
                   num_warps=config.num_warps, num_stages=config.num_stages)
     return args, consts, tiles * splits
 
@@ -266,7 +261,7 @@ def launch_int8_meet(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, confi
     per_sm = 1
     if items > cap and MEET_PER_SM > 1 and on_gpu(dev):
         key = (config, m, w.shape[0], k, a2.stride(), out2.stride(), a2.data_ptr() % 16, out2.data_ptr() % 16,
-               w.scale_rule, dev.index, consts["C_TMA"])
+               w.scale_rule, dev.index)
         per_sm = min(MEET_PER_SM, resident_per_sm(a4w4_meet_kernel, args, consts, key))
     a4w4_meet_kernel[(min(per_sm * cap, max(items, groups * segs)),)](*args, **consts)
     return fa

@@ -328,10 +328,8 @@ def _tile_of(item, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constex
 def int8_tile(item, a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_ptr, wbs_ptr, wss_ptr, wok_ptr,
               wsh_ptr, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, K, SEG_BLOCKS, NSEG,
               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, FBN: tl.constexpr,
-              GROUP_M: tl.constexpr, MODE: tl.constexpr, PACKED: tl.constexpr, C_TMA: tl.constexpr = False):
-    """Work item ``item`` of :func:`a4w4_int8_kernel` (a tile, and with MODE 2 a segment).
-    C_TMA (MODE 0, FBN == BN): c_ptr is a tensor descriptor over C with [BM, BN] blocks, and
-    the tile is stored through it."""
+              GROUP_M: tl.constexpr, MODE: tl.constexpr, PACKED: tl.constexpr):
+    """Work item ``item`` of :func:`a4w4_int8_kernel` (a tile, and with MODE 2 a segment)."""
     pid_m, pid_n, split = _tile_of(item, M, N, BM, BN, GROUP_M, MODE)
     n_tiles = tl.cdiv(N, BN)
     row0 = pid_m * BM
@@ -345,22 +343,16 @@ def int8_tile(item, a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_pt
         fa, fw, ok_a, ok_w = _load_tile_facts(aok_ptr, ass_ptr, wok_ptr, wss_ptr, offs_m, offs_n, mask_m, mask_n, 0, 1)
         d = _int8_sum(a_desc, w_desc, wsh_ptr, row0, col0, offs_n, mask_n, K, 0, K, BM, BN, BK, PACKED)
         if _both_fold(fa, fw, ok_a, ok_w):
-            tile = f32_to_bf16_rne(d.to(tl.float32) * (fa[:, None] * fw[None, :]))
-            if C_TMA:
-                c_ptr.store([row0, col0], tile)
-            else:
-                tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, tile,
-                         mask=mask_m[:, None] & mask_n[None, :])
+            tile_f32 = d.to(tl.float32) * (fa[:, None] * fw[None, :])
+            tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, f32_to_bf16_rne(tile_f32),
+                     mask=mask_m[:, None] & mask_n[None, :])
         else:
             for piece in tl.static_range(BN // FBN):
                 cols = col0 + piece * FBN + tl.arange(0, FBN)
                 part = _blockwise(tl.zeros((BM, FBN), tl.float32), a32_desc, w32_desc, abs_ptr, wbs_ptr, wsh_ptr,
                                   row0, col0 + piece * FBN, offs_m, cols, mask_m, cols < N, 0, KB, KB, PACKED)
-                if C_TMA:
-                    c_ptr.store([row0, col0 + piece * FBN], f32_to_bf16_rne(part))
-                else:
-                    tl.store(c_ptr + offs_m[:, None] * stride_cm + cols[None, :] * stride_cn, f32_to_bf16_rne(part),
-                             mask=mask_m[:, None] & (cols < N)[None, :])
+                tl.store(c_ptr + offs_m[:, None] * stride_cm + cols[None, :] * stride_cn, f32_to_bf16_rne(part),
+                         mask=mask_m[:, None] & (cols < N)[None, :])
     elif MODE == 1:
         acc = tl.zeros((BM, BN), tl.float32)
         for seg in range(NSEG):
@@ -381,8 +373,7 @@ def int8_tile(item, a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_pt
 def a4w4_int8_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_ptr, wbs_ptr, wss_ptr, wok_ptr,
                      wsh_ptr, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, K, SEG_BLOCKS, NSEG,
                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, FBN: tl.constexpr,
-                     GROUP_M: tl.constexpr, MODE: tl.constexpr, PACKED: tl.constexpr, PDL: tl.constexpr = False,
-                     C_TMA: tl.constexpr = False):
+                     GROUP_M: tl.constexpr, MODE: tl.constexpr, PACKED: tl.constexpr, PDL: tl.constexpr = False):
     """C[M, N] (bf16) from folded A [M, K] and folded W [N, K] (tensor descriptors with blocks
     [BM, BK] / [BN, BK], and [BM, 32] / [FBN, 32] for the block-by-block path). GROUP_M tiles of
     M side by side, so neighbouring programs share W in L2.
@@ -398,12 +389,10 @@ def a4w4_int8_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_p
     [N, K / 2] with blocks [BN, BK / 2] / [FBN, 16], wsh_ptr its block shifts), else
     :class:`mxfp4.fold.Folded` (wsh_ptr unused).
 
-    C_TMA: c_ptr is a tensor descriptor over C (:func:`int8_tile`).
-
     PDL: launched as a programmatic dependent of the A fold's launch (it may start while the
     fold runs), so every program first waits for that launch to end and its writes to show."""
     if PDL:
         gdc_wait()
     int8_tile(tl.program_id(0), a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_ptr, wbs_ptr, wss_ptr,
               wok_ptr, wsh_ptr, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, K, SEG_BLOCKS, NSEG, BM, BN,
-              BK, FBN, GROUP_M, MODE, PACKED, C_TMA)
+              BK, FBN, GROUP_M, MODE, PACKED)

@@ -43,8 +43,7 @@ def a4w4_meet_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_p
                      a_ptr, stride_am, stride_ak, q_ptr, sync_ptr, ROW_GROUPS,
                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, FBN: tl.constexpr,
                      GROUP_M: tl.constexpr, MODE: tl.constexpr, PACKED: tl.constexpr, PM: tl.constexpr,
-                     CB: tl.constexpr, ONE_CHUNK: tl.constexpr, FLOOR_RULE: tl.constexpr, INTERPRET: tl.constexpr,
-                     C_TMA: tl.constexpr = False):
+                     CB: tl.constexpr, ONE_CHUNK: tl.constexpr, FLOOR_RULE: tl.constexpr, INTERPRET: tl.constexpr):
     """C[M, N] (bf16) from bf16 A [M, K] and the folded weight in one launch (see the module).
 
     The first twenty-one arguments and BM .. PACKED are those of ``a4w4_int8_kernel``; the A fold's
@@ -75,4 +74,4 @@ def a4w4_meet_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_p
     for item in range(pid, items, G):
         int8_tile(item, a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_ptr, wbs_ptr, wss_ptr, wok_ptr,
                   wsh_ptr, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, K, SEG_BLOCKS, NSEG, BM, BN, BK,
-                  FBN, GROUP_M, MODE, PACKED, C_TMA)
+                  FBN, GROUP_M, MODE, PACKED)
