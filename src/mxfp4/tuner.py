@@ -109,8 +109,10 @@ def int8_candidates(m: int, n: int, k: int, num_sms: int = 132) -> list[KernelCo
     than SMs: docs/results/s9/meet-grid-run14.txt). Up to M = 128 also 64 x 32 tiles: a program
     alone on an SM streams its K steps at about 70 GB/s (H200, K-step timelines,
     docs/results/s16/tl-steps-run3.txt), so twice the programs can pay for re-reading A; they
-    won 5 of 7 shapes at M = 64 .. 128 (e.g. 64x2880x2880 11.82 -> 11.14 us), where split-K on
-    64 x 64 tiles lost all 6 shapes where offered, by 1.1-3.2 us (docs/results/s16/trials-run5.csv)."""
+    won 9 of the 17 shapes at M = 64 .. 128 where they were offered (e.g. 64x2880x4096 13.27 ->
+    12.31 us; docs/results/s16/trials-run5.csv, run6/), where split-K on 64 x 64 tiles lost all
+    6 shapes where offered, by 1.1-3.2 us. At M = 192 .. 512 (not offered) they lost on all 6
+    shapes tried (docs/results/s16/configs-run10.txt)."""
     if m < 16 or k < 128:
         return []
     whole = ((128, 256, 8, 4, 3), (128, 256, 8, 4, 4), (128, 256, 8, 2, 6), (128, 128, 8, 8, 3), (128, 128, 8, 4, 4),
