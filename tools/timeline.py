@@ -102,8 +102,8 @@ MEET_NAMES = {0: "start", 1: "fold done", 2: "met", 31: "end"}
 
 # The int8 path's two launches, traced together (their stamps share the trace buffer: the fold's
 # programs write slots 0-1, the multiply's 2-4, 5-30 (after each K step's dot; 30 also holds every
-# step past the 26th) and 31, each under its own program index). The
-# fourth element names the functions of the module, besides the kernel, that take the trace.
+# step past the 26th) and 31, each under its own program index). The fourth element names the
+# other functions of the module that take the trace; those named *_kernel are launched too.
 INT8 = ("int8", "a4w4_int8_kernel", [
     ("    if PDL == 1:\n        gdc_launch_dependents()\n", "    _stamp(trace_ptr, 0, tl.program_id(0))\n"),
     ("    if PDL == 2:\n        gdc_launch_dependents()\n", "    _stamp(trace_ptr, 1, tl.program_id(0))\n"),
@@ -196,7 +196,7 @@ def timeline(m, n, k, timer, runs=20, warm=False, int8=False):
     spec, names, own_start = {"int8_fused": (FUSED, FUSED_NAMES, {}), "int8_meet": (MEET, MEET_NAMES, {}),
                               "int8": (INT8, INT8_NAMES, INT8_OWN_START)}[cfg.kernel]
     module = importlib.import_module(f"mxfp4.kernels.{spec[0]}")
-    kernels = [spec[1], *(spec[3][:1] if len(spec) > 3 else ())]  # the launched ones (int8: both)
+    kernels = [spec[1], *(f for f in (spec[3] if len(spec) > 3 else ()) if f.endswith("_kernel"))]
     plain = {name: getattr(module, name) for name in kernels}
     out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
     call = lambda: launch.launch_a4w4(a, w, out, cfg)  # noqa: E731
@@ -251,7 +251,8 @@ def timeline(m, n, k, timer, runs=20, warm=False, int8=False):
         first = torch.cat(rel_first)
         med_max = statistics.median(float(r.max()) for r in rel_first)
         name = names.get(s, f"step {s - 3}")
-        print(f"  {s:>2} {name:<12} {float(first.median()):8.2f} / {med_max:8.2f} | {float(torch.cat(rel_own).median()):8.2f}")
+        own_median = float(torch.cat(rel_own).median())
+        print(f"  {s:>2} {name:<12} {float(first.median()):8.2f} / {med_max:8.2f} | {own_median:8.2f}")
     spans = [float((t[:, 31].max() - t[t[:, 0] != 0, 0].min()) / 1e3) for t in per_run]
     ticks = torch.cat([t[t != 0] for t in per_run]).sort().values.diff()
     ticks = ticks[ticks > 0]
