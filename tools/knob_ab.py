@@ -53,15 +53,21 @@ def compiled_variants(kernel_name):
     return [ck for cache in fn.device_caches.values() for ck in cache[0].values()]
 
 
-def main(argv):
-    name, values = argv[0], [int(v) for v in argv[1:3]]
-    shapes = [a for a in argv[3:] if "=" not in a]
-    for held in (a for a in argv[3:] if "=" in a):
+def hold_knobs(args: list[str]) -> list[str]:
+    """Set each NAME=V of ``args`` as mxfp4.launch.NAME = int(V) (NAME must be a knob there);
+    returns the other arguments."""
+    for held in (a for a in args if "=" in a):
         key, value = held.split("=")
         if not hasattr(launch, key):
             raise SystemExit(f"mxfp4.launch has no knob {key!r}")
         setattr(launch, key, int(value))
         print(f"held: {key} = {value}")
+    return [a for a in args if "=" not in a]
+
+
+def main(argv):
+    name, values = argv[0], [int(v) for v in argv[1:3]]
+    shapes = hold_knobs(argv[3:])
     if not hasattr(launch, name):
         raise SystemExit(f"mxfp4.launch has no knob {name!r}")
     original = getattr(launch, name)

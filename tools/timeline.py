@@ -35,6 +35,7 @@ import torch
 from mxfp4 import launch, ops, task, testing
 from mxfp4.bench.timing import ColdTimer
 
+from knob_ab import hold_knobs
 from warm_probe import _touch, folded_weight_tensors, timed
 
 SLOTS = 32
@@ -127,6 +128,11 @@ def helpers_of(spec):
     return STORE if spec is FUSED else ()
 
 
+def threaded_of(spec):
+    """The other functions of ``spec``'s module that take the trace (its fourth element, if any)."""
+    return spec[3] if len(spec) > 3 else ()
+
+
 def _stamped(src, where, anchors):
     for anchor, lines in anchors:
         if src.count(anchor) != 1:
@@ -144,10 +150,10 @@ def traced_kernel(spec, helpers=()):
 
 def traced_module(spec, helpers=()):
     """The module of :func:`traced_kernel`, with every traced function of ``spec`` in it."""
-    module, name, anchors, *rest = spec
+    module, name, anchors = spec[:3]
     src = _stamped((KERNELS / f"{module}.py").read_text(), f"{module}.py", anchors)
     src = src.replace(f"def {name}(", f"def {name}(trace_ptr, ").replace("from .", "from mxfp4.kernels.")
-    for fn in rest[0] if rest else ():  # their definitions and every call of them in the module
+    for fn in threaded_of(spec):  # their definitions and every call of them in the module
         src = re.sub(rf"\b{fn}\(", f"{fn}(trace_ptr, ", src)
     bodies = []
     for h_module, h_name, h_anchors in helpers:
@@ -196,7 +202,7 @@ def timeline(m, n, k, timer, runs=20, warm=False, int8=False):
     spec, names, own_start = {"int8_fused": (FUSED, FUSED_NAMES, {}), "int8_meet": (MEET, MEET_NAMES, {}),
                               "int8": (INT8, INT8_NAMES, INT8_OWN_START)}[cfg.kernel]
     module = importlib.import_module(f"mxfp4.kernels.{spec[0]}")
-    kernels = [spec[1], *(f for f in (spec[3] if len(spec) > 3 else ()) if f.endswith("_kernel"))]
+    kernels = [spec[1], *(f for f in threaded_of(spec) if f.endswith("_kernel"))]
     plain = {name: getattr(module, name) for name in kernels}
     out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
     call = lambda: launch.launch_a4w4(a, w, out, cfg)  # noqa: E731
@@ -240,12 +246,12 @@ def timeline(m, n, k, timer, runs=20, warm=False, int8=False):
           f"cuBLAS bf16 {cublas_us:.2f}; traced output exact: {exact}")
     print("  slot            from the first program's start (us): median / max over programs | from own start: median")
     used = sorted({s for t in per_run for s in range(SLOTS) if bool((t[:, s] != 0).any())})
+    firsts = [t[t[:, 0] != 0, 0].min() for t in per_run]  # each run's first program start
     for s in used:
         rel_first, rel_own = [], []
         own = own_start.get(s, 0)
-        for t in per_run:
+        for t, t0 in zip(per_run, firsts):
             live = t[:, s] != 0
-            t0 = t[t[:, 0] != 0, 0].min()
             rel_first.append(((t[live, s] - t0).double() / 1e3))
             rel_own.append(((t[live, s] - t[live, own]).double() / 1e3))
         first = torch.cat(rel_first)
@@ -253,7 +259,7 @@ def timeline(m, n, k, timer, runs=20, warm=False, int8=False):
         name = names.get(s, f"step {s - 3}")
         own_median = float(torch.cat(rel_own).median())
         print(f"  {s:>2} {name:<12} {float(first.median()):8.2f} / {med_max:8.2f} | {own_median:8.2f}")
-    spans = [float((t[:, 31].max() - t[t[:, 0] != 0, 0].min()) / 1e3) for t in per_run]
+    spans = [float((t[:, 31].max() - t0) / 1e3) for t, t0 in zip(per_run, firsts)]
     ticks = torch.cat([t[t != 0] for t in per_run]).sort().values.diff()
     ticks = ticks[ticks > 0]
     print(f"  span first start -> last end: median {statistics.median(spans):.2f} us over {runs} runs; "
@@ -268,12 +274,7 @@ def main(argv):
         at = argv.index("--pdl")
         launch.INT8_PDL = int(argv[at + 1])
         del argv[at:at + 2]
-    for knob in [s for s in argv if "=" in s]:
-        name, value = knob.split("=")
-        if not hasattr(launch, name):
-            raise SystemExit(f"mxfp4.launch has no knob {name!r}")
-        setattr(launch, name, int(value))
-    argv = [s for s in argv if s not in ("--warm", "--int8") and "=" not in s]
+    argv = [s for s in hold_knobs(argv) if s not in ("--warm", "--int8")]
     shapes = [tuple(map(int, s.split(","))) for s in argv] or [s[:3] for s in task.BENCHMARK_SHAPES]
     for m, n, k in shapes:
         timeline(m, n, k, timer, warm=warm, int8=int8)
