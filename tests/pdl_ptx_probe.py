@@ -25,10 +25,11 @@ def lines(text, *needles):
 
 
 out = {}
-for pdl in (0, 1, 2):
-    text = ptx(fold_a_kernel, dict(PM=2, CB=64, FLOOR_RULE=False, ONE_CHUNK=True, PDL=pdl))
-    out[f"fold{pdl}"] = dict(trigger=lines(text, "griddepcontrol.launch_dependents"),
-                             stores=lines(text, "st.global"), loads=lines(text, "ld.global"))
+for pdl, pf in ((0, 0), (1, 0), (2, 0), (2, 64)):
+    text = ptx(fold_a_kernel, dict(PM=2, CB=64, FLOOR_RULE=False, ONE_CHUNK=True, PDL=pdl, PF_PROGS=pf))
+    out[f"fold{pdl}" + ("pf" if pf else "")] = dict(
+        trigger=lines(text, "griddepcontrol.launch_dependents"), stores=lines(text, "st.global"),
+        loads=lines(text, "ld.global"), prefetch=lines(text, "cp.async.bulk.prefetch.L2"))
 for pdl in (False, True):
     text = ptx(a4w4_int8_kernel, dict(BM=64, BN=64, BK=256, FBN=64, GROUP_M=8, MODE=0, PACKED=False, PDL=pdl))
     out[f"mul{int(pdl)}"] = dict(wait=lines(text, "griddepcontrol.wait"),

@@ -34,7 +34,8 @@ def test_pdl_wait_comes_before_every_read_and_the_fold_releases_after_its_stores
     """sm_90 PTX (tests/pdl_ptx_probe.py, compiled in a process without TRITON_INTERPRET): the
     multiply with PDL waits (griddepcontrol.wait) before its first global load, TMA copy or
     atomic, and without PDL has no wait; the fold lets its dependent start at its start (PDL 1),
-    after its last store (PDL 2), or not at all (0)."""
+    after its last store (PDL 2), or not at all (0); with weight prefetchers (PF_PROGS) those let it
+    start before they prefetch."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     run = subprocess.run([sys.executable, str(ROOT / "tests" / "pdl_ptx_probe.py")], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=600)
@@ -46,12 +47,31 @@ def test_pdl_wait_comes_before_every_read_and_the_fold_releases_after_its_stores
     first_access = min(got["fold1"]["loads"] + got["fold1"]["stores"])
     assert len(got["fold1"]["trigger"]) == 1 and got["fold1"]["trigger"][0] < first_access
     assert len(got["fold2"]["trigger"]) == 1 and got["fold2"]["trigger"][0] > max(got["fold2"]["stores"])
+    assert got["fold2"]["prefetch"] == []
+    # with weight prefetchers in the grid: they trigger at their start and only prefetch; the fold
+    # programs still trigger after their last store
+    pf = got["fold2pf"]
+    assert len(pf["trigger"]) == 2 and pf["prefetch"] and max(pf["trigger"]) > max(pf["stores"])
+    assert min(pf["trigger"]) < min(pf["prefetch"])
 
 
 def test_no_dependent_launch_off_the_gpu():
     from mxfp4 import residency
 
     assert not residency.programmatic_launch(torch.device("cpu"))
+
+
+def test_weight_prefetch_bytes(monkeypatch):
+    """The A fold's weight prefetchers ask for half a segment at most (K = 512: 256 bytes a row), 512
+    bytes a row, 4 MiB in all (N = 24576: 160 bytes a row), nothing on split-K segments."""
+    monkeypatch.setattr(launch, "INT8_W_PF_PROGS", 64)
+    assert launch.w_prefetch_bytes(2880, 16, 1) == 256
+    assert launch.w_prefetch_bytes(3072, 48, 1) == 512
+    assert launch.w_prefetch_bytes(7168, 64, 1) == 512
+    assert launch.w_prefetch_bytes(24576, 48, 1) == 160
+    assert launch.w_prefetch_bytes(2112, 56, 4) == 0
+    monkeypatch.setattr(launch, "INT8_W_PF_PROGS", 0)
+    assert launch.w_prefetch_bytes(3072, 48, 1) == 0
 
 
 CASES = [(256, 3072, 1536, KernelConfig(64, 64, 1, 4, 3, 8, "int8")),

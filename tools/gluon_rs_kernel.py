@@ -28,7 +28,8 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                                 warpgroup_mma_wait)
 
-from mxfp4.kernels.int8 import _fold_rule, _fold_scaled, _merge_scales, _scales, all_fold, seg_factor
+from mxfp4.kernels.foldmath import _fold_rule, _fold_scaled, _merge_scales, _scales
+from mxfp4.kernels.int8 import all_fold, seg_factor
 from mxfp4.kernels.packed import _UNPACK_ASM
 
 

@@ -10,10 +10,13 @@ marks when the whole program has them; each costs a cross-warp reduction, so the
 runs a little slower than the plain one (both are printed).
 
 Usage (on the GPU box, from the repo root):
-  PYTHONPATH=src python3 tools/timeline.py [--warm] [--int8] [--pdl N] [M,N,K ...]
+  PYTHONPATH=src python3 tools/timeline.py [--warm | --warm-sets S,..] [--int8] [--pdl N] [M,N,K ...]
   (default: the six benchmark shapes)
 --warm: after each flush, read A and the folded weight back into L2 (tools/warm_probe.py), so
 the stamps show the chain on the chip without the operands' first trip from DRAM.
+--warm-sets S1,S2,..: trace each shape once per set, each set a '+'-joined list of what is read
+back into L2 after each flush: a (A), wq (the folded weight's values), wf (its factors and fold
+flags), c (the output), or none; e.g. --warm-sets none,a,wq,wf,c,a+wq+wf.
 --int8: run a shape whose table entry is int8_meet on the two-launch int8 path (same tiles).
 --pdl N: set mxfp4.launch.INT8_PDL to N for the int8 path (0 plain launches, 1, 2).
 NAME=V (an int): set the knob mxfp4.launch.NAME to V for the run.
@@ -36,7 +39,7 @@ from mxfp4 import launch, ops, task, testing
 from mxfp4.bench.timing import ColdTimer
 
 from knob_ab import hold_knobs
-from warm_probe import _touch, folded_weight_tensors, timed
+from warm_probe import _touch, timed
 
 SLOTS = 32
 KERNELS = Path(__file__).resolve().parent.parent / "src" / "mxfp4" / "kernels"
@@ -116,7 +119,7 @@ INT8 = ("int8", "a4w4_int8_kernel", [
     ("              BK, FBN, GROUP_M, MODE, PACKED)\n", "    _stamp(trace_ptr, 31, tl.program_id(0))\n"),
     ("        d = tl.dot(a_desc.load([row0, k0]), tl.trans(w), d, out_dtype=tl.int32)\n",
      "        _stamp(trace_ptr, tl.minimum(5 + (k0 - k_lo) // BK, 30), d)\n"),
-], ("fold_a_kernel", "int8_tile", "_add_segment", "_int8_sum"))
+], ("fold_a_kernel", "_fold_program", "int8_tile", "_add_segment", "_int8_sum"))
 INT8_NAMES = {0: "fold start", 1: "fold done", 2: "mul start", 3: "mul waited", 4: "K loop done", 31: "mul end",
               **{s: f"step {s - 4}" for s in range(5, 31)}}
 # the slot each slot's "from own start" column counts from (else slot 0)
@@ -189,7 +192,19 @@ class _WithTrace:
         return lambda *args, **kwargs: self.kernel[grid](self.trace, *args, **kwargs)
 
 
-def timeline(m, n, k, timer, runs=20, warm=False, int8=False):
+WARM_PARTS = ("a", "wq", "wf", "c")
+
+
+def warm_tensors(parts, a, w, out):
+    """The tensors that the set ``parts`` (of WARM_PARTS) names: A, the folded weight's values,
+    its factors and flags, the output."""
+    folds = [f for _, f in getattr(w.data, "_mxfp4_folds", {}).values()]
+    named = {"a": [a], "wq": [f.q for f in folds],
+             "wf": [t for f in folds for t in (f.block_scale, f.seg_scale, f.folded)], "c": [out]}
+    return [t for part in parts for t in named[part]]
+
+
+def timeline(m, n, k, timer, runs=20, warm=(), int8=False):
     data = task.generate_input(m, n, k, m + n + k, device="cuda")
     a, b = data[0], data[1]
     w = task.weight_from_task(data[3], data[4], k)
@@ -208,8 +223,8 @@ def timeline(m, n, k, timer, runs=20, warm=False, int8=False):
     call = lambda: launch.launch_a4w4(a, w, out, cfg)  # noqa: E731
     call()
     sink = torch.zeros((), dtype=torch.int64, device="cuda")
-    w_arrays = folded_weight_tensors(w)
-    ours, theirs = (w_arrays + [a], [a, b]) if warm else ([], [])
+    ours = warm_tensors(warm, a, w, out)
+    theirs = [t for part, t in (("a", a), ("wq", b), ("c", None)) if part in warm and t is not None]
     plain_us = timed(timer, call, ours, sink)
     cublas_us = timed(timer, lambda: a @ b.T, theirs, sink)
     trace = torch.zeros(4096 * SLOTS, dtype=torch.int64, device="cuda")
@@ -240,7 +255,7 @@ def timeline(m, n, k, timer, runs=20, warm=False, int8=False):
     tag = f"{m}x{n}x{k} {cfg.kernel} {cfg.block_m}x{cfg.block_n} s{cfg.split_k} b{cfg.blocks_per_step}"
     tag += f" st{cfg.num_stages} w{cfg.num_warps}"
     tag += f" PDL {launch.INT8_PDL}" if cfg.kernel == "int8" else ""
-    tag += " (A and W warm in L2)" if warm else ""
+    tag += f" (warm in L2: {'+'.join(warm)})" if warm else ""
     grids = ", ".join(f"{name} {math.prod(s.grid)}" for name, s in stand_ins.items())
     print(f"\n{tag}: programs {grids}; event time plain {plain_us:.2f} us, traced {traced_us:.2f}, "
           f"cuBLAS bf16 {cublas_us:.2f}; traced output exact: {exact}")
@@ -269,15 +284,24 @@ def timeline(m, n, k, timer, runs=20, warm=False, int8=False):
 
 def main(argv):
     timer = ColdTimer("cuda")
-    warm, int8 = "--warm" in argv, "--int8" in argv
+    sets = [("a", "wq", "wf")] if "--warm" in argv else [()]
+    int8 = "--int8" in argv
     if "--pdl" in argv:
         at = argv.index("--pdl")
         launch.INT8_PDL = int(argv[at + 1])
         del argv[at:at + 2]
+    if "--warm-sets" in argv:
+        at = argv.index("--warm-sets")
+        sets = [() if s == "none" else tuple(s.split("+")) for s in argv[at + 1].split(",")]
+        del argv[at:at + 2]
+        unknown = {p for parts in sets for p in parts} - set(WARM_PARTS)
+        if unknown:
+            raise SystemExit(f"--warm-sets: unknown part(s) {sorted(unknown)}; want {', '.join(WARM_PARTS)} or none")
     argv = [s for s in hold_knobs(argv) if s not in ("--warm", "--int8")]
     shapes = [tuple(map(int, s.split(","))) for s in argv] or [s[:3] for s in task.BENCHMARK_SHAPES]
     for m, n, k in shapes:
-        timeline(m, n, k, timer, warm=warm, int8=int8)
+        for parts in sets:
+            timeline(m, n, k, timer, warm=parts, int8=int8)
 
 
 if __name__ == "__main__":

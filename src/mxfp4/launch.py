@@ -111,6 +111,14 @@ INT8_PDL = 2        # int8 (two launches): the multiply launched as a programmat
                     # which lets it start at the fold programs' start (1) or once each has folded (2); 0: no
                     # (H200: 2 faster than 0 on all six shapes tried, 384x4096x512 10.79 -> 9.75 us; 1 slower
                     # on the 1024-row ones; docs/results/s15/pdl-ab2-run3.txt, pdl-ab-large-run2.txt)
+INT8_W_PF_PROGS = 64  # int8 (two launches, sm_90): programs added to the A fold's launch that ask for the first
+INT8_W_PF_BYTES = 512  # min(INT8_W_PF_BYTES, half a segment) bytes of each folded weight row and segment in L2
+                       # (kernels/prefetch.py); 0: none (H200: 14 layers at M = 64 .. 1024 geomean 11.17 -> 10.94
+                       # us, 64x3072x1536 9.37 -> 8.91; docs/results/s17/wpf512-ab-run5.txt, *-run6.txt)
+INT8_W_PF_SPLIT = 0  # ... also where K has several segments (split-K); 0: not (64x2112x7168 on 4 segments
+                     # 17.1 -> 19.6 us with it: its prefetchers held the fold's launch to 4.5 us; s17 run 9)
+INT8_W_PF_TOTAL = 4 << 20  # at most this many bytes prefetched in all (the largest measured, N = 7168 at 512
+                           # bytes a row, is 3.7 MB; larger totals were not measured)
 INT8_PIECE_N = 128  # int8 kernel: column piece of the block-by-block path when the fold spans K
 FUSED_SEGMENT_LOOP = 1  # int8_fused: a segment's facts from one load of all of it, then every step in one
                        # pipelined loop (kernels.fused._segment_loop), where that load fits WIDE_FACTS (H200:
@@ -139,10 +147,13 @@ def _empty_fold(m: int, k: int, seg_blocks: int, dev: torch.device) -> Folded:
                   torch.empty((m, segs), dtype=torch.int8, device=dev), seg_blocks)
 
 
-def fold_a(a2: torch.Tensor, seg_blocks: int, scale_rule: ScaleRule, pdl: int = 0) -> Folded:
+def fold_a(a2: torch.Tensor, seg_blocks: int, scale_rule: ScaleRule, pdl: int = 0,
+           prefetch_w: Folded | None = None) -> Folded:
     """Quantize 2-D a [M, K] and fold it (:mod:`mxfp4.fold`) with the Triton fold kernel; the
     result equals ``fold_tensor(quantize(a2), seg_blocks)`` bit for bit. ``pdl``: the next launch
-    is a programmatic dependent that waits for this one (:func:`launch_int8`)."""
+    is a programmatic dependent that waits for this one (:func:`launch_int8`). ``prefetch_w`` (used
+    with ``pdl`` only, which needs sm_90 as the prefetch does): a folded weight whose first bytes
+    the launch's INT8_W_PF_PROGS extra programs ask for in L2 (:mod:`mxfp4.kernels.prefetch`)."""
     from .kernels.int8 import fold_a_kernel
 
     m, k = a2.shape
@@ -155,10 +166,23 @@ def fold_a(a2: torch.Tensor, seg_blocks: int, scale_rule: ScaleRule, pdl: int = 
     while rows > 1 and (rows * min(k, seg_blocks * 32) * a2.element_size() > FOLD_BYTES
                         or -(-m // rows) * segs < 2 * num_programs_cap(dev)):
         rows //= 2
-    fold_a_kernel[(-(-m // rows), segs)](
+    extra = {}
+    pf_bytes = 0 if prefetch_w is None or not pdl else w_prefetch_bytes(prefetch_w.q.shape[0], seg_blocks, segs)
+    if pf_bytes:
+        extra = dict(w_ptr=prefetch_w.q, N=prefetch_w.q.shape[0], pf_bytes=pf_bytes, PF_PROGS=INT8_W_PF_PROGS)
+    fold_a_kernel[(-(-m // rows) + extra.get("PF_PROGS", 0), segs)](
         a2, a2.stride(0), a2.stride(1), f.q, f.block_scale, f.seg_scale, f.folded, m, k, seg_blocks, segs,
-        FLOOR_RULE=scale_rule is ScaleRule.FLOOR, PDL=pdl, **_fold_loads(rows, seg_blocks))
+        FLOOR_RULE=scale_rule is ScaleRule.FLOOR, PDL=pdl, **_fold_loads(rows, seg_blocks), **extra)
     return f
+
+
+def w_prefetch_bytes(n: int, seg_blocks: int, segs: int) -> int:
+    """Bytes of each row and segment of an [n, K] folded weight that the A fold's prefetchers ask
+    for in L2 (0: no prefetchers): INT8_W_PF_BYTES, at most half a segment and INT8_W_PF_TOTAL in
+    all, a multiple of 16; 0 with several segments unless INT8_W_PF_SPLIT, or with no programs."""
+    if INT8_W_PF_PROGS <= 0 or (segs > 1 and not INT8_W_PF_SPLIT):
+        return 0
+    return min(INT8_W_PF_BYTES, seg_blocks * 16, INT8_W_PF_TOTAL // max(1, n)) // 16 * 16
 
 
 def _fold_loads(rows: int, seg_blocks: int) -> dict:
@@ -228,7 +252,7 @@ def launch_int8(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Ke
     seg, _, mode = _int8_shape(k, config)
     fw = folded_weight(w, seg, config.packed)  # before the fold: a first call's weight fold is a launch too
     pdl = INT8_PDL if programmatic_launch(a2.device) else 0
-    fa = fold_a(a2, seg, w.scale_rule, pdl)
+    fa = fold_a(a2, seg, w.scale_rule, pdl, None if config.packed else fw)
     args, consts, items = _int8_tile_args(fa, fw, out2, config, mode)
     a4w4_int8_kernel[(items,)](*args, **consts, PDL=pdl != 0, launch_pdl=pdl != 0)
     return fa

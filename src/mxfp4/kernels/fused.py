@@ -9,8 +9,9 @@ import triton.language as tl
 
 from .a4w4 import _store_tile
 from .direct import round_with_scales
-from .int8 import (_fold_rounded, _fold_rule, _fold_scaled, _fold_values, _load_rows, _merge_facts, _merge_scales,
-                   _no_facts, _scales, _segment_facts, _store_fold, all_fold, seg_factor)
+from .foldmath import (_fold_rounded, _fold_rule, _fold_scaled, _fold_values, _merge_facts, _merge_scales,
+                       _no_facts, _scales)
+from .int8 import _load_rows, _segment_facts, _store_fold, all_fold, seg_factor
 from .numerics import computed_here
 from .packed import load_packed
 

@@ -1,0 +1,39 @@
+"""Programs of the A fold's launch that only ask for the folded weight's first bytes in L2.
+
+@triton.jit code only; GPU only (inline PTX with no interpreter path: the launcher adds no such
+program under the interpreter). On the int8 path the multiply's first K step waits for the
+weight's first trip from DRAM, which nothing else in the call hides: the multiply cannot start
+its loads before the fold's launch has ended (programmatic dependent launch). Programs added to
+the fold's grid, which trigger the dependent launch at once and then only issue bulk L2
+prefetches (``cp.async.bulk.prefetch.L2``: no wait, no register or shared memory), let that trip
+run while A is folded.
+"""
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _bulk_prefetch_l2(addr, size, ok):
+    """``cp.async.bulk.prefetch.L2`` of [addr, addr + size) (int64 address and size both
+    multiples of 16) where ``ok``."""
+    tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.s32 p, $3, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
+        "=r,l,r,r", [addr, size, ok.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def prefetch_w_rows(w_ptr, N, K, seg_bytes, NSEG, pf_bytes, part, parts, NT: tl.constexpr):
+    """Ask for the first ``pf_bytes`` of each segment (``seg_bytes`` of K; the last may be
+    shorter) of rows [part * per, (part + 1) * per) of the row-major int8 weight [N, K] in L2,
+    per = ceil(N / parts): one bulk prefetch per row and segment, NT rows at a time."""
+    per = tl.cdiv(N, parts)
+    lo = part * per
+    hi = tl.minimum(lo + per, N)
+    t = tl.arange(0, NT)
+    for seg in range(NSEG):
+        k0 = seg * seg_bytes
+        size = tl.minimum(pf_bytes, tl.minimum(seg_bytes, K - k0))
+        for r0 in range(lo, hi, NT):
+            row = r0 + t
+            addr = (w_ptr + row.to(tl.int64) * K + k0).to(tl.int64, bitcast=True)
+            _bulk_prefetch_l2(addr, tl.full((NT,), 0, tl.int32) + size, row < hi)
