@@ -196,10 +196,11 @@ WARM_PARTS = ("a", "wq", "wf", "c")
 
 
 def warm_tensors(parts, a, w, out):
-    """The tensors that the set ``parts`` (of WARM_PARTS) names: A, the folded weight's values,
-    its factors and flags, the output."""
+    """The tensors that the set ``parts`` (of WARM_PARTS) names: A, the folded weight's values
+    (a packed fold's codes and shifts), its factors and flags, the output."""
     folds = [f for _, f in getattr(w.data, "_mxfp4_folds", {}).values()]
-    named = {"a": [a], "wq": [f.q for f in folds],
+    values = [t for f in folds for t in ((f.codes, f.shift) if hasattr(f, "codes") else (f.q,))]
+    named = {"a": [a], "wq": values,
              "wf": [t for f in folds for t in (f.block_scale, f.seg_scale, f.folded)], "c": [out]}
     return [t for part in parts for t in named[part]]
 

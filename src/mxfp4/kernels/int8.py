@@ -12,7 +12,8 @@ H200, fifteenth session, docs/results/s15/):
    (the segment's reference R and spread) and the quantized values (the direct kernel's float
    rounding, ~12 operations per element) from the same registers; else it reads them twice, the
    second time from L2 (a program holds at most 32 KB of A). Reading once saved 0-0.75 us per
-   call on the H200 (seventh session, docs/results/s7/onechunk-ab-run2-*.log).
+   call on the H200 (seventh session, docs/results/s7/onechunk-ab-run2-*.log). The launch may
+   also hold programs that only ask for the weight's first bytes in L2 (:mod:`.prefetch`).
 2. ``a4w4_int8_kernel`` multiplies the folded A with the folded weight (prepared once per
    weight, :func:`mxfp4.fold.folded_weight`); with split-K each program takes one segment and
    the last program of a tile sums them in order. Per output tile and segment: if every row of the
@@ -41,6 +42,7 @@ from .foldmath import _fold_rule, _fold_scaled, _fold_values, _merge_facts, _mer
 from .numerics import f32_to_bf16_rne, pow2_f32
 from .packed import load_shifts, unpack_w
 from .prefetch import prefetch_w_rows
+
 
 @triton.jit
 def _load_rows(ptr, rows, row_ok, stride_r, stride_k, k0, k_hi, BK: tl.constexpr):
