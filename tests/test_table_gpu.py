@@ -17,19 +17,11 @@ import mxfp4
 from mxfp4 import Layout, fold, ops, testing
 from mxfp4.tuning import load_table
 
+from test_int8 import spread_rows
+
 TABLE = load_table(Path(mxfp4.__file__).parent / "configs" / "h200.json")
 ENTRIES = sorted(TABLE.entries, key=lambda entry: entry[0])
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-
-
-def spread_row_3(a: torch.Tensor, seed: int) -> torch.Tensor:
-    """a with the 32-blocks of row 3 (if any) scaled by random 2**j, j in [-9, 9]: that row's
-    blocks then span more than the fold's 3 binades."""
-    g = torch.Generator(device=a.device).manual_seed(seed)
-    j = torch.randint(-9, 10, (min(1, max(0, a.shape[0] - 3)), a.shape[1] // 32), generator=g, device=a.device)
-    a = a.clone()
-    a[3:4] = (a[3:4].float() * torch.pow(2.0, j.float()).repeat_interleave(32, 1)).to(a.dtype)
-    return a
 
 
 @pytest.mark.gpu
@@ -44,7 +36,9 @@ def test_shipped_entry_on_gpu(shape, config):
     a = torch.randn(m, k, generator=g, device=dev).to(torch.bfloat16)
     w = mxfp4.quantize(torch.randn(n, k, generator=g, device=dev).to(torch.bfloat16)).to_layout(Layout.AITER_SHUFFLED)
     folds = []
-    for x in (a, spread_row_3(a, m + n)):
+    spread = a.clone()
+    spread[3:4] = spread_rows(a[3:4], -9, 9, m + n)  # row 3's blocks 2**-9 .. 2**9 apart: it cannot fold
+    for x in (a, spread):
         out, folded_a = ops.gemm_a4w4_debug(x, w, config)
         assert not fold.differing_arrays(folded_a, fold.fold_tensor(mxfp4.quantize(x), folded_a.seg_blocks))
         assert not out.isnan().any(), "an output element was left unwritten (or is NaN)"

@@ -39,7 +39,7 @@ from mxfp4 import launch, ops, task, testing
 from mxfp4.bench.timing import ColdTimer
 
 from knob_ab import hold_knobs
-from warm_probe import _touch, timed
+from warm_probe import _touch, folded_weight_parts, timed
 
 SLOTS = 32
 KERNELS = Path(__file__).resolve().parent.parent / "src" / "mxfp4" / "kernels"
@@ -196,12 +196,10 @@ WARM_PARTS = ("a", "wq", "wf", "c")
 
 
 def warm_tensors(parts, a, w, out):
-    """The tensors that the set ``parts`` (of WARM_PARTS) names: A, the folded weight's values
-    (a packed fold's codes and shifts), its factors and flags, the output."""
-    folds = [f for _, f in getattr(w.data, "_mxfp4_folds", {}).values()]
-    values = [t for f in folds for t in ((f.codes, f.shift) if hasattr(f, "codes") else (f.q,))]
-    named = {"a": [a], "wq": values,
-             "wf": [t for f in folds for t in (f.block_scale, f.seg_scale, f.folded)], "c": [out]}
+    """The tensors that the set ``parts`` (of WARM_PARTS) names: A, the folded weight's values,
+    its factors and flags (:func:`warm_probe.folded_weight_parts`), the output."""
+    values, factors = folded_weight_parts(w)
+    named = {"a": [a], "wq": values, "wf": factors, "c": [out]}
     return [t for part in parts for t in named[part]]
 
 
@@ -225,7 +223,7 @@ def timeline(m, n, k, timer, runs=20, warm=(), int8=False):
     call()
     sink = torch.zeros((), dtype=torch.int64, device="cuda")
     ours = warm_tensors(warm, a, w, out)
-    theirs = [t for part, t in (("a", a), ("wq", b), ("c", None)) if part in warm and t is not None]
+    theirs = [t for part, t in (("a", a), ("wq", b)) if part in warm]  # cuBLAS: A and its bf16 weight
     plain_us = timed(timer, call, ours, sink)
     cublas_us = timed(timer, lambda: a @ b.T, theirs, sink)
     trace = torch.zeros(4096 * SLOTS, dtype=torch.int64, device="cuda")

@@ -20,14 +20,10 @@ import sys
 import torch
 
 from mxfp4 import launch, ops, task, testing
+from mxfp4.fold import PackedFold
 from mxfp4.bench.timing import ColdTimer
 
 from knob_ab import config_tag
-
-
-def _tensors(obj) -> list[torch.Tensor]:
-    """The CUDA tensors among an object's dataclass fields (a Folded / PackedFold weight)."""
-    return [v for v in vars(obj).values() if isinstance(v, torch.Tensor) and v.is_cuda]
 
 
 def _touch(tensors: list[torch.Tensor], sink: torch.Tensor) -> None:
@@ -59,10 +55,19 @@ def _inputs(m: int, n: int, k: int, seed: int):
                                                                                      device="cuda")
 
 
+def folded_weight_parts(w) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """(values, factors) of the folds the library cached on MXFP4 weight ``w`` (what the int8
+    kernels read in place of its codes and scales): the folded values (a packed fold's codes and
+    block shifts), and the block and segment factors with the fold flags."""
+    folds = [f for _, f in getattr(w.data, "_mxfp4_folds", {}).values()]
+    values = [t for f in folds for t in ((f.codes, f.shift) if isinstance(f, PackedFold) else (f.q,))]
+    return values, [t for f in folds for t in (f.block_scale, f.seg_scale, f.folded)]
+
+
 def folded_weight_tensors(w) -> list[torch.Tensor]:
-    """The arrays of the folds the library cached on MXFP4 weight ``w`` (what the int8 kernels
-    read in place of its codes and scales)."""
-    return [t for _, f in getattr(w.data, "_mxfp4_folds", {}).values() for t in _tensors(f)]
+    """Every array of the folds cached on ``w`` (:func:`folded_weight_parts`)."""
+    values, factors = folded_weight_parts(w)
+    return values + factors
 
 
 def main(argv: list[str]) -> None:

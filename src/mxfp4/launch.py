@@ -166,11 +166,10 @@ def fold_a(a2: torch.Tensor, seg_blocks: int, scale_rule: ScaleRule, pdl: int = 
     while rows > 1 and (rows * min(k, seg_blocks * 32) * a2.element_size() > FOLD_BYTES
                         or -(-m // rows) * segs < 2 * num_programs_cap(dev)):
         rows //= 2
-    extra = {}
-    pf_bytes = 0 if prefetch_w is None or not pdl else w_prefetch_bytes(prefetch_w.q.shape[0], seg_blocks, segs)
-    if pf_bytes:
-        extra = dict(w_ptr=prefetch_w.q, N=prefetch_w.q.shape[0], pf_bytes=pf_bytes, PF_PROGS=INT8_W_PF_PROGS)
-    fold_a_kernel[(-(-m // rows) + extra.get("PF_PROGS", 0), segs)](
+    n = 0 if prefetch_w is None or not pdl else prefetch_w.q.shape[0]
+    pf_bytes = w_prefetch_bytes(n, seg_blocks, segs) if n else 0
+    extra = dict(w_ptr=prefetch_w.q, N=n, pf_bytes=pf_bytes, PF_PROGS=INT8_W_PF_PROGS) if pf_bytes else {}
+    fold_a_kernel[(-(-m // rows) + (INT8_W_PF_PROGS if pf_bytes else 0), segs)](
         a2, a2.stride(0), a2.stride(1), f.q, f.block_scale, f.seg_scale, f.folded, m, k, seg_blocks, segs,
         FLOOR_RULE=scale_rule is ScaleRule.FLOOR, PDL=pdl, **_fold_loads(rows, seg_blocks), **extra)
     return f
