@@ -70,8 +70,20 @@ def test_weight_prefetch_bytes(monkeypatch):
     assert launch.w_prefetch_bytes(7168, 64, 1) == 512
     assert launch.w_prefetch_bytes(24576, 48, 1) == 160
     assert launch.w_prefetch_bytes(2112, 56, 4) == 0
+    monkeypatch.setattr(launch, "INT8_W_PF_SPLIT", 1)  # the 4 MiB count every segment: 4 MiB / (2112 * 4)
+    assert launch.w_prefetch_bytes(2112, 56, 4) == 496
     monkeypatch.setattr(launch, "INT8_W_PF_PROGS", 0)
     assert launch.w_prefetch_bytes(3072, 48, 1) == 0
+
+
+def test_weight_prefetch_delay():
+    """The prefetchers wait 500 ns where K >= 1536 and N <= 8192, else not at all."""
+    assert launch.w_prefetch_delay(2880, 2880) == 500
+    assert launch.w_prefetch_delay(3072, 1536) == 500
+    assert launch.w_prefetch_delay(7168, 2048) == 500
+    assert launch.w_prefetch_delay(2880, 512) == 0
+    assert launch.w_prefetch_delay(4096, 1024) == 0
+    assert launch.w_prefetch_delay(24576, 1536) == 0
 
 
 CASES = [(256, 3072, 1536, KernelConfig(64, 64, 1, 4, 3, 8, "int8")),

@@ -38,7 +38,9 @@ PTRS = {"abs_ptr": "*fp32", "ass_ptr": "*fp32", "aok_ptr": "*i8", "wbs_ptr": "*f
 
 def compile_kernel(fn, consts, warps, stages):
     names = fn.arg_names
-    consts = dict(consts, **{s: 1 for s in ("stride_cn", "stride_ak") if s in fn.arg_names})
+    # constexpr parameters left out take their defaults, as a launch that does not pass them does
+    defaults = {p.name: p.default for p in fn.params if p.is_constexpr and p.has_default}
+    consts = dict(defaults, **consts, **{s: 1 for s in ("stride_cn", "stride_ak") if s in fn.arg_names})
     if "M_TILES" in names and fn is a4w4_kernel:
         consts["M_TILES"] = 1
     sig = {n: PTRS.get(n, "constexpr" if n in consts else "i32") for n in names}

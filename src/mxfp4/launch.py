@@ -119,6 +119,11 @@ INT8_W_PF_SPLIT = 0  # ... also where K has several segments (split-K); 0: not (
                      # 17.1 -> 19.6 us with it: its prefetchers held the fold's launch to 4.5 us; s17 run 9)
 INT8_W_PF_TOTAL = 4 << 20  # at most this many bytes prefetched in all (the largest measured, N = 7168 at 512
                            # bytes a row, is 3.7 MB; larger totals were not measured)
+INT8_W_PF_DELAY = 500  # ns the prefetchers wait before they ask (so the fold's loads of A go out first), where
+INT8_W_PF_DELAY_K = 1536  # K >= this and N <= INT8_W_PF_DELAY_N (H200, s18 runs 1-2 and s17 run 11: 14 of 18
+INT8_W_PF_DELAY_N = 8192  # such layers faster, 0.03-0.48 us, 64x2880x2880 11.37 -> 10.96, four level; K = 512
+                          # 0.03-0.31 us slower; N = 24576 0.4-0.7 us slower, its 64 prefetchers having 384 rows
+                          # each; 800 ns slower than 500 on 8 of 10; docs/results/s18/delay*-run*.txt)
 INT8_PIECE_N = 128  # int8 kernel: column piece of the block-by-block path when the fold spans K
 FUSED_SEGMENT_LOOP = 1  # int8_fused: a segment's facts from one load of all of it, then every step in one
                        # pipelined loop (kernels.fused._segment_loop), where that load fits WIDE_FACTS (H200:
@@ -168,7 +173,8 @@ def fold_a(a2: torch.Tensor, seg_blocks: int, scale_rule: ScaleRule, pdl: int = 
         rows //= 2
     n = 0 if prefetch_w is None or not pdl else prefetch_w.q.shape[0]
     pf_bytes = w_prefetch_bytes(n, seg_blocks, segs) if n else 0
-    extra = dict(w_ptr=prefetch_w.q, N=n, pf_bytes=pf_bytes, PF_PROGS=INT8_W_PF_PROGS) if pf_bytes else {}
+    extra = dict(w_ptr=prefetch_w.q, N=n, pf_bytes=pf_bytes, PF_PROGS=INT8_W_PF_PROGS,
+                 pf_delay=w_prefetch_delay(n, k)) if pf_bytes else {}
     fold_a_kernel[(-(-m // rows) + (INT8_W_PF_PROGS if pf_bytes else 0), segs)](
         a2, a2.stride(0), a2.stride(1), f.q, f.block_scale, f.seg_scale, f.folded, m, k, seg_blocks, segs,
         FLOOR_RULE=scale_rule is ScaleRule.FLOOR, PDL=pdl, **_fold_loads(rows, seg_blocks), **extra)
@@ -178,10 +184,17 @@ def fold_a(a2: torch.Tensor, seg_blocks: int, scale_rule: ScaleRule, pdl: int = 
 def w_prefetch_bytes(n: int, seg_blocks: int, segs: int) -> int:
     """Bytes of each row and segment of an [n, K] folded weight that the A fold's prefetchers ask
     for in L2 (0: no prefetchers): INT8_W_PF_BYTES, at most half a segment and INT8_W_PF_TOTAL in
-    all, a multiple of 16; 0 with several segments unless INT8_W_PF_SPLIT, or with no programs."""
+    all (over every row and segment), a multiple of 16; 0 with several segments unless
+    INT8_W_PF_SPLIT, or with no programs."""
     if INT8_W_PF_PROGS <= 0 or (segs > 1 and not INT8_W_PF_SPLIT):
         return 0
-    return min(INT8_W_PF_BYTES, seg_blocks * 16, INT8_W_PF_TOTAL // max(1, n)) // 16 * 16
+    return min(INT8_W_PF_BYTES, seg_blocks * 16, INT8_W_PF_TOTAL // max(1, n * segs)) // 16 * 16
+
+
+def w_prefetch_delay(n: int, k: int) -> int:
+    """Nanoseconds the A fold's weight prefetchers of an [n, k] weight wait before they ask
+    (INT8_W_PF_DELAY where k >= INT8_W_PF_DELAY_K and n <= INT8_W_PF_DELAY_N, else 0)."""
+    return INT8_W_PF_DELAY if k >= INT8_W_PF_DELAY_K and n <= INT8_W_PF_DELAY_N else 0
 
 
 def _fold_loads(rows: int, seg_blocks: int) -> dict:

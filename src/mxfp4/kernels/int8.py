@@ -41,7 +41,7 @@ from .a4w4 import _store_tile
 from .foldmath import _fold_rule, _fold_scaled, _fold_values, _merge_facts, _merge_scales, _no_facts, _scales
 from .numerics import f32_to_bf16_rne, pow2_f32
 from .packed import load_shifts, unpack_w
-from .prefetch import prefetch_w_rows
+from .prefetch import prefetch_w_rows, wait_ns
 
 
 @triton.jit
@@ -123,20 +123,21 @@ def fold_rows(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, row0, 
 @triton.jit
 def fold_a_kernel(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, M, K, SEG_BLOCKS, NSEG,
                   PM: tl.constexpr, CB: tl.constexpr, FLOOR_RULE: tl.constexpr, ONE_CHUNK: tl.constexpr,
-                  PDL: tl.constexpr = 0, w_ptr=None, N=0, pf_bytes=0, PF_PROGS: tl.constexpr = 0):
+                  PDL: tl.constexpr = 0, w_ptr=None, N=0, pf_bytes=0, PF_PROGS: tl.constexpr = 0, pf_delay=0):
     """Quantize and fold rows pid(0) * PM .. + PM of A over segment pid(1) (:func:`fold_rows`).
     PDL 1 / 2: let the next launch of the stream start (if it was launched as a programmatic
     dependent: ``a4w4_int8_kernel`` with PDL, which waits for this launch's end before it reads)
     at this program's start / once it has folded its rows; 0: nothing. PF_PROGS > 0: the last
     PF_PROGS programs of axis 0 fold nothing; at pid(1) 0 they let the next launch start, then ask
     for the first pf_bytes of each segment of the folded weight w_ptr [N, K] in L2
-    (:func:`mxfp4.kernels.prefetch.prefetch_w_rows`)."""
+    (:func:`mxfp4.kernels.prefetch.prefetch_w_rows`), pf_delay ns after they start."""
     if PF_PROGS > 0:
         part = tl.program_id(0) - (tl.num_programs(0) - PF_PROGS)
         if part >= 0:
             if PDL != 0:
                 gdc_launch_dependents()
             if tl.program_id(1) == 0:
+                wait_ns(pf_delay)
                 prefetch_w_rows(w_ptr, N, K, SEG_BLOCKS * 32, NSEG, pf_bytes, part, PF_PROGS, 128)
         else:
             _fold_program(a_ptr, stride_am, stride_ak, q_ptr, bs_ptr, ss_ptr, ok_ptr, M, K, SEG_BLOCKS, NSEG, PM,

@@ -8,7 +8,9 @@ the fold's grid, which trigger the dependent launch at once and then only issue 
 prefetches (``cp.async.bulk.prefetch.L2``: no wait, no register or shared memory), let that trip
 run while A is folded. H200 (seventeenth session, docs/results/s17/): 14 layers at M = 64 .. 1024
 11.17 -> 10.94 us geomean with 512 bytes a row; whole rows, or one prefetch per split-K segment,
-held the fold's launch open and lost (see :func:`mxfp4.launch.w_prefetch_bytes`).
+held the fold's launch open and lost (see :func:`mxfp4.launch.w_prefetch_bytes`). Where K is
+1536 or more they first wait 500 ns, so that the fold's loads of A go out first (eighteenth
+session: 14 of 18 such layers 0.03-0.48 us faster; :func:`mxfp4.launch.w_prefetch_delay`).
 """
 import triton
 import triton.language as tl
@@ -21,6 +23,22 @@ def _bulk_prefetch_l2(addr, size, ok):
     tl.inline_asm_elementwise(
         "{ .reg .pred p; setp.ne.s32 p, $3, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
         "=r,l,r,r", [addr, size, ok.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _now_ns():
+    """The GPU's global nanosecond timer (%globaltimer)."""
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+
+
+@triton.jit
+def wait_ns(delay_ns):
+    """Spin until ``delay_ns`` nanoseconds have passed (none for 0)."""
+    if delay_ns > 0:
+        t0 = _now_ns()
+        t = t0
+        while t - t0 < delay_ns:
+            t = _now_ns()
 
 
 @triton.jit
@@ -39,3 +57,4 @@ def prefetch_w_rows(w_ptr, N, K, seg_bytes, NSEG, pf_bytes, part, parts, NT: tl.
             row = r0 + t
             addr = (w_ptr + row.to(tl.int64) * K + k0).to(tl.int64, bitcast=True)
             _bulk_prefetch_l2(addr, tl.full((NT,), 0, tl.int32) + size, row < hi)
+
