@@ -53,6 +53,15 @@ def test_pdl_wait_comes_before_every_read_and_the_fold_releases_after_its_stores
     pf = got["fold2pf"]
     assert len(pf["trigger"]) == 2 and pf["prefetch"] and max(pf["trigger"]) > max(pf["stores"])
     assert min(pf["trigger"]) < min(pf["prefetch"])
+    # the tensor-map prefetch (TMAP_PF) names the PTX parameters of a_desc and w_desc (the first two
+    # arguments, each one 128-byte tensor map and its shape and strides: parameters 0 and 5), and comes
+    # first: before the multiply's wait and before either kernel's first global access
+    for key, kernel in (("mul_tmap", "a4w4_int8_kernel"), ("meet_tmap", "a4w4_meet_kernel")):
+        tm = got[key]
+        assert tm["named"] == [f"{kernel}_param_0", f"{kernel}_param_5"]
+        assert tm["params128"][:2] == tm["named"]
+        assert len(tm["prefetch"]) == 1 and tm["prefetch"][0] < min(tm["reads"] + tm["wait"])
+    assert len(got["mul_tmap"]["wait"]) == 1 and got["mul_tmap"]["wait"][0] < min(got["mul_tmap"]["reads"])
 
 
 def test_no_dependent_launch_off_the_gpu():

@@ -16,8 +16,8 @@ timeline = pytest.importorskip("timeline")
                          ids=["int8_fused", "int8_meet", "int8"])
 def test_timeline_anchors_match_the_kernels(spec):
     kernel = timeline.traced_kernel(spec, timeline.helpers_of(spec))
-    assert kernel.arg_names[0] == "trace_ptr"
-    assert kernel.arg_names[1:] == getattr(__import__(f"mxfp4.kernels.{spec[0]}", fromlist=[spec[1]]),
+    assert kernel.arg_names[-1] == "trace_ptr"  # last: the other parameters keep their PTX names
+    assert kernel.arg_names[:-1] == getattr(__import__(f"mxfp4.kernels.{spec[0]}", fromlist=[spec[1]]),
                                            spec[1]).arg_names
 
 
@@ -25,5 +25,16 @@ def test_timeline_traces_both_launches_of_the_int8_path():
     from mxfp4.kernels import int8
 
     traced = timeline.traced_module(timeline.INT8)
-    assert traced.fold_a_kernel.arg_names == ["trace_ptr", *int8.fold_a_kernel.arg_names]
-    assert traced.a4w4_int8_kernel.arg_names == ["trace_ptr", *int8.a4w4_int8_kernel.arg_names]
+    assert traced.fold_a_kernel.arg_names == [*int8.fold_a_kernel.arg_names, "trace_ptr"]
+    assert traced.a4w4_int8_kernel.arg_names == [*int8.a4w4_int8_kernel.arg_names, "trace_ptr"]
+
+
+def test_timeline_traces_the_k_steps_of_int8_meet():
+    """int8_meet's work items (kernels/int8.py) are copied in with the K-step stamp; the other name
+    of their import line (fold_rows) stays the library's own."""
+    from mxfp4.kernels import int8
+
+    traced = timeline.traced_module(timeline.MEET, timeline.helpers_of(timeline.MEET))
+    for name in ("int8_tile", "_add_segment", "_int8_sum"):
+        assert getattr(traced, name).arg_names == ["trace_ptr", *getattr(int8, name).arg_names]
+    assert traced.fold_rows is int8.fold_rows

@@ -1,6 +1,6 @@
 """Where one call's time goes inside the kernels (GPU): per-program timestamps (%globaltimer,
-ns) at the phase boundaries of the int8_fused and int8_meet kernels and of the two launches of
-the int8 path (the A fold, then the multiply launched as its programmatic dependent), with L2
+ns) at the phase boundaries (and after each K step's dot) of the int8_fused and int8_meet kernels
+and of the two launches of the int8 path (the A fold, then the multiply launched as its programmatic dependent), with L2
 flushed before each call, beside the call's event time (the bench's rule) and cuBLAS bf16.
 
 The library's kernel module is copied to a temporary file with stamp calls inserted after anchor
@@ -102,7 +102,12 @@ MEET = ("meet", "a4w4_meet_kernel", [
     ("    meet(sync_ptr, epoch, INTERPRET)\n", "    _stamp(trace_ptr, 2, pid)\n"),
     ("                  FBN, GROUP_M, MODE, PACKED)\n", "        _stamp(trace_ptr, 31, pid)\n"),
 ])
-MEET_NAMES = {0: "start", 1: "fold done", 2: "met", 31: "end"}
+MEET_NAMES = {0: "start", 1: "fold done", 2: "met", 31: "end", **{s: f"step {s - 2}" for s in range(3, 31)}}
+# int8_meet's work items, copied from kernels/int8.py: slots 3-30 after each K step's dot (30 also
+# holds every step past the 27th; a program with several work items keeps its last one's).
+MEET_HELPERS = [("int8", "int8_tile", []), ("int8", "_add_segment", []), ("int8", "_int8_sum", [
+    ("        d = tl.dot(a_desc.load([row0, k0]), tl.trans(w), d, out_dtype=tl.int32)\n",
+     "        _stamp(trace_ptr, tl.minimum(3 + (k0 - k_lo) // BK, 30), d)\n")])]
 
 # The int8 path's two launches, traced together (their stamps share the trace buffer: the fold's
 # programs write slots 0-1, the multiply's 2-4, 5-30 (after each K step's dot; 30 also holds every
@@ -111,7 +116,7 @@ MEET_NAMES = {0: "start", 1: "fold done", 2: "met", 31: "end"}
 INT8 = ("int8", "a4w4_int8_kernel", [
     ("    if PDL == 1:\n        gdc_launch_dependents()\n", "    _stamp(trace_ptr, 0, tl.program_id(0))\n"),
     ("    if PDL == 2:\n        gdc_launch_dependents()\n", "    _stamp(trace_ptr, 1, tl.program_id(0))\n"),
-    ("    fold runs), so every program first waits for that launch to end and its writes to show.\"\"\"\n",
+    ("    its first TMA loads need not fetch them (:func:`mxfp4.kernels.prefetch.prefetch_tensormaps`).\"\"\"\n",
      "    _stamp(trace_ptr, 2, tl.program_id(0))\n"),
     ("    if PDL:\n        gdc_wait()\n", "    _stamp(trace_ptr, 3, tl.program_id(0))\n"),
     ("        d = _int8_sum(a_desc, w_desc, wsh_ptr, row0, col0, offs_n, mask_n, K, 0, K, BM, BN, BK, PACKED)\n",
@@ -127,8 +132,8 @@ INT8_OWN_START = {s: 2 for s in range(2, 32)}
 
 
 def helpers_of(spec):
-    """The helpers traced with the kernel of ``spec`` (see STORE)."""
-    return STORE if spec is FUSED else ()
+    """The helpers traced with the kernel of ``spec`` (see STORE and MEET_HELPERS)."""
+    return {id(FUSED): STORE, id(MEET): MEET_HELPERS}.get(id(spec), ())
 
 
 def threaded_of(spec):
@@ -144,10 +149,18 @@ def _stamped(src, where, anchors):
     return src
 
 
+def _trace_last(src, kernel):
+    """``src`` with ``trace_ptr=None`` added as the last parameter of the kernel ``kernel``."""
+    found = re.search(rf"^def {kernel}\((.*?)\):\n", src, flags=re.M | re.S)
+    if found is None:
+        raise RuntimeError(f"no definition of {kernel}")
+    return src[:found.end(1)] + ", trace_ptr=None" + src[found.end(1):]
+
+
 def traced_kernel(spec, helpers=()):
     """The kernel of ``spec`` rebuilt from the library's source with the stamps inserted, taking
-    the trace buffer as its first argument; each of ``helpers`` (module, function, anchors) is
-    copied into the rebuilt module with its stamps, also taking the trace buffer first."""
+    the trace buffer as its last argument (``trace_ptr``); each of ``helpers`` (module, function,
+    anchors) is copied into the rebuilt module with its stamps, taking the trace buffer first."""
     return getattr(traced_module(spec, helpers), spec[1])
 
 
@@ -155,9 +168,12 @@ def traced_module(spec, helpers=()):
     """The module of :func:`traced_kernel`, with every traced function of ``spec`` in it."""
     module, name, anchors = spec[:3]
     src = _stamped((KERNELS / f"{module}.py").read_text(), f"{module}.py", anchors)
-    src = src.replace(f"def {name}(", f"def {name}(trace_ptr, ").replace("from .", "from mxfp4.kernels.")
-    for fn in threaded_of(spec):  # their definitions and every call of them in the module
-        src = re.sub(rf"\b{fn}\(", f"{fn}(trace_ptr, ", src)
+    src = src.replace("from .", "from mxfp4.kernels.")
+    for fn in (name, *threaded_of(spec)):
+        if fn.endswith("_kernel"):  # a kernel takes the trace last, so its other parameters keep their PTX
+            src = _trace_last(src, fn)  # names (a kernel's tensor-map prefetch names them)
+        else:  # its definition and every call of it in the module
+            src = re.sub(rf"\b{fn}\(", f"{fn}(trace_ptr, ", src)
     bodies = []
     for h_module, h_name, h_anchors in helpers:
         h_src = (KERNELS / f"{h_module}.py").read_text()
@@ -165,8 +181,10 @@ def traced_module(spec, helpers=()):
         end = h_src.find("\n\n\n", start)
         bodies.append(_stamped(h_src[start:end if end > 0 else None], f"{h_module}.{h_name}", h_anchors))
         src = re.sub(rf"^from mxfp4\.kernels\.{h_module} import {h_name}\n", "", src, flags=re.M)
+        src = re.sub(rf"^(from mxfp4\.kernels\.{h_module} import .*?)(, {h_name}\b|\b{h_name}, )", r"\1", src,
+                     flags=re.M)  # the copy replaces it in an import of several names
         if re.search(rf"^from .* import .*\b{h_name}\b", src, flags=re.M):
-            raise RuntimeError(f"{h_name} is imported with other names in {module}.py; the tool takes it alone")
+            raise RuntimeError(f"{h_name} is imported in {module}.py in a form the tool does not take apart")
         # the copy runs in the rebuilt module: give it the names of its own module it uses
         src += (f"\n\nimport mxfp4.kernels.{h_module} as _from_{h_module}  # noqa: E402\n"
                 f"globals().update({{k: v for k, v in vars(_from_{h_module}).items() if k not in globals()}})\n")
@@ -182,14 +200,14 @@ def traced_module(spec, helpers=()):
 
 
 class _WithTrace:
-    """Stands in for a kernel in its module: launches ``kernel`` with ``trace`` in front."""
+    """Stands in for a kernel in its module: launches ``kernel`` with ``trace`` as trace_ptr."""
 
     def __init__(self, kernel, trace):
         self.kernel, self.trace, self.grid = kernel, trace, None
 
     def __getitem__(self, grid):
         self.grid = grid
-        return lambda *args, **kwargs: self.kernel[grid](self.trace, *args, **kwargs)
+        return lambda *args, **kwargs: self.kernel[grid](*args, trace_ptr=self.trace, **kwargs)
 
 
 WARM_PARTS = ("a", "wq", "wf", "c")

@@ -124,6 +124,9 @@ INT8_W_PF_DELAY_K = 1536  # K >= this and N <= INT8_W_PF_DELAY_N (H200, s18 runs
 INT8_W_PF_DELAY_N = 8192  # such layers faster, 0.03-0.48 us, 64x2880x2880 11.37 -> 10.96, four level; K = 512
                           # 0.03-0.31 us slower; N = 24576 0.4-0.7 us slower, its 64 prefetchers having 384 rows
                           # each; 800 ns slower than 500 on 8 of 10; docs/results/s18/delay*-run*.txt)
+INT8_TMAP_PF = 1  # int8 / int8_meet (GPU): each program first asks for the A and W tensor maps (prefetch.tensormap)
+                  # (H200, s18 run 10: 16 shapes 13.23 -> 13.16 us geomean, 11 faster by up to 0.29 us,
+                  # 64x7168x2048 12.71 -> 12.50; five level; docs/results/s18/tmap-run10.txt)
 INT8_PIECE_N = 128  # int8 kernel: column piece of the block-by-block path when the fold spans K
 FUSED_SEGMENT_LOOP = 1  # int8_fused: a segment's facts from one load of all of it, then every step in one
                        # pipelined loop (kernels.fused._segment_loop), where that load fits WIDE_FACTS (H200:
@@ -249,6 +252,8 @@ def _int8_tile_args(fa: Folded, fw: Folded | PackedFold, out2: torch.Tensor, con
             out2, out2.stride(0), out2.stride(1), part, cnt[4:], m, n, k, fa.seg_blocks, segs)
     consts = dict(BM=bm, BN=bn, BK=bk, FBN=fbn, GROUP_M=GROUP_M, MODE=mode, PACKED=config.packed,
                   num_warps=config.num_warps, num_stages=config.num_stages)
+    if INT8_TMAP_PF and on_gpu(out2.device):
+        consts["TMAP_PF"] = True
     return args, consts, tiles * splits
 
 

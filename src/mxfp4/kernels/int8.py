@@ -41,7 +41,10 @@ from .a4w4 import _store_tile
 from .foldmath import _fold_rule, _fold_scaled, _fold_values, _merge_facts, _merge_scales, _no_facts, _scales
 from .numerics import f32_to_bf16_rne, pow2_f32
 from .packed import load_shifts, unpack_w
-from .prefetch import prefetch_w_rows, wait_ns
+from .prefetch import prefetch_tensormaps, prefetch_w_rows, tensormap_asm, wait_ns
+
+
+_INT8_TMAPS = tl.constexpr(tensormap_asm("a4w4_int8_kernel", (0, 5)))
 
 
 @triton.jit
@@ -316,7 +319,8 @@ def int8_tile(item, a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_pt
 def a4w4_int8_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_ptr, wbs_ptr, wss_ptr, wok_ptr,
                      wsh_ptr, c_ptr, stride_cm, stride_cn, part_ptr, tile_cnt_ptr, M, N, K, SEG_BLOCKS, NSEG,
                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, FBN: tl.constexpr,
-                     GROUP_M: tl.constexpr, MODE: tl.constexpr, PACKED: tl.constexpr, PDL: tl.constexpr = False):
+                     GROUP_M: tl.constexpr, MODE: tl.constexpr, PACKED: tl.constexpr, PDL: tl.constexpr = False,
+                     TMAP_PF: tl.constexpr = False):
     """C[M, N] (bf16) from folded A [M, K] and folded W [N, K] (tensor descriptors with blocks
     [BM, BK] / [BN, BK], and [BM, 32] / [FBN, 32] for the block-by-block path). GROUP_M tiles of
     M side by side, so neighbouring programs share W in L2.
@@ -333,7 +337,12 @@ def a4w4_int8_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_p
     :class:`mxfp4.fold.Folded` (wsh_ptr unused).
 
     PDL: launched as a programmatic dependent of the A fold's launch (it may start while the
-    fold runs), so every program first waits for that launch to end and its writes to show."""
+    fold runs), so every program first waits for that launch to end and its writes to show.
+
+    TMAP_PF (GPU only): each program first asks for the tensor maps of a_desc and w_desc, so that
+    its first TMA loads need not fetch them (:func:`mxfp4.kernels.prefetch.prefetch_tensormaps`)."""
+    if TMAP_PF:
+        prefetch_tensormaps(tl.program_id(0), _INT8_TMAPS)
     if PDL:
         gdc_wait()
     int8_tile(tl.program_id(0), a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_ptr, wbs_ptr, wss_ptr,

@@ -27,6 +27,9 @@ import triton.language as tl
 
 from .a4w4 import meet
 from .int8 import fold_rows, int8_tile
+from .prefetch import prefetch_tensormaps, tensormap_asm
+
+_MEET_TMAPS = tl.constexpr(tensormap_asm("a4w4_meet_kernel", (0, 5)))
 
 
 @triton.jit
@@ -43,7 +46,8 @@ def a4w4_meet_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_p
                      a_ptr, stride_am, stride_ak, q_ptr, sync_ptr, ROW_GROUPS,
                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, FBN: tl.constexpr,
                      GROUP_M: tl.constexpr, MODE: tl.constexpr, PACKED: tl.constexpr, PM: tl.constexpr,
-                     CB: tl.constexpr, ONE_CHUNK: tl.constexpr, FLOOR_RULE: tl.constexpr, INTERPRET: tl.constexpr):
+                     CB: tl.constexpr, ONE_CHUNK: tl.constexpr, FLOOR_RULE: tl.constexpr, INTERPRET: tl.constexpr,
+                     TMAP_PF: tl.constexpr = False):
     """C[M, N] (bf16) from bf16 A [M, K] and the folded weight in one launch (see the module).
 
     The first twenty-one arguments and BM .. PACKED are those of ``a4w4_int8_kernel``; the A fold's
@@ -51,8 +55,11 @@ def a4w4_meet_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_p
     ROW_GROUPS groups of PM rows per segment (CB blocks per load; ONE_CHUNK: one load holds a
     segment, :func:`mxfp4.kernels.int8.fold_rows`). The grid must be
     co-resident. Under the CPU interpreter programs
-    run one after another, so program 0 folds all of A."""
+    run one after another, so program 0 folds all of A. TMAP_PF (GPU only): each program first
+    asks for the tensor maps of a_desc and w_desc, as ``a4w4_int8_kernel`` does."""
     pid = tl.program_id(0)
+    if TMAP_PF:
+        prefetch_tensormaps(pid, _MEET_TMAPS)
     epoch = tl.load(sync_ptr, volatile=True)  # :func:`meet`'s epoch, read before the fold
     G = tl.num_programs(0)
     items = tl.cdiv(M, BM) * tl.cdiv(N, BN)

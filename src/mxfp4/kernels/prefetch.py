@@ -26,6 +26,21 @@ def _bulk_prefetch_l2(addr, size, ok):
 
 
 @triton.jit
+def prefetch_tensormaps(x, ASM: tl.constexpr):
+    """Run ``ASM``, the ``prefetch.tensormap`` of a kernel's tensor descriptor parameters (see
+    :func:`tensormap_asm`); ``x``: any int32 scalar of the program."""
+    tl.inline_asm_elementwise(ASM, "=r,r", [x], dtype=tl.int32, is_pure=False, pack=1)
+
+
+def tensormap_asm(kernel: str, params: tuple[int, ...]) -> str:
+    """PTX that asks for the tensor maps of parameters ``params`` of kernel ``kernel`` (by their
+    PTX names, ``<kernel>_param_<i>``: a descriptor argument is one 128-byte parameter followed
+    by its shape and strides) to be fetched into the cache the TMA unit reads them from."""
+    body = "".join(f"mov.b64 t, {kernel}_param_{i}; cvta.param.u64 t, t; prefetch.tensormap [t]; " for i in params)
+    return "{ .reg .b64 t; " + body + "mov.u32 $0, 0; }"
+
+
+@triton.jit
 def _now_ns():
     """The GPU's global nanosecond timer (%globaltimer)."""
     return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
