@@ -1,7 +1,8 @@
 """Where one call's time goes inside the kernels (GPU): per-program timestamps (%globaltimer,
-ns) at the phase boundaries (and after each K step's dot) of the int8_fused and int8_meet kernels
-and of the two launches of the int8 path (the A fold, then the multiply launched as its programmatic dependent), with L2
-flushed before each call, beside the call's event time (the bench's rule) and cuBLAS bf16.
+ns) at the phase boundaries (and after each K step's dot) of the int8_fused and int8_meet
+kernels and of the two launches of the int8 path (the A fold, then the multiply launched as its
+programmatic dependent), with L2 flushed before each call, beside the call's event time (the
+bench's rule) and cuBLAS bf16.
 
 The library's kernel module is copied to a temporary file with stamp calls inserted after anchor
 lines (each anchor must occur exactly once), so the library itself carries no tracing code. A
@@ -133,7 +134,9 @@ INT8_OWN_START = {s: 2 for s in range(2, 32)}
 
 def helpers_of(spec):
     """The helpers traced with the kernel of ``spec`` (see STORE and MEET_HELPERS)."""
-    return {id(FUSED): STORE, id(MEET): MEET_HELPERS}.get(id(spec), ())
+    if spec is FUSED:
+        return STORE
+    return MEET_HELPERS if spec is MEET else ()
 
 
 def threaded_of(spec):

@@ -120,8 +120,8 @@ INT8_W_PF_SPLIT = 0  # ... also where K has several segments (split-K); 0: not (
 INT8_W_PF_TOTAL = 4 << 20  # at most this many bytes prefetched in all (the largest measured, N = 7168 at 512
                            # bytes a row, is 3.7 MB; larger totals were not measured)
 INT8_W_PF_DELAY = 500  # ns the prefetchers wait before they ask (so the fold's loads of A go out first), where
-INT8_W_PF_DELAY_K = 1536  # K >= this and N <= INT8_W_PF_DELAY_N (H200, s18 runs 1-2 and s17 run 11: 14 of 18
-INT8_W_PF_DELAY_N = 8192  # such layers faster, 0.03-0.48 us, 64x2880x2880 11.37 -> 10.96, four level; K = 512
+INT8_W_PF_DELAY_K = 1536  # K >= this and N <= INT8_W_PF_DELAY_N (H200, s18 runs 1-2 and s17 run 11: 20 of 23
+INT8_W_PF_DELAY_N = 8192  # such layers faster, 0.03-0.48 us, 64x2880x2880 11.37 -> 10.96, three level; K = 512
                           # 0.03-0.31 us slower; N = 24576 0.4-0.7 us slower, its 64 prefetchers having 384 rows
                           # each; 800 ns slower than 500 on 8 of 10; docs/results/s18/delay*-run*.txt)
 INT8_TMAP_PF = 1  # int8 / int8_meet (GPU): each program first asks for the A and W tensor maps (prefetch.tensormap)

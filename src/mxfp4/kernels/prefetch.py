@@ -1,7 +1,9 @@
-"""Programs of the A fold's launch that only ask for the folded weight's first bytes in L2.
+"""Prefetches on the int8 paths: the folded weight's first bytes in L2, and tensor maps.
 
-@triton.jit code only; GPU only (inline PTX with no interpreter path: the launcher adds no such
-program under the interpreter). On the int8 path the multiply's first K step waits for the
+@triton.jit code (and :func:`tensormap_asm`, which builds PTX text on the host); GPU only (inline
+PTX with no interpreter path: the launchers use none of it under the interpreter).
+
+Weight prefetchers: on the two-launch int8 path the multiply's first K step waits for the
 weight's first trip from DRAM, which nothing else in the call hides: the multiply cannot start
 its loads before the fold's launch has ended (programmatic dependent launch). Programs added to
 the fold's grid, which trigger the dependent launch at once and then only issue bulk L2
@@ -9,8 +11,13 @@ prefetches (``cp.async.bulk.prefetch.L2``: no wait, no register or shared memory
 run while A is folded. H200 (seventeenth session, docs/results/s17/): 14 layers at M = 64 .. 1024
 11.17 -> 10.94 us geomean with 512 bytes a row; whole rows, or one prefetch per split-K segment,
 held the fold's launch open and lost (see :func:`mxfp4.launch.w_prefetch_bytes`). Where K is
-1536 or more they first wait 500 ns, so that the fold's loads of A go out first (eighteenth
-session: 14 of 18 such layers 0.03-0.48 us faster; :func:`mxfp4.launch.w_prefetch_delay`).
+1536 or more (and N at most 8192) they first wait 500 ns, so that the fold's loads of A go out
+first (seventeenth and eighteenth sessions: 20 of 23 such layers 0.03-0.48 us faster, three
+level; :func:`mxfp4.launch.w_prefetch_delay`).
+
+Tensor maps: a program's first TMA load through a descriptor otherwise fetches the descriptor
+first; :func:`prefetch_tensormaps` at a kernel's start asks for it early (eighteenth session:
+16 layers 13.23 -> 13.16 us geomean, docs/results/s18/tmap-run10.txt).
 """
 import triton
 import triton.language as tl
@@ -72,4 +79,3 @@ def prefetch_w_rows(w_ptr, N, K, seg_bytes, NSEG, pf_bytes, part, parts, NT: tl.
             row = r0 + t
             addr = (w_ptr + row.to(tl.int64) * K + k0).to(tl.int64, bitcast=True)
             _bulk_prefetch_l2(addr, tl.full((NT,), 0, tl.int32) + size, row < hi)
-
