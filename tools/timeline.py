@@ -40,7 +40,7 @@ from mxfp4 import launch, ops, task, testing
 from mxfp4.bench.timing import ColdTimer
 
 from knob_ab import hold_knobs
-from warm_probe import _touch, folded_weight_parts, timed
+from warm_probe import _touch, folded_weight_parts, task_inputs, timed
 
 SLOTS = 32
 KERNELS = Path(__file__).resolve().parent.parent / "src" / "mxfp4" / "kernels"
@@ -225,9 +225,7 @@ def warm_tensors(parts, a, w, out):
 
 
 def timeline(m, n, k, timer, runs=20, warm=(), int8=False):
-    data = task.generate_input(m, n, k, m + n + k, device="cuda")
-    a, b = data[0], data[1]
-    w = task.weight_from_task(data[3], data[4], k)
+    a, b, w, out = task_inputs(m, n, k, m + n + k)
     cfg = ops.resolve_config(m, n, k, torch.device("cuda"))
     if int8 and cfg.kernel == "int8_meet":
         cfg = dataclasses.replace(cfg, kernel="int8")
@@ -239,7 +237,6 @@ def timeline(m, n, k, timer, runs=20, warm=(), int8=False):
     module = importlib.import_module(f"mxfp4.kernels.{spec[0]}")
     kernels = [spec[1], *(f for f in threaded_of(spec) if f.endswith("_kernel"))]
     plain = {name: getattr(module, name) for name in kernels}
-    out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
     call = lambda: launch.launch_a4w4(a, w, out, cfg)  # noqa: E731
     call()
     sink = torch.zeros((), dtype=torch.int64, device="cuda")

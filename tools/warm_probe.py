@@ -48,7 +48,7 @@ def timed(timer: ColdTimer, fn, warm: list[torch.Tensor], sink: torch.Tensor, ru
     return timer.time(fn, min_runs=runs, max_runs=runs, warmup=1, after_flush=after_flush).mean_us
 
 
-def _inputs(m: int, n: int, k: int, seed: int):
+def task_inputs(m: int, n: int, k: int, seed: int):
     """(A, bf16 weight, MXFP4 weight, output) of the task's generator for one shape."""
     data = task.generate_input(m, n, k, seed, device="cuda")
     return data[0], data[1], task.weight_from_task(data[3], data[4], k), torch.empty(m, n, dtype=torch.bfloat16,
@@ -79,8 +79,8 @@ def main(argv: list[str]) -> None:
           f"{'bf16 cold':>9} {'W warm':>7} {'both':>6} {'twin':>6}")
     for arg in argv:
         m, n, k = map(int, arg.split(","))
-        a, b, w, out = _inputs(m, n, k, m + n + k)
-        a2, b2, w2, out2 = _inputs(m, n, k, m + n + k + 1)
+        a, b, w, out = task_inputs(m, n, k, m + n + k)
+        a2, b2, w2, out2 = task_inputs(m, n, k, m + n + k + 1)
         cfg = ops.resolve_config(m, n, k, torch.device("cuda"))
         call = lambda: launch.launch_a4w4(a, w, out, cfg)  # noqa: E731
         call()

@@ -43,7 +43,7 @@ from .numerics import f32_to_bf16_rne, pow2_f32
 from .packed import load_shifts, unpack_w
 from .prefetch import prefetch_tensormaps, prefetch_w_rows, tensormap_asm, wait_ns
 
-_INT8_TMAPS = tl.constexpr(tensormap_asm("a4w4_int8_kernel", (0, 5)))
+_INT8_TMAPS = tl.constexpr(tensormap_asm("a4w4_int8_kernel"))
 
 
 @triton.jit

@@ -29,7 +29,7 @@ from .a4w4 import meet
 from .int8 import fold_rows, int8_tile
 from .prefetch import prefetch_tensormaps, tensormap_asm
 
-_MEET_TMAPS = tl.constexpr(tensormap_asm("a4w4_meet_kernel", (0, 5)))
+_MEET_TMAPS = tl.constexpr(tensormap_asm("a4w4_meet_kernel"))
 
 
 @triton.jit

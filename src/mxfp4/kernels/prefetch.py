@@ -39,10 +39,14 @@ def prefetch_tensormaps(x, ASM: tl.constexpr):
     tl.inline_asm_elementwise(ASM, "=r,r", [x], dtype=tl.int32, is_pure=False, pack=1)
 
 
-def tensormap_asm(kernel: str, params: tuple[int, ...]) -> str:
+FIRST_TWO_DESCRIPTORS = (0, 5)
+"""PTX parameter indices of a kernel's first two arguments where both are 2-D tensor descriptors:
+each is passed as one 128-byte tensor map followed by its shape (2 x i32) and strides (2 x i64)."""
+
+
+def tensormap_asm(kernel: str, params: tuple[int, ...] = FIRST_TWO_DESCRIPTORS) -> str:
     """PTX that asks for the tensor maps of parameters ``params`` of kernel ``kernel`` (by their
-    PTX names, ``<kernel>_param_<i>``: a descriptor argument is one 128-byte parameter followed
-    by its shape and strides) to be fetched into the cache the TMA unit reads them from."""
+    PTX names, ``<kernel>_param_<i>``) to be fetched into the cache the TMA unit reads them from."""
     body = "".join(f"mov.b64 t, {kernel}_param_{i}; cvta.param.u64 t, t; prefetch.tensormap [t]; " for i in params)
     return "{ .reg .b64 t; " + body + "mov.u32 $0, 0; }"
 
