@@ -67,21 +67,46 @@ def test_fold_flag_follows_the_spread_of_nonzero_blocks():
     assert f.folded[:, 0].tolist() == [int(v) for v in cases.values()]
 
 
-@pytest.mark.parametrize("seg", [1, 3, 64])
-def test_packed_fold_holds_the_fold(seg):
+@pytest.mark.parametrize("seg, step", [(1, 2), (3, 4), (64, 8), (8, 16)])
+def test_packed_fold_holds_the_fold(seg, step):
     """The packed form unpacks to the int8 fold bit for bit (every code, shifts 0 .. 3, rows that
-    do not fold, NaN blocks), at half its bytes."""
+    do not fold, NaN blocks), at about half its bytes."""
     b = special_rows(8, 256, 2)
     b[1:6:2] = spread_rows(b[1:6:2], -4, 4, 3)
     b[6] = (b[6].float() * 2.0 ** -(torch.arange(256) // 32 % 4)).to(torch.bfloat16)  # shifts 3, 2, 1, 0 in turn
     w = mxfp4.quantize(b.to(DEV))
-    p = fold.pack_tensor(w, seg)
-    assert p.codes.shape == (8, 128) and p.shift.shape == (8, 8)
-    shifts = set(p.shift.unique().tolist())
+    p = fold.pack_tensor(w, seg, step)
+    assert p.codes.shape == (8, 128) and p.shift.shape == (8, -(-8 // step)) and p.shift.dtype == torch.int32
+    shifts = set(fold.unpack_shifts(p.shift, 8, step).unique().tolist())
     assert shifts == ({0, 3} if seg == 1 else {0, 1, 2, 3})  # a one-block segment's R is its own e
     assert not fold.differing_arrays(fold.unpack_fold(p), fold.fold_tensor(w, seg))
-    codes = torch.arange(16, dtype=torch.uint8).repeat(2, 4)
-    assert torch.equal(fold.unpack_codes(fold.pack_codes(codes)), codes)
+
+
+@pytest.mark.parametrize("k", [32, 64, 352])
+def test_packed_codes_put_both_blocks_of_a_run_in_each_word(k):
+    """Word w of a run of 64 codes holds codes 4w .. 4w+3 in its low 16 bits and 32+4w ..
+    32+4w+3 in its high 16, four bits each from the bottom (a last half run padded with zero
+    codes); the shift words hold block j of a step at bit 2j."""
+    g = torch.Generator().manual_seed(k)
+    codes = torch.randint(0, 16, (3, k), generator=g, dtype=torch.uint8)
+    packed = fold.pack_codes(codes)
+    assert packed.shape == (3, 32 * -(-k // 64))
+    words = packed.view(3, -1, 4).to(torch.int64)
+    words = words[..., 0] | words[..., 1] << 8 | words[..., 2] << 16 | words[..., 3] << 24
+    padded = torch.nn.functional.pad(codes, (0, -k % 64)).to(torch.int64)
+    for i in range(words.shape[1]):
+        run, w = divmod(i, 8)
+        expect = sum(padded[:, 64 * run + 32 * half + 4 * w + j] << (16 * half + 4 * j)
+                     for half in (0, 1) for j in range(4))
+        assert torch.equal(words[:, i], expect)
+    assert torch.equal(fold.unpack_codes(packed, k), codes)
+    shift = torch.randint(0, 4, (3, 11), generator=g, dtype=torch.uint8)
+    packed_shift = fold.pack_shifts(shift, 4)
+    assert packed_shift.shape == (3, 3)
+    assert (packed_shift[:, 1].to(torch.int64) >> 6 & 3).tolist() == shift[:, 7].tolist()
+    assert torch.equal(fold.unpack_shifts(packed_shift, 11, 4), shift)
+    with pytest.raises(ValueError, match="step_blocks in"):
+        fold.pack_shifts(shift, 3)
 
 
 def test_folded_weight_is_cached_and_follows_in_place_changes():
@@ -143,11 +168,14 @@ SMALL = [  # m, n, k, data seed, config: the two-launch int8 path, then the one-
     (33, 40, 320, 1321, KernelConfig(16, 32, 1, 4, 2, 2, "int8_meet", 4)),  # segments in a loop
     (20, 32, 512, 641, KernelConfig(32, 16, 3, 4, 2, 4, "int8_meet")),      # split-K
     # the packed weight (codes and block shifts unpacked in the kernel)
-    (33, 40, 320, 1322, KernelConfig(16, 32, 1, 4, 2, 2, "int8", 4, packed=True)),
-    (20, 32, 512, 642, KernelConfig(32, 16, 3, 4, 2, 4, "int8", packed=True)),
+    (33, 40, 320, 1322, KernelConfig(16, 32, 1, 4, 2, 2, "int8", 4, packed=True)),   # segments, steps of one run
+    (20, 32, 512, 642, KernelConfig(32, 16, 3, 4, 2, 4, "int8", packed=True)),       # split-K
+    (33, 40, 352, 643, KernelConfig(16, 32, 1, 4, 2, 4, "int8", packed=True)),       # K ends in half a run
+    (20, 64, 768, 644, KernelConfig(16, 64, 1, 4, 2, 8, "int8", packed=True)),       # steps of four runs
     (7, 48, 256, 338, KernelConfig(16, 16, 1, 4, 2, 2, "int8_meet", packed=True)),
-    (7, 48, 320, 963, KernelConfig(16, 16, 10, 4, 1, 1, "int8_fused", packed=True)),
+    (7, 48, 320, 963, KernelConfig(16, 16, 5, 4, 1, 2, "int8_fused", packed=True)),
     (33, 40, 320, 1641, KernelConfig(32, 32, 1, 4, 2, 2, "int8_fused", packed=True)),
+    (7, 48, 576, 966, KernelConfig(16, 16, 1, 4, 1, 16, "int8_fused", packed=True)),  # steps of 8 runs, K past a step
 ]
 
 

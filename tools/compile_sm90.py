@@ -57,10 +57,10 @@ def main(argv):
         mode = int(argv[6]) if len(argv) > 6 else 0
         packed = bool(int(argv[7])) if len(argv) > 7 else False
         fbn = min(bn, 128) if mode == 0 else bn
-        wd = f"tensordesc<u8[{bn}, {bk // 2}]>" if packed else f"tensordesc<i8[{bn}, {bk}]>"
-        w32 = f"tensordesc<u8[{fbn}, 16]>" if packed else f"tensordesc<i8[{fbn}, 32]>"
+        wd = f"tensordesc<u8[{bn}, 32]>" if packed else f"tensordesc<i8[{bn}, {bk}]>"
+        w32 = f"tensordesc<u8[{fbn}, 32]>" if packed else f"tensordesc<i8[{fbn}, 32]>"
         PTRS.update(a_desc=f"tensordesc<i8[{bm}, {bk}]>", w_desc=wd, a32_desc=f"tensordesc<i8[{bm}, 32]>",
-                    w32_desc=w32, wsh_ptr="*u8")
+                    w32_desc=w32, wsh_ptr="*i32" if packed else "*i8")
         consts = dict(BM=bm, BN=bn, BK=bk, FBN=fbn, GROUP_M=8, MODE=mode, PACKED=packed)
         fn, name = a4w4_int8_kernel, f"i8_{bm}_{bn}_{bk}_{warps}_{stages}_{mode}{'_p' if packed else ''}"
         if argv[0] == "--meet":
@@ -77,7 +77,7 @@ def main(argv):
         packed = bool(int(argv[8])) if len(argv) > 8 else False
         rest = int(argv[9]) if len(argv) > 9 else 0
         tma = os.environ.get("W_TMA", "0") == "1" and not packed
-        PTRS.update(w_ptr="*u8" if packed else "*i8", wsh_ptr="*u8", q_ptr="*i8", bs_ptr="*fp32", ss_ptr="*fp32",
+        PTRS.update(w_ptr="*u8" if packed else "*i8", wsh_ptr="*i32" if packed else "*i8", q_ptr="*i8", bs_ptr="*fp32", ss_ptr="*fp32",
                     ok_ptr="*i8", w_desc=f"tensordesc<i8[{bn}, {bk}]>" if tma else "constexpr")
         consts = dict(BM=bm, BMQ=bmq, BN=bn, BK=bk, ONE_STEP=stages == 1 or os.environ.get("ONE_STEP") == "1", FLOOR_RULE=False, USE_SPLIT=split,
                       WRITE_FOLD=False, PACKED=packed, REST=rest, W_TMA=tma,

@@ -11,8 +11,8 @@ multiplies it block by block.
 
 Produced here in torch for weights (once per weight; cached) and for tests; the Triton kernel
 :func:`mxfp4.kernels.int8.fold_a_kernel` produces the same arrays from bf16 A, bit for bit.
-A weight's fold also comes packed (:class:`PackedFold`: its e2m1 codes and a shift per block,
-half the bytes, unpacked in the kernels), a memory option: it was slower on every shape measured.
+A weight's fold also comes packed (:class:`PackedFold`: its e2m1 codes and the blocks' shifts,
+about half the bytes, unpacked in the int8 kernels' registers, :mod:`mxfp4.kernels.packed`).
 """
 from __future__ import annotations
 
@@ -46,17 +46,18 @@ class Folded:
 
 @dataclasses.dataclass(frozen=True)
 class PackedFold:
-    """A weight's fold (:class:`Folded`) at MXFP4 size: the same values, stored as e2m1 codes
-    and a shift per block, for the kernels to unpack (:mod:`mxfp4.kernels.packed`).
+    """A weight's fold (:class:`Folded`) at about MXFP4 size: the same values, stored as e2m1
+    codes and the blocks' shifts, for the kernels to unpack (:mod:`mxfp4.kernels.packed`).
 
-    codes: uint8 [R, K/2], two codes a byte, in the unpack's order (:func:`pack_codes`).
-    shift: uint8 [R, K/32], each block's left shift (0 .. 3) of 2 * e2m1. block_scale, seg_scale,
-    folded, seg_blocks: as in :class:`Folded`. The folded value of element k is
-    ``(2 * e2m1(code_k)) << shift[k // 32]``.
+    codes: uint8 [R, 32 * ceil(K / 64)], :func:`pack_codes`' order. shift: int32 words
+    [R, ceil(K / (32 * step_blocks))], one per row and K step of ``step_blocks`` blocks
+    (:func:`pack_shifts`). block_scale, seg_scale, folded, seg_blocks: as in :class:`Folded`.
+    The folded value of element k is ``(2 * e2m1(code_k)) << shift_of_block(k // 32)``.
     """
 
     codes: torch.Tensor
     shift: torch.Tensor
+    step_blocks: int
     block_scale: torch.Tensor
     seg_scale: torch.Tensor
     folded: torch.Tensor
@@ -121,43 +122,70 @@ def fold_codes(codes: torch.Tensor, scale_bytes: torch.Tensor, seg_blocks: int) 
     return Folded(_shifted(v2, shift), block_scale, seg_scale, folded, seg_blocks)
 
 
-# Code of element e (0 .. 7 of each run of 8) in the low / high nibbles of bytes 0 .. 3 of a word
-_LOW_NIBBLES = (0, 4, 1, 5)
-_HIGH_NIBBLES = (2, 6, 3, 7)
+CHUNK = 64
+"""K elements per run of 32 packed bytes (:func:`pack_codes`): two MX blocks."""
 
 
 def pack_codes(codes: torch.Tensor) -> torch.Tensor:
-    """uint8 [R, K/2] from e2m1 codes [R, K] (K % 8 == 0): per run of 8 codes e0 .. e7, the bytes
-    e0|e2<<4, e4|e6<<4, e1|e3<<4, e5|e7<<4 (the order :mod:`mxfp4.kernels.packed` unpacks)."""
+    """uint8 [R, 32 * ceil(K / 64)] from e2m1 codes [R, K] (K % 32 == 0; a last run of 32 is
+    padded with zero codes). Per run of 64 codes c0 .. c63 (two MX blocks), 32-bit word w
+    (w = 0 .. 7) holds c[4w .. 4w+3] in its low 16 bits and c[32+4w .. 32+4w+3] in its high 16,
+    four bits each from the least significant up: one ``prmt`` selects the four of the first
+    block and one the four of the second, at the same K offsets (:mod:`mxfp4.kernels.packed`)."""
     r, k = codes.shape
-    c = codes.to(torch.uint8).view(r, k // 8, 8)
-    return (c[:, :, list(_LOW_NIBBLES)] | (c[:, :, list(_HIGH_NIBBLES)] << 4)).view(r, k // 2)
+    if k % BLOCK:
+        raise ValueError(f"pack_codes needs K % {BLOCK} == 0, got K = {k}")
+    pad = -k % CHUNK
+    c = torch.nn.functional.pad(codes.to(torch.uint8), (0, pad)).view(r, -1, 2, 8, 2, 2)  # run, block, word, half
+    pairs = c[..., 0] | (c[..., 1] << 4)  # [R, runs, block, word, byte]: natural byte order per block
+    return pairs.permute(0, 1, 3, 2, 4).reshape(r, -1).contiguous()  # word w: block 0's two bytes, block 1's
 
 
-def unpack_codes(packed: torch.Tensor) -> torch.Tensor:
-    """The inverse of :func:`pack_codes`: codes uint8 [R, K]."""
-    r, half = packed.shape
-    p = packed.view(r, half // 4, 4)
-    c = torch.empty((r, half // 4, 8), dtype=torch.uint8, device=packed.device)
-    c[:, :, list(_LOW_NIBBLES)] = p & 15
-    c[:, :, list(_HIGH_NIBBLES)] = p >> 4
-    return c.view(r, half * 2)
+def unpack_codes(packed: torch.Tensor, k: int) -> torch.Tensor:
+    """The inverse of :func:`pack_codes`: codes uint8 [R, k]."""
+    r = packed.shape[0]
+    b = packed.view(r, -1, 8, 2, 2).permute(0, 1, 3, 2, 4)  # run, block, word, byte
+    c = torch.stack((b & 15, b >> 4), dim=-1)
+    return c.reshape(r, -1)[:, :k].contiguous()
 
 
-def pack_tensor(t: MXFP4Tensor, seg_blocks: int) -> PackedFold:
-    """The fold of a 2-D MXFP4 tensor (:func:`fold_tensor`) in its packed form."""
+def pack_shifts(shift: torch.Tensor, step_blocks: int) -> torch.Tensor:
+    """int32 words [R, ceil(KB / step_blocks)] from block shifts [R, KB] (0 .. 3): word s holds
+    the shifts of blocks s * step_blocks + j, two bits each at bit 2 * j (an even step_blocks of
+    at most 16, so that a K step is whole runs of :func:`pack_codes` and one word)."""
+    if step_blocks not in (2, 4, 8, 16):
+        raise ValueError(f"pack_shifts needs step_blocks in (2, 4, 8, 16), got {step_blocks!r}")
+    r, kb = shift.shape
+    s = torch.nn.functional.pad(shift.to(torch.int64), (0, -kb % step_blocks)).view(r, -1, step_blocks)
+    words = (s << (2 * torch.arange(step_blocks, device=shift.device))).sum(dim=2)
+    return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+
+
+def unpack_shifts(words: torch.Tensor, kb: int, step_blocks: int) -> torch.Tensor:
+    """The inverse of :func:`pack_shifts`: block shifts uint8 [R, kb]."""
+    bits = 2 * torch.arange(step_blocks, device=words.device)
+    s = (words.to(torch.int64)[:, :, None] >> bits) & 3
+    return s.reshape(words.shape[0], -1)[:, :kb].to(torch.uint8)
+
+
+def pack_tensor(t: MXFP4Tensor, seg_blocks: int, step_blocks: int) -> PackedFold:
+    """The fold of a 2-D MXFP4 tensor (:func:`fold_tensor`) in its packed form, for kernels that
+    take K steps of ``step_blocks`` blocks."""
     if len(t.shape) != 2:
         raise ValueError(f"pack_tensor needs a 2-D [R, K] MXFP4Tensor, got shape {t.shape}")
     t = t.to_layout(Layout.PLAIN)
     codes = formats.unpack_codes(t.data)
     _, shift, block_scale, seg_scale, folded = _fold_parts(codes, t.scales, seg_blocks)
-    return PackedFold(pack_codes(codes), shift.to(torch.uint8), block_scale, seg_scale, folded, seg_blocks)
+    return PackedFold(pack_codes(codes), pack_shifts(shift, step_blocks), step_blocks, block_scale, seg_scale,
+                      folded, seg_blocks)
 
 
 def unpack_fold(p: PackedFold) -> Folded:
     """The :class:`Folded` form of a packed fold (for tests: it equals :func:`fold_tensor`'s)."""
-    return Folded(_shifted(_doubled(unpack_codes(p.codes)), p.shift), p.block_scale, p.seg_scale, p.folded,
-                  p.seg_blocks)
+    kb = p.block_scale.shape[1]
+    codes = unpack_codes(p.codes, kb * BLOCK)
+    return Folded(_shifted(_doubled(codes), unpack_shifts(p.shift, kb, p.step_blocks)), p.block_scale, p.seg_scale,
+                  p.folded, p.seg_blocks)
 
 
 def fold_tensor(t: MXFP4Tensor, seg_blocks: int) -> Folded:
@@ -187,17 +215,19 @@ def unfold(f: Folded) -> torch.Tensor:
     return f.q.to(torch.float64) * scale
 
 
-def folded_weight(w: MXFP4Tensor, seg_blocks: int, packed: bool = False) -> Folded | PackedFold:
-    """:func:`fold_tensor` (or with ``packed``, :func:`pack_tensor`) of a weight, computed once per
-    (weight, seg_blocks, packed) and kept on the weight's data tensor (it lives as long as the
-    weight; N * K bytes, N * K / 2 packed); recomputed if the data or scales were changed in place."""
+def folded_weight(w: MXFP4Tensor, seg_blocks: int, packed_step: int = 0) -> Folded | PackedFold:
+    """:func:`fold_tensor` (or with ``packed_step``, :func:`pack_tensor` for K steps of that
+    many blocks) of a weight, computed once per (weight, seg_blocks, packed_step) and kept on
+    the weight's data tensor (it lives as long as the weight; N * K bytes, about N * K / 2
+    packed); recomputed if the data or scales were changed in place."""
     cache = getattr(w.data, "_mxfp4_folds", None)
     if cache is None:
         cache = {}
         w.data._mxfp4_folds = cache
     version = (w.data._version, w.scales._version, id(w.scales), w.layout)
-    key = (seg_blocks, packed)
+    key = (seg_blocks, packed_step)
     hit = cache.get(key)
     if hit is None or hit[0] != version:
-        hit = cache[key] = (version, (pack_tensor if packed else fold_tensor)(w, seg_blocks))
+        fold = pack_tensor(w, seg_blocks, packed_step) if packed_step else fold_tensor(w, seg_blocks)
+        hit = cache[key] = (version, fold)
     return hit[1]

@@ -208,13 +208,18 @@ def _fold_loads(rows: int, seg_blocks: int) -> dict:
     return dict(PM=rows, CB=chunk, ONE_CHUNK=chunk >= seg_blocks)
 
 
-def _weight_arrays(fw: Folded | PackedFold) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """(values, shifts, values per byte) of the folded weight as the int8 kernels read it: the
-    packed codes and block shifts, or the int8 values (then the shifts argument is unused and
-    gets the fold flags)."""
+def _weight_arrays(fw: Folded | PackedFold) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    """(values, shifts, packed) of the folded weight as the int8 kernels read it: the packed
+    codes and shift words, or the int8 values (then the shifts argument is unused and gets the
+    fold flags)."""
     if isinstance(fw, PackedFold):
-        return fw.codes, fw.shift, 2
-    return fw.q, fw.folded, 1
+        return fw.codes, fw.shift, True
+    return fw.q, fw.folded, False
+
+
+def _packed_step(config: KernelConfig) -> int:
+    """The packed weight's K step in blocks for :func:`mxfp4.fold.folded_weight` (0: int8)."""
+    return config.blocks_per_step if config.packed else 0
 
 
 def _segment_blocks(k: int, config: KernelConfig) -> int:
@@ -245,9 +250,10 @@ def _int8_tile_args(fa: Folded, fw: Folded | PackedFold, out2: torch.Tensor, con
     tiles = -(-m // bm) * -(-n // bn)
     splits = segs if mode == 2 else 1
     cnt, part = _split_k_buffers(out2.device, tiles, splits, bm * bn, fa.block_scale)
-    w_vals, w_shift, per_byte = _weight_arrays(fw)
-    args = (_descriptor(fa.q, bm, bk), _descriptor(w_vals, bn, bk // per_byte), _descriptor(fa.q, bm, 32),
-            _descriptor(w_vals, fbn, 32 // per_byte),
+    w_vals, w_shift, packed = _weight_arrays(fw)
+    # the packed codes go by runs of 32 bytes (two MX blocks), unpacked one run at a time
+    args = (_descriptor(fa.q, bm, bk), _descriptor(w_vals, bn, 32 if packed else bk), _descriptor(fa.q, bm, 32),
+            _descriptor(w_vals, fbn, 32),
             fa.block_scale, fa.seg_scale, fa.folded, fw.block_scale, fw.seg_scale, fw.folded, w_shift,
             out2, out2.stride(0), out2.stride(1), part, cnt[4:], m, n, k, fa.seg_blocks, segs)
     consts = dict(BM=bm, BN=bn, BK=bk, FBN=fbn, GROUP_M=GROUP_M, MODE=mode, PACKED=config.packed,
@@ -267,7 +273,7 @@ def launch_int8(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, config: Ke
     m, k = a2.shape
     _check_32bit(m, w.shape[0], k, w)
     seg, _, mode = _int8_shape(k, config)
-    fw = folded_weight(w, seg, config.packed)  # before the fold: a first call's weight fold is a launch too
+    fw = folded_weight(w, seg, _packed_step(config))  # before the fold: a first call's weight fold is a launch too
     pdl = INT8_PDL if programmatic_launch(a2.device) else 0
     fa = fold_a(a2, seg, w.scale_rule, pdl, None if config.packed else fw)
     args, consts, items = _int8_tile_args(fa, fw, out2, config, mode)
@@ -288,7 +294,7 @@ def launch_int8_meet(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, confi
     dev = a2.device
     seg, segs, mode = _int8_shape(k, config)
     fa = _empty_fold(m, k, seg, dev)
-    fw = folded_weight(w, seg, config.packed)
+    fw = folded_weight(w, seg, _packed_step(config))
     args, consts, items = _int8_tile_args(fa, fw, out2, config, mode)
     cap = num_programs_cap(dev)
     rows = 1  # rows per fold unit: units of one row, or few enough for one unit per program
@@ -320,7 +326,7 @@ def launch_int8_fused(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, conf
     _check_32bit(m, n, k, w)
     dev = a2.device
     seg, segs, _ = _int8_shape(k, config)
-    fw = folded_weight(w, seg, config.packed)
+    fw = folded_weight(w, seg, _packed_step(config))
     w_vals, w_shift, _ = _weight_arrays(fw)
     bm, bn = max(16, config.block_m), config.block_n  # the dot's rows: 16 at least
     bmq = min(config.block_m, pow2_at_least(m))  # A rows per program, each repeated bm / bmq times

@@ -99,6 +99,9 @@ class KernelConfig:
             raise ValueError(f"KernelConfig.packed must be a bool, got {self.packed!r}")
         if self.packed and not self.kernel.startswith("int8"):
             raise ValueError(f"KernelConfig.packed applies to the int8 kernels only, got kernel {self.kernel!r}")
+        if self.packed and self.blocks_per_step % 2:
+            raise ValueError("KernelConfig.packed needs an even blocks_per_step (K steps of whole 64-element runs "
+                             f"of packed codes), got {self.blocks_per_step}")
         if not isinstance(self.w_tma, bool):
             raise ValueError(f"KernelConfig.w_tma must be a bool, got {self.w_tma!r}")
         if self.w_tma and (self.kernel != "int8_fused" or self.packed):

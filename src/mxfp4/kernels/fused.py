@@ -30,11 +30,11 @@ def _repeat_rows(x, REP: tl.constexpr):
 
 
 @triton.jit
-def _load_w(w_ptr, wsh_ptr, cols, col_ok, K, k0, k_hi, BK: tl.constexpr, PACKED: tl.constexpr):
+def _load_w(w_ptr, wsh_ptr, cols, col_ok, K, k0, k_hi, BK: tl.constexpr, SB: tl.constexpr, PACKED: tl.constexpr):
     """int8 [BN, BK]: the folded weight's rows ``cols``, columns [k0, k0 + BK) (zeros past col_ok
     and k_hi), from its int8 form or (PACKED) its packed form (:mod:`mxfp4.kernels.packed`)."""
     if PACKED:
-        return load_packed(w_ptr, wsh_ptr, cols, col_ok, K, k0, k_hi, BK)
+        return load_packed(w_ptr, wsh_ptr, cols, col_ok, K, k0, k_hi, BK, SB)
     else:
         return _load_rows(w_ptr, cols, col_ok, K, 1, k0, k_hi, BK)
 
@@ -49,7 +49,7 @@ def _w_step(w_desc, w_ptr, wsh_ptr, col0, cols, col_ok, K, k0, k_hi, BK: tl.cons
     if W_TMA:
         return w_desc.load([col0, k0])
     else:
-        return _load_w(w_ptr, wsh_ptr, cols, col_ok, K, k0, k_hi, BK, PACKED)
+        return _load_w(w_ptr, wsh_ptr, cols, col_ok, K, k0, k_hi, BK, BK, PACKED)
 
 
 @triton.jit
@@ -135,7 +135,8 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, w_desc, wsh_ptr, wbs_p
     facts (H200: 16x2112x7168 15.21 -> 14.44 us, thirteenth session run 8). ONE_STEP with W_TMA
     runs the same loop with ALL = 0. WRITE_FOLD (tests): programs
     of the first N tile also write A's fold (the arrays of fold_a_kernel, bit for bit). PACKED:
-    the weight is :class:`mxfp4.fold.PackedFold` (w_ptr its codes, wsh_ptr its shifts), else
+    the weight is :class:`mxfp4.fold.PackedFold` (w_ptr its codes, wsh_ptr its shift words for
+    K steps of BK), else
     :class:`mxfp4.fold.Folded` (w_ptr its int8 values; wsh_ptr unused). W_TMA: the weight's K
     steps come through w_desc, a tensor descriptor over the int8 values with [BN, BK] blocks
     (:func:`_w_step`; None otherwise). GRID3: the grid is (N tiles, M tiles, segments), else
@@ -224,7 +225,7 @@ def a4w4_fused_kernel(a_ptr, stride_am, stride_ak, w_ptr, w_desc, wsh_ptr, wbs_p
             x = _load_rows(a_ptr, rows, row_ok, stride_am, stride_ak, b * 32, k_hi, 32)
             q, fa = _fold_values(x, unfolded, ref, BMQ, 1, FLOOR_RULE)
             fa = tl.reshape(fa, (BMQ,))
-            w = _load_w(w_ptr, wsh_ptr, cols, col_ok, K, b * 32, k_hi, 32, PACKED)
+            w = _load_w(w_ptr, wsh_ptr, cols, col_ok, K, b * 32, k_hi, 32, BK, PACKED)
             fwb = tl.load(wbs_ptr + cols * (K // 32) + b, mask=col_ok, other=0.0)
             d = tl.dot(_repeat_rows(q.to(tl.int8), REP), tl.trans(w), out_dtype=tl.int32)
             acc += d.to(tl.float32) * (_repeat_rows(fa, REP)[:, None] * fwb[None, :])

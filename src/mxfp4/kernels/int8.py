@@ -40,7 +40,7 @@ from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 from .a4w4 import _store_tile
 from .foldmath import _fold_rule, _fold_scaled, _fold_values, _merge_facts, _merge_scales, _no_facts, _scales
 from .numerics import f32_to_bf16_rne, pow2_f32
-from .packed import load_shifts, unpack_w
+from .packed import unpack_block, unpack_step
 from .prefetch import prefetch_tensormaps, prefetch_w_rows, tensormap_asm, wait_ns
 
 _INT8_TMAPS = tl.constexpr(tensormap_asm("a4w4_int8_kernel"))
@@ -194,36 +194,37 @@ def seg_factor(ref, nan):
 
 
 @triton.jit
-def _w_tile(w_desc, wsh_ptr, col0, offs_n, mask_n, K, k0, BK: tl.constexpr, PACKED: tl.constexpr):
-    """int8 [BN, BK]: the folded weight's tile at (col0, k0), read through its tensor descriptor
-    (zeros past N and K); PACKED: w_desc is over the packed codes [N, K / 2] and wsh_ptr holds
-    the block shifts (:mod:`mxfp4.kernels.packed`)."""
-    if PACKED:
-        p = w_desc.load([col0, k0 // 2])
-        return unpack_w(p, load_shifts(wsh_ptr, offs_n, mask_n, K, k0, K, BK), p.shape[0], BK)
-    else:
-        return w_desc.load([col0, k0])
-
-
-@triton.jit
 def _int8_sum(a_desc, w_desc, wsh_ptr, row0, col0, offs_n, mask_n, K, k_lo, k_hi, BM: tl.constexpr,
               BN: tl.constexpr, BK: tl.constexpr, PACKED: tl.constexpr):
     """int32 [BM, BN]: sum over K in [k_lo, k_hi) of folded A times folded W (exact). The tensor
-    descriptors' loads read zeros past K, M and N."""
-    d = tl.zeros((BM, BN), tl.int32)
-    for k0 in range(k_lo, k_hi, BK):
-        w = _w_tile(w_desc, wsh_ptr, col0, offs_n, mask_n, K, k0, BK, PACKED)
-        d = tl.dot(a_desc.load([row0, k0]), tl.trans(w), d, out_dtype=tl.int32)
-    return d
+    descriptors' loads read zeros past K, M and N. PACKED: the weight tile is unpacked in
+    registers as the product's left operand (``W x A^T``, wgmma's register operand;
+    :mod:`mxfp4.kernels.packed`), and the sum is transposed at the end (a renaming)."""
+    if PACKED:
+        dt = tl.zeros((BN, BM), tl.int32)
+        for k0 in range(k_lo, k_hi, BK):
+            w = unpack_step(w_desc, wsh_ptr, col0, offs_n, mask_n, K, k0, BK)
+            dt = tl.dot(w, tl.trans(a_desc.load([row0, k0])), dt, out_dtype=tl.int32)
+        return tl.trans(dt)
+    else:
+        d = tl.zeros((BM, BN), tl.int32)
+        for k0 in range(k_lo, k_hi, BK):
+            d = tl.dot(a_desc.load([row0, k0]), tl.trans(w_desc.load([col0, k0])), d, out_dtype=tl.int32)
+        return d
 
 
 @triton.jit
 def _blockwise(acc, a32_desc, w32_desc, abs_ptr, wbs_ptr, wsh_ptr, row0, col0, offs_m, offs_n, mask_m, mask_n,
-               b_lo, b_hi, KB, PACKED: tl.constexpr):
+               b_lo, b_hi, KB, BK: tl.constexpr, PACKED: tl.constexpr):
     """acc plus blocks [b_lo, b_hi) one by one: each block's exact int32 dot times its own two
-    block factors (any data; the path of segments that do not fold)."""
+    block factors (any data; the path of segments that do not fold). PACKED: w32_desc is over
+    the packed codes with blocks of one run (32 bytes) and wsh_ptr holds shift words for K
+    steps of BK."""
     for b in range(b_lo, b_hi):
-        w = _w_tile(w32_desc, wsh_ptr, col0, offs_n, mask_n, KB * 32, b * 32, 32, PACKED)
+        if PACKED:
+            w = unpack_block(w32_desc, None, wsh_ptr, col0, offs_n, mask_n, KB * 32, b, BK, True)
+        else:
+            w = w32_desc.load([col0, b * 32])
         d = tl.dot(a32_desc.load([row0, b * 32]), tl.trans(w), out_dtype=tl.int32)
         fa = tl.load(abs_ptr + offs_m * KB + b, mask=mask_m, other=0.0)
         fw = tl.load(wbs_ptr + offs_n * KB + b, mask=mask_n, other=0.0)
@@ -248,7 +249,7 @@ def _add_segment(acc, a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_
         acc += d.to(tl.float32) * (fa[:, None] * fw[None, :])
     else:
         acc = _blockwise(acc, a32_desc, w32_desc, abs_ptr, wbs_ptr, wsh_ptr, row0, col0, offs_m, offs_n, mask_m,
-                         mask_n, b_lo, b_hi, KB, PACKED)
+                         mask_n, b_lo, b_hi, KB, BK, PACKED)
     return acc
 
 
@@ -295,7 +296,7 @@ def int8_tile(item, a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_pt
             for piece in tl.static_range(BN // FBN):
                 cols = col0 + piece * FBN + tl.arange(0, FBN)
                 part = _blockwise(tl.zeros((BM, FBN), tl.float32), a32_desc, w32_desc, abs_ptr, wbs_ptr, wsh_ptr,
-                                  row0, col0 + piece * FBN, offs_m, cols, mask_m, cols < N, 0, KB, KB, PACKED)
+                                  row0, col0 + piece * FBN, offs_m, cols, mask_m, cols < N, 0, KB, KB, BK, PACKED)
                 tl.store(c_ptr + offs_m[:, None] * stride_cm + cols[None, :] * stride_cn, f32_to_bf16_rne(part),
                          mask=mask_m[:, None] & (cols < N)[None, :])
     elif MODE == 1:
@@ -331,9 +332,9 @@ def a4w4_int8_kernel(a_desc, w_desc, a32_desc, w32_desc, abs_ptr, ass_ptr, aok_p
     adds its segment and the last of a tile to arrive sums the partials in segment order
     (bitwise deterministic; FBN == BN).
 
-    PACKED: the weight is :class:`mxfp4.fold.PackedFold` (w_desc / w32_desc over its codes
-    [N, K / 2] with blocks [BN, BK / 2] / [FBN, 16], wsh_ptr its block shifts), else
-    :class:`mxfp4.fold.Folded` (wsh_ptr unused).
+    PACKED: the weight is :class:`mxfp4.fold.PackedFold` for K steps of BK (w_desc / w32_desc
+    over its codes with blocks of one run, [BN, 32] / [FBN, 32] bytes, wsh_ptr its shift words),
+    else :class:`mxfp4.fold.Folded` (wsh_ptr unused).
 
     PDL: launched as a programmatic dependent of the A fold's launch (it may start while the
     fold runs), so every program first waits for that launch to end and its writes to show.

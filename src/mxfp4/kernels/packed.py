@@ -1,26 +1,35 @@
-"""The folded weight at MXFP4 size: 4-bit codes and a 2-bit shift per block, unpacked in registers.
+"""The folded weight at about MXFP4 size: 4-bit codes and 2-bit block shifts, unpacked in registers.
 
-@triton.jit code only; the packed form is made by :func:`mxfp4.fold.packed_weight`. The int8
+@triton.jit code only; the packed form is made by :func:`mxfp4.fold.pack_tensor`. The int8
 fold (:mod:`mxfp4.fold`) stores each weight value as ``(2 * e2m1) << shift`` in a byte, twice
-the MXFP4 bytes. Here the weight keeps its e2m1 codes (two per byte, in an order made for the
-unpack, below) and one shift per MX block (a byte), and the kernels rebuild the int8 values
-after the load: half the weight's bytes for a few integer operations per element.
+the MXFP4 bytes. The packed form keeps the e2m1 codes, in runs of 64 K elements (two MX
+blocks, 32 bytes), and one 32-bit word of shifts per row and K step; the kernels rebuild the
+int8 values after the load.
 
-Unpack on the GPU, per 32-bit word of 8 codes: ``prmt`` picks bytes out of an 8-byte table, so
-with the block's magnitudes ``{0, 1, 2, 3, 4, 6, 8, 12} << shift`` as the table, one ``prmt``
-turns four codes' low three bits into four magnitudes. Its sign mode makes a code with bit 3 set
-give 0 (the table's bytes are all below 128), so the positive values come from the word and the
-negative ones from the word with its sign bits flipped; ``((pos | 0x80) - neg) ^ 0x80`` per byte
-(no borrow crosses a byte) is then the two's-complement value. 13 instructions for 8 values.
+Made for wgmma's register operand. The int8 kernels multiply ``W x A^T`` with the weight tile
+as the left operand, which wgmma reads from registers: 4 bytes of consecutive K per 32-bit
+register. A run's word w holds codes 4w .. 4w+3 of the run's first block in its low 16 bits and
+the same K offsets of its second block in its high 16 (:func:`mxfp4.fold.pack_codes`), so one
+word unpacks into one register of each block, already where wgmma wants them: the unpack is
+elementwise on the loaded words, and joining the two blocks (and the runs of a step) along K
+only renames registers. A shared-memory round trip of the unpacked tile would cost more than
+the bytes saved (the seventh and eighteenth sessions measured it).
 
-Byte order in a word of codes e0 .. e7 (8 consecutive K elements): bytes ``e0|e2<<4, e4|e6<<4,
-e1|e3<<4, e5|e7<<4``. The low 16 bits then select e0, e2, e4, e6 and the high 16 bits e1, e3, e5,
-e7, which :func:`unpack_w` interleaves back with a join.
+Unpack on the GPU, per word: ``prmt`` picks bytes out of an 8-byte table with four 4-bit
+selectors (the low 16 bits of its selector operand). With the block's magnitudes
+``{0, 1, 2, 3, 4, 6, 8, 12} << shift`` as the table, a selector's bits 0-2 are the code's
+magnitude index and its bit 3 (the sign) asks for the selected byte's sign bit, 0 here; so the
+positive values come from the word, the negative ones' magnitudes from the word with its sign
+bits flipped, and ``p | ((0x80808080 - q) ^ 0x80808080)`` joins them (no borrow crosses a
+byte: magnitudes are at most 96). 11 instructions for 8 values.
 """
 import triton
 import triton.language as tl
 
 from .numerics import _INTERPRETED
+
+RUN = tl.constexpr(64)
+"""K elements per run of packed codes (two MX blocks, 32 bytes)."""
 
 _UNPACK_ASM = tl.constexpr("""{
 .reg .b32 n, xh, nh, p0, q0, p1, q1;
@@ -29,14 +38,14 @@ shr.u32 xh, $2, 16;
 shr.u32 nh, n, 16;
 prmt.b32 p0, $3, $7, $2;
 prmt.b32 q0, $3, $7, n;
-prmt.b32 p1, $3, $7, xh;
-prmt.b32 q1, $3, $7, nh;
-or.b32 p0, p0, 0x80808080;
-sub.u32 p0, p0, q0;
-xor.b32 $0, p0, 0x80808080;
-or.b32 p1, p1, 0x80808080;
-sub.u32 p1, p1, q1;
-xor.b32 $1, p1, 0x80808080;
+prmt.b32 p1, $11, $15, xh;
+prmt.b32 q1, $11, $15, nh;
+sub.u32 q0, 0x80808080, q0;
+sub.u32 q1, 0x80808080, q1;
+xor.b32 q0, q0, 0x80808080;
+xor.b32 q1, q1, 0x80808080;
+or.b32 $0, p0, q0;
+or.b32 $1, p1, q1;
 }""")
 
 
@@ -50,54 +59,111 @@ def _code_value(c, s):
 
 
 @triton.jit
-def unpack_w(p, s, R: tl.constexpr, BK: tl.constexpr):
-    """int8 [R, BK] weight values from packed codes p (uint8 [R, BK / 2], the module's byte
-    order) and the shift of each of their blocks s (int32 [R, BK / 32], 0 .. 3)."""
-    CB: tl.constexpr = BK // 32
+def _block_values(b, s):
+    """int32 [R, 32]: the values of one block's codes, bytes b (int32 [R, 8, 2]: word, byte) with
+    the block's shift s (int32 [R, 1, 1])."""
+    R: tl.constexpr = b.shape[0]
+    return tl.reshape(tl.join(_code_value(b & 15, s), _code_value(b >> 4, s)), (R, 32))
+
+
+@triton.jit
+def _cat(x, y):
+    """[R, 2C] of x then y ([R, C] each) along K."""
+    R: tl.constexpr = x.shape[0]
+    C: tl.constexpr = x.shape[1]
+    return tl.reshape(tl.permute(tl.join(x, y), (0, 2, 1)), (R, 2 * C))
+
+
+@triton.jit
+def unpack_run(p, word, c):
+    """int8 [R, 64]: the folded values of one run (p: uint8 [R, 32], its packed bytes; word:
+    int32 [R], the rows' shift words; c: the run's index in its word's K step)."""
+    R: tl.constexpr = p.shape[0]
+    s0 = (word >> (4 * c)) & 3
+    s1 = (word >> (4 * c + 2)) & 3
     if not _INTERPRETED:
-        sb = tl.reshape(tl.broadcast_to(tl.reshape(s, (R, CB, 1)), (R, CB, 16)), (R, BK // 2))
-        lo, hi = tl.inline_asm_elementwise(_UNPACK_ASM, "=r,=r,r,r,r,r,r,r,r,r,r",
-                                           [p, 0x03020100 << sb, 0x0C080604 << sb], dtype=(tl.int8, tl.int8),
-                                           is_pure=True, pack=4)
-        return tl.reshape(tl.join(lo, hi), (R, BK))
+        t0 = s0[:, None]
+        t1 = s1[:, None]
+        lo, hi = tl.inline_asm_elementwise(_UNPACK_ASM, "=r,=r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r",
+                                           [p, 0x03020100 << t0, 0x0C080604 << t0, 0x03020100 << t1,
+                                            0x0C080604 << t1], dtype=(tl.int8, tl.int8), is_pure=True, pack=4)
+        return _cat(lo, hi)
     else:
         # The CPU interpreter has no PTX: the same values by integer operations.
-        b01, b23 = tl.split(tl.reshape(p, (R, BK // 8, 2, 2)))  # bytes (0, 2) and (1, 3) of each word
-        b0, b2 = tl.split(b01)
-        b1, b3 = tl.split(b23)
-        sw = tl.reshape(tl.broadcast_to(tl.reshape(s, (R, CB, 1)), (R, CB, 4)), (R, BK // 8))
-        b0 = b0.to(tl.int32)
-        b1 = b1.to(tl.int32)
-        b2 = b2.to(tl.int32)
-        b3 = b3.to(tl.int32)
-        e0 = _code_value(b0 & 15, sw)
-        e2 = _code_value(b0 >> 4, sw)
-        e4 = _code_value(b1 & 15, sw)
-        e6 = _code_value(b1 >> 4, sw)
-        e1 = _code_value(b2 & 15, sw)
-        e3 = _code_value(b2 >> 4, sw)
-        e5 = _code_value(b3 & 15, sw)
-        e7 = _code_value(b3 >> 4, sw)
-        # join stacks on a new last axis: element 4 * i2 + 2 * i1 + i0 takes i0 from the outer join
-        even = tl.join(tl.join(e0, e4), tl.join(e2, e6))
-        odd = tl.join(tl.join(e1, e5), tl.join(e3, e7))
-        return tl.reshape(tl.join(even, odd), (R, BK)).to(tl.int8)
+        b = tl.permute(tl.reshape(p.to(tl.int32), (R, 8, 2, 2)), (0, 1, 3, 2))  # word, byte, block
+        b0, b1 = tl.split(b)
+        lo = _block_values(b0, s0[:, None, None])
+        hi = _block_values(b1, s1[:, None, None])
+        return _cat(lo, hi).to(tl.int8)
 
 
 @triton.jit
-def load_packed(w_ptr, sh_ptr, rows, row_ok, K, k0, k_hi, BK: tl.constexpr):
-    """int8 [R, BK]: the packed weight's values (:func:`unpack_w`) in rows ``rows`` and columns
-    [k0, k0 + BK), zeros past row_ok and past column k_hi (w_ptr: uint8 [N, K / 2], sh_ptr: uint8
-    shifts [N, K / 32])."""
-    kb = k0 // 2 + tl.arange(0, BK // 2)
-    p = tl.load(w_ptr + rows[:, None] * (K // 2) + kb[None, :], mask=row_ok[:, None] & (kb < k_hi // 2)[None, :],
-                other=0)
-    return unpack_w(p, load_shifts(sh_ptr, rows, row_ok, K, k0, k_hi, BK), rows.shape[0], BK)
+def step_word(sh_ptr, rows, row_ok, K, k0, SB: tl.constexpr):
+    """int32 [R]: the shift words of rows ``rows`` for the K step of SB elements holding k0."""
+    return tl.load(sh_ptr + rows * tl.cdiv(K, SB) + k0 // SB, mask=row_ok, other=0)
 
 
 @triton.jit
-def load_shifts(sh_ptr, rows, row_ok, K, k0, k_hi, BK: tl.constexpr):
-    """int32 [R, BK / 32]: the packed weight's block shifts for rows ``rows``, columns [k0, k0 + BK)."""
-    b = k0 // 32 + tl.arange(0, BK // 32)
-    return tl.load(sh_ptr + rows[:, None] * (K // 32) + b[None, :], mask=row_ok[:, None] & (b < k_hi // 32)[None, :],
-                   other=0).to(tl.int32)
+def _run_bytes(w_desc, w_ptr, row0, rows, row_ok, K, r, BY_DESC: tl.constexpr):
+    """uint8 [R, 32]: run r's packed bytes in rows row0 + [0, R) through the tensor descriptor
+    (zeros past the rows), or in rows ``rows`` by pointer loads (zeros past row_ok)."""
+    if BY_DESC:
+        return w_desc.load([row0, r * 32])
+    else:
+        cols = r * 32 + tl.arange(0, 32)
+        return tl.load(w_ptr + rows[:, None] * (tl.cdiv(K, RUN) * 32) + cols[None, :], mask=row_ok[:, None],
+                       other=0)
+
+
+@triton.jit
+def _runs(w_desc, w_ptr, row0, rows, row_ok, K, r0, word, c0, NC: tl.constexpr, BY_DESC: tl.constexpr):
+    """int8 [R, 64 * NC]: runs r0 .. r0 + NC - 1 unpacked (c0: run r0's index in the step of
+    ``word``), joined along K (NC is 1, 2, 4 or 8)."""
+    w = unpack_run(_run_bytes(w_desc, w_ptr, row0, rows, row_ok, K, r0, BY_DESC), word, c0)
+    if NC >= 2:
+        w = _cat(w, unpack_run(_run_bytes(w_desc, w_ptr, row0, rows, row_ok, K, r0 + 1, BY_DESC), word, c0 + 1))
+    if NC >= 4:
+        w = _cat(w, _cat(unpack_run(_run_bytes(w_desc, w_ptr, row0, rows, row_ok, K, r0 + 2, BY_DESC), word, c0 + 2),
+                         unpack_run(_run_bytes(w_desc, w_ptr, row0, rows, row_ok, K, r0 + 3, BY_DESC), word, c0 + 3)))
+    if NC >= 8:
+        w = _cat(w, _cat(
+            _cat(unpack_run(_run_bytes(w_desc, w_ptr, row0, rows, row_ok, K, r0 + 4, BY_DESC), word, c0 + 4),
+                 unpack_run(_run_bytes(w_desc, w_ptr, row0, rows, row_ok, K, r0 + 5, BY_DESC), word, c0 + 5)),
+            _cat(unpack_run(_run_bytes(w_desc, w_ptr, row0, rows, row_ok, K, r0 + 6, BY_DESC), word, c0 + 6),
+                 unpack_run(_run_bytes(w_desc, w_ptr, row0, rows, row_ok, K, r0 + 7, BY_DESC), word, c0 + 7))))
+    return w
+
+
+@triton.jit
+def unpack_step(w_desc, sh_ptr, row0, rows, row_ok, K, k0, BK: tl.constexpr):
+    """int8 [R, BK]: the packed weight's values in rows row0 + [0, R) and columns [k0, k0 + BK),
+    one K step, through w_desc (a tensor descriptor over the codes with blocks [R, 32]; zeros
+    past the rows and past K). BK is 64, 128, 256 or 512 (the words' step) and k0 a multiple
+    of it."""
+    word = step_word(sh_ptr, rows, row_ok, K, k0, BK)
+    return _runs(w_desc, None, row0, rows, row_ok, K, k0 // RUN, word, 0, BK // RUN, True)
+
+
+@triton.jit
+def unpack_block(w_desc, w_ptr, sh_ptr, row0, rows, row_ok, K, b, SB: tl.constexpr, BY_DESC: tl.constexpr):
+    """int8 [R, 32]: MX block b of the packed weight's rows (as :func:`_run_bytes` reads them;
+    sh_ptr: shift words for K steps of SB elements)."""
+    word = step_word(sh_ptr, rows, row_ok, K, b * 32, SB)
+    run = unpack_run(_run_bytes(w_desc, w_ptr, row0, rows, row_ok, K, b // 2, BY_DESC), word, (b * 32 % SB) // RUN)
+    lo, hi = tl.split(tl.permute(tl.reshape(run, (run.shape[0], 2, 32)), (0, 2, 1)))
+    return tl.where(b % 2 == 0, lo, hi)
+
+
+@triton.jit
+def load_packed(w_ptr, sh_ptr, rows, row_ok, K, k0, k_hi, BK: tl.constexpr, SB: tl.constexpr):
+    """int8 [R, BK]: the packed weight's values in rows ``rows`` and columns [k0, k0 + BK) by
+    pointer loads, zeros past row_ok and past column k_hi (w_ptr: its codes; sh_ptr: its shift
+    words for K steps of SB elements). BK is 32 (k0 a multiple of 32) or 64 .. SB (k0 a
+    multiple of BK)."""
+    if BK == 32:
+        w = unpack_block(None, w_ptr, sh_ptr, 0, rows, row_ok, K, k0 // 32, SB, False)
+    else:
+        word = step_word(sh_ptr, rows, row_ok, K, k0, SB)
+        w = _runs(None, w_ptr, 0, rows, row_ok, K, k0 // RUN, word, (k0 % SB) // RUN, BK // RUN, False)
+    k = k0 + tl.arange(0, BK)
+    return tl.where((k < k_hi)[None, :], w, 0)
