@@ -13,7 +13,7 @@ import torch
 
 import mxfp4
 from mxfp4 import Layout, testing
-from mxfp4.fold import folded_weight, unpack_codes
+from mxfp4.formats import unpack_codes
 
 pytest.importorskip("triton.experimental.gluon")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
@@ -30,13 +30,16 @@ def test_rs_codes_put_each_lane_word_in_the_wgmma_fragment_order(n, k):
     16+4q .. 16+4q+3 of that block, in the unpack's order; read back in that order the words
     give the fold's codes exactly."""
     w = mxfp4.quantize(torch.randn(n, k, generator=torch.Generator().manual_seed(n + k)).to(torch.bfloat16))
-    packed = folded_weight(w, k // 32, packed=True)
-    words = unpack_codes(gluon_rs.rs_codes(packed.codes))  # block b, word q, code i at 32 b + 8 q + i
+    codes, shift, _ = gluon_rs.rs_fold(w, k // 32)
+    words = gluon_rs.unpack_words(codes)  # block b, word q, code i at 32 b + 8 q + i
     natural = torch.empty_like(words)
     for q in range(4):
         for i in range(8):
             natural[:, 16 * (i // 4) + 4 * q + i % 4::32] = words[:, 8 * q + i::32]
-    assert torch.equal(natural, unpack_codes(packed.codes))
+    assert torch.equal(natural, unpack_codes(w.data))
+    assert shift.shape == (n, k // 32) and int(shift.max()) <= 3
+    c = torch.arange(16, dtype=torch.uint8).repeat(2, 4)
+    assert torch.equal(gluon_rs.unpack_words(gluon_rs.pack_words(c)), c)
 
 
 def test_shift_plane_gives_each_k_step_its_own_16_byte_tile():

@@ -23,7 +23,7 @@ from gluon_gemm_probe_kernel import g_int8_gemm, g_rs_gemm  # noqa: E402
 
 from mxfp4 import KernelConfig, Layout, launch, ops, quantize, testing  # noqa: E402
 from mxfp4.bench.timing import ColdTimer  # noqa: E402
-from gluon_rs import rs_codes, shift_plane  # noqa: E402
+from gluon_rs import rs_fold, shift_plane  # noqa: E402
 from mxfp4.fold import folded_weight  # noqa: E402
 
 VARIANTS = [  # (BM, BN, BK, stages, warps)
@@ -42,8 +42,8 @@ RS_VARIANTS = {  # (BA, BNW, BK, stages, warps, split) by M
 
 def rs_pack(w, k):
     """The weight's packed fold (one segment) in fragment order, and its block shifts."""
-    pf = folded_weight(w, k // 32, packed=True)
-    return rs_codes(pf.codes).contiguous(), pf.shift.contiguous()
+    codes, shift, _ = rs_fold(w, k // 32)
+    return codes, shift.contiguous()
 
 
 def rs_gemm(fa, rs, fw, out, ba, bnw, bk, stages, warps, split, scratch):

@@ -12,7 +12,7 @@ import dataclasses
 import torch
 
 from mxfp4 import launch
-from mxfp4.fold import PackedFold, folded_weight, pack_codes, unpack_codes
+from mxfp4 import fold as mxfold
 from mxfp4.formats import BLOCK, ScaleRule
 from mxfp4.tensor import MXFP4Tensor
 from mxfp4.tuning import KernelConfig, pow2_at_least
@@ -49,15 +49,45 @@ class RSConfig:
             raise ValueError(f"RSConfig needs stages >= 2 and split_k >= 1, got {self}")
 
 
-def rs_codes(packed_codes: torch.Tensor) -> torch.Tensor:
-    """Packed codes (uint8 [R, K/2], mxfp4.fold.pack_codes' order) re-packed so that word q (bytes
-    4q .. 4q+3) of each MX block holds the codes of the block's K offsets 4q .. 4q+3 and
-    16+4q .. 16+4q+3 (the wgmma A-operand fragment of lane % 4 == q), in pack_codes' byte order."""
-    codes = unpack_codes(packed_codes)
+# This experiment's byte order within a word of 8 codes e0 .. e7: bytes e0|e2<<4, e4|e6<<4,
+# e1|e3<<4, e5|e7<<4 (the library's packed weight used it until its nineteenth session)
+_LOW_NIBBLES = (0, 4, 1, 5)
+_HIGH_NIBBLES = (2, 6, 3, 7)
+
+
+def pack_words(codes: torch.Tensor) -> torch.Tensor:
+    """uint8 [R, K/2] from codes [R, K] (K % 8 == 0) in the word byte order above."""
+    r, k = codes.shape
+    c = codes.to(torch.uint8).view(r, k // 8, 8)
+    return (c[:, :, list(_LOW_NIBBLES)] | (c[:, :, list(_HIGH_NIBBLES)] << 4)).view(r, k // 2)
+
+
+def unpack_words(packed: torch.Tensor) -> torch.Tensor:
+    """The inverse of :func:`pack_words`: codes uint8 [R, K]."""
+    r, half = packed.shape
+    p = packed.view(r, half // 4, 4)
+    c = torch.empty((r, half // 4, 8), dtype=torch.uint8, device=packed.device)
+    c[:, :, list(_LOW_NIBBLES)] = p & 15
+    c[:, :, list(_HIGH_NIBBLES)] = p >> 4
+    return c.view(r, half * 2)
+
+
+def rs_codes(codes: torch.Tensor) -> torch.Tensor:
+    """e2m1 codes [R, K] packed (:func:`pack_words`) so that word q (bytes 4q .. 4q+3) of each MX
+    block holds the codes of the block's K offsets 4q .. 4q+3 and 16+4q .. 16+4q+3 (the wgmma
+    A-operand fragment of lane % 4 == q)."""
     k = codes.shape[1]
     order = torch.tensor(_RS_ORDER, device=codes.device)
     idx = (torch.arange(0, k, BLOCK, device=codes.device)[:, None] + order[None, :]).reshape(-1)
-    return pack_codes(codes[:, idx])
+    return pack_words(codes[:, idx])
+
+
+def rs_fold(w: MXFP4Tensor, seg: int) -> tuple[torch.Tensor, torch.Tensor, mxfold.PackedFold]:
+    """(codes in :func:`rs_codes`' order, block shifts uint8 [R, K/32], the packed fold) of a weight."""
+    pf = mxfold.folded_weight(w, seg, 2)
+    k = pf.block_scale.shape[1] * BLOCK
+    codes = mxfold.unpack_codes(pf.codes, k)
+    return rs_codes(codes).contiguous(), mxfold.unpack_shifts(pf.shift, k // BLOCK, 2), pf
 
 
 def shift_plane(shift: torch.Tensor, blocks_per_step: int) -> torch.Tensor:
@@ -123,8 +153,8 @@ def launch_rs(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, cfg: RSConfi
     (m, k), n = a2.shape, w.shape[0]
     check(k, cfg)
     seg, segs = segments(k, cfg)
-    fold: PackedFold = folded_weight(w, seg, packed=True)
-    codes, plane = rs_codes(fold.codes).contiguous(), shift_plane(fold.shift, cfg.blocks_per_step)
+    codes, shift, fold = rs_fold(w, seg)
+    plane = shift_plane(shift, cfg.blocks_per_step)
     bk = BLOCK * cfg.blocks_per_step
 
     def desc(t: torch.Tensor, cols: int):
@@ -136,7 +166,7 @@ def launch_rs(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, cfg: RSConfi
     part = torch.empty(tiles * segs * W_ROWS * cfg.block_a if segs > 1 else 1, dtype=torch.float32,
                        device=a2.device)
     a4w4_rs_kernel[(tiles * segs,)](
-        a2, a2.stride(0), a2.stride(1), desc(codes, bk // 2), desc(plane, 16), codes, fold.shift, fold.block_scale,
+        a2, a2.stride(0), a2.stride(1), desc(codes, bk // 2), desc(plane, 16), codes, shift, fold.block_scale,
         fold.seg_scale, fold.folded, out2, out2.stride(0), out2.stride(1), part, cnt, m, n, k, seg, segs,
         BA=cfg.block_a, BK=bk, STAGES=cfg.stages, SEG_STEPS=steps(k, cfg), FLOOR_RULE=w.scale_rule is ScaleRule.FLOOR,
         USE_SPLIT=segs > 1, num_warps=4)

@@ -38,11 +38,14 @@ class KernelConfig:
     per program, each repeated into the dot's 16 rows: more programs, each folding fewer rows).
     "int8_meet" (one persistent launch: the programs fold A once, meet, then run the int8
     kernel's work items, :mod:`mxfp4.kernels.meet`): the fields as for "int8".
-    packed (the int8 kernels): read the folded weight at MXFP4 size, codes and a shift per block
-    unpacked in registers (:mod:`mxfp4.kernels.packed`), instead of a byte per value. It halves
-    the weight cache (N * K / 2 bytes instead of N * K) but was slower on all 15 shapes measured
-    on the H200, by 3-45 % (docs/results/s7/packed-compare-run1.txt), so the tuner does not
-    offer it: a memory option.
+    packed (the int8 kernels, an even blocks_per_step): read the folded weight at about MXFP4
+    size, codes and block shifts unpacked in registers as wgmma's register operand
+    (:mod:`mxfp4.kernels.packed`), instead of a byte per value. It halves the weight cache
+    (N * K / 2 bytes and a word per row and K step, instead of N * K) but is slower on every
+    shape measured on the H200: its best config took 1.08-1.56x the shipped config's time on 9
+    shapes at M = 16 .. 512 (nineteenth session, docs/results/s19/packed-run1.txt and
+    tiles-run2.txt; the unpack costs a K step more than the bytes it saves), so the tuner does
+    not offer it: a memory option.
     w_tma (int8_fused, not packed): the weight's K steps come through a tensor descriptor (TMA
     straight into shared memory: no address per element, no copies issued per thread) instead
     of pointer loads. On the H200 it paid where each thread had many bytes of weight to copy per
