@@ -8,10 +8,10 @@ only); the launcher is :func:`gluon_rs.launch_rs`.
 
 Swap A and B: a program computes C^T [BNW, BA] = W [BNW, K] x A^T, so the weight is wgmma's
 register operand and A (a few rows) its shared-memory operand. The weight is the packed fold
-(:class:`mxfp4.fold.PackedFold`: e2m1 codes and a shift per MX block) with each block's codes
+(e2m1 codes and a shift per MX block, :func:`gluon_rs.rs_fold`) with each block's codes
 stored in the order of the wgmma A-operand fragment (:func:`gluon_rs.rs_codes`): the 32-bit
 word of lane % 4 = q holds K offsets 4q .. 4q+3 and 16+4q .. 16+4q+3 of its row and block.
-After ``ldmatrix`` and the ``prmt`` unpack of :mod:`mxfp4.kernels.packed` the int8 values are
+After ``ldmatrix`` and the ``prmt`` unpack below (``_UNPACK_ASM``) the int8 values are
 where wgmma reads them: the layout conversions are asserted trivial (no data movement). The
 codes and the block shifts (a 16-byte tile per row and K step, :func:`gluon_rs.shift_plane`)
 come by TMA through an mbarrier ring that is filled before A is touched.
@@ -30,7 +30,26 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 
 from mxfp4.kernels.foldmath import _fold_rule, _fold_scaled, _merge_scales, _scales
 from mxfp4.kernels.int8 import all_fold, seg_factor
-from mxfp4.kernels.packed import _UNPACK_ASM
+
+# The unpack of gluon_rs.pack_words' byte order, per 32-bit word of 8 codes: prmt picks each
+# code's magnitude out of the block's 8-byte table (sign bit set: 0), once from the word and once
+# from the word with its sign bits flipped; ((pos | 0x80) - neg) ^ 0x80 per byte is the value.
+_UNPACK_ASM = gl.constexpr("""{
+.reg .b32 n, xh, nh, p0, q0, p1, q1;
+xor.b32 n, $2, 0x88888888;
+shr.u32 xh, $2, 16;
+shr.u32 nh, n, 16;
+prmt.b32 p0, $3, $7, $2;
+prmt.b32 q0, $3, $7, n;
+prmt.b32 p1, $3, $7, xh;
+prmt.b32 q1, $3, $7, nh;
+or.b32 p0, p0, 0x80808080;
+sub.u32 p0, p0, q0;
+xor.b32 $0, p0, 0x80808080;
+or.b32 p1, p1, 0x80808080;
+sub.u32 p1, p1, q1;
+xor.b32 $1, p1, 0x80808080;
+}""")
 
 
 @gluon.constexpr_function
