@@ -107,8 +107,8 @@ MEET_NAMES = {0: "start", 1: "fold done", 2: "met", 31: "end", **{s: f"step {s -
 # int8_meet's work items, copied from kernels/int8.py: slots 3-30 after each K step's dot (30 also
 # holds every step past the 27th; a program with several work items keeps its last one's).
 MEET_HELPERS = [("int8", "int8_tile", []), ("int8", "_add_segment", []), ("int8", "_int8_sum", [
-    ("        d = tl.dot(a_desc.load([row0, k0]), tl.trans(w), d, out_dtype=tl.int32)\n",
-     "        _stamp(trace_ptr, tl.minimum(3 + (k0 - k_lo) // BK, 30), d)\n")])]
+    ("            d = tl.dot(a_desc.load([row0, k0]), tl.trans(w_desc.load([col0, k0])), d, out_dtype=tl.int32)\n",
+     "            _stamp(trace_ptr, tl.minimum(3 + (k0 - k_lo) // BK, 30), d)\n")])]
 
 # The int8 path's two launches, traced together (their stamps share the trace buffer: the fold's
 # programs write slots 0-1, the multiply's 2-4, 5-30 (after each K step's dot; 30 also holds every
@@ -123,8 +123,8 @@ INT8 = ("int8", "a4w4_int8_kernel", [
     ("        d = _int8_sum(a_desc, w_desc, wsh_ptr, row0, col0, offs_n, mask_n, K, 0, K, BM, BN, BK, PACKED)\n",
      "        _stamp(trace_ptr, 4, d)\n"),
     ("              BK, FBN, GROUP_M, MODE, PACKED)\n", "    _stamp(trace_ptr, 31, tl.program_id(0))\n"),
-    ("        d = tl.dot(a_desc.load([row0, k0]), tl.trans(w), d, out_dtype=tl.int32)\n",
-     "        _stamp(trace_ptr, tl.minimum(5 + (k0 - k_lo) // BK, 30), d)\n"),
+    ("            d = tl.dot(a_desc.load([row0, k0]), tl.trans(w_desc.load([col0, k0])), d, out_dtype=tl.int32)\n",
+     "            _stamp(trace_ptr, tl.minimum(5 + (k0 - k_lo) // BK, 30), d)\n"),
 ], ("fold_a_kernel", "_fold_program", "int8_tile", "_add_segment", "_int8_sum"))
 INT8_NAMES = {0: "fold start", 1: "fold done", 2: "mul start", 3: "mul waited", 4: "K loop done", 31: "mul end",
               **{s: f"step {s - 4}" for s in range(5, 31)}}

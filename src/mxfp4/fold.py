@@ -122,7 +122,7 @@ def fold_codes(codes: torch.Tensor, scale_bytes: torch.Tensor, seg_blocks: int) 
     return Folded(_shifted(v2, shift), block_scale, seg_scale, folded, seg_blocks)
 
 
-CHUNK = 64
+RUN = 64
 """K elements per run of 32 packed bytes (:func:`pack_codes`): two MX blocks."""
 
 
@@ -135,8 +135,8 @@ def pack_codes(codes: torch.Tensor) -> torch.Tensor:
     r, k = codes.shape
     if k % BLOCK:
         raise ValueError(f"pack_codes needs K % {BLOCK} == 0, got K = {k}")
-    pad = -k % CHUNK
-    c = torch.nn.functional.pad(codes.to(torch.uint8), (0, pad)).view(r, -1, 2, 8, 2, 2)  # run, block, word, half
+    pad = -k % RUN
+    c = torch.nn.functional.pad(codes.to(torch.uint8), (0, pad)).view(r, -1, 2, 8, 2, 2)  # run, block, word, byte, nibble
     pairs = c[..., 0] | (c[..., 1] << 4)  # [R, runs, block, word, byte]: natural byte order per block
     return pairs.permute(0, 1, 3, 2, 4).reshape(r, -1).contiguous()  # word w: block 0's two bytes, block 1's
 

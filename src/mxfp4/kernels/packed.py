@@ -12,8 +12,11 @@ register. A run's word w holds codes 4w .. 4w+3 of the run's first block in its 
 the same K offsets of its second block in its high 16 (:func:`mxfp4.fold.pack_codes`), so one
 word unpacks into one register of each block, already where wgmma wants them: the unpack is
 elementwise on the loaded words, and joining the two blocks (and the runs of a step) along K
-only renames registers. A shared-memory round trip of the unpacked tile would cost more than
-the bytes saved (the seventh and eighteenth sessions measured it).
+only renames registers (a shared-memory round trip of the unpacked tile, as in the seventh and
+eighteenth sessions' forms, cost more than the bytes saved). Even so the packed weight is slower
+than the int8 one on every shape measured (H200, nineteenth session: 1.08-1.56x): its unpack
+makes a 64 x 256 K step ~440 instructions a warp instead of 95 (sm_90 SASS), in a loop that
+is latency bound.
 
 Unpack on the GPU, per word: ``prmt`` picks bytes out of an 8-byte table with four 4-bit
 selectors (the low 16 bits of its selector operand). With the block's magnitudes
