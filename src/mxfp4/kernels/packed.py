@@ -109,12 +109,14 @@ def step_word(sh_ptr, rows, row_ok, K, k0, SB: tl.constexpr):
 @triton.jit
 def _run_bytes(w_desc, w_ptr, row0, rows, row_ok, K, r, BY_DESC: tl.constexpr):
     """uint8 [R, 32]: run r's packed bytes in rows row0 + [0, R) through the tensor descriptor
-    (zeros past the rows), or in rows ``rows`` by pointer loads (zeros past row_ok)."""
+    (zeros past the rows and past K), or in rows ``rows`` by pointer loads (zeros past row_ok
+    and past K: a last step may reach past the last run)."""
     if BY_DESC:
         return w_desc.load([row0, r * 32])
     else:
+        runs = tl.cdiv(K, RUN)
         cols = r * 32 + tl.arange(0, 32)
-        return tl.load(w_ptr + rows[:, None] * (tl.cdiv(K, RUN) * 32) + cols[None, :], mask=row_ok[:, None],
+        return tl.load(w_ptr + rows[:, None] * (runs * 32) + cols[None, :], mask=row_ok[:, None] & (r < runs),
                        other=0)
 
 
