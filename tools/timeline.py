@@ -101,14 +101,21 @@ MEET = ("meet", "a4w4_meet_kernel", [
     ("                  unit // ROW_GROUPS, M, K, SEG_BLOCKS, NSEG, PM, CB, FLOOR_RULE, ONE_CHUNK)\n",
      "    _stamp(trace_ptr, 1, pid)\n"),
     ("    meet(sync_ptr, epoch, INTERPRET)\n", "    _stamp(trace_ptr, 2, pid)\n"),
+    ("        _proxy_fence(pid)\n    for item in range(pid, items, G):\n", "        _stamp(trace_ptr, 29, item)\n"),
     ("                  FBN, GROUP_M, MODE, PACKED)\n", "        _stamp(trace_ptr, 31, pid)\n"),
 ])
-MEET_NAMES = {0: "start", 1: "fold done", 2: "met", 31: "end", **{s: f"step {s - 2}" for s in range(3, 31)}}
-# int8_meet's work items, copied from kernels/int8.py: slots 3-30 after each K step's dot (30 also
-# holds every step past the 27th; a program with several work items keeps its last one's).
+MEET_NAMES = {0: "start", 1: "fold done", 2: "met", 27: "meet entry", 28: "arrived", 29: "items start", 31: "end",
+              **{s: f"step {s - 2}" for s in range(3, 27)}}
+# int8_meet's work items, copied from kernels/int8.py: slots 3-26 after each K step's dot (26 also
+# holds every step past the 23rd; a program with several work items keeps its last one's); and the
+# meeting (kernels/a4w4.meet): 27 on entry (after the writer's proxy fence), 28 once the arrival's
+# atomic has returned; 29 (above) once the reader's proxy fence after the meeting is done.
 MEET_HELPERS = [("int8", "int8_tile", []), ("int8", "_add_segment", []), ("int8", "_int8_sum", [
     ("            d = tl.dot(a_desc.load([row0, k0]), tl.trans(w_desc.load([col0, k0])), d, out_dtype=tl.int32)\n",
-     "            _stamp(trace_ptr, tl.minimum(3 + (k0 - k_lo) // BK, 30), d)\n")])]
+     "            _stamp(trace_ptr, tl.minimum(3 + (k0 - k_lo) // BK, 26), d)\n")]), ("a4w4", "meet", [
+    ("    if not INTERPRET:\n        G = tl.num_programs(0)\n", "        _stamp(trace_ptr, 27, G)\n"),
+    ("        seen = tl.atomic_add(counter, 1, sem=\"acq_rel\", scope=\"gpu\") + 1\n",
+     "        _stamp(trace_ptr, 28, seen)\n")])]
 
 # The int8 path's two launches, traced together (their stamps share the trace buffer: the fold's
 # programs write slots 0-1, the multiply's 2-4, 5-30 (after each K step's dot; 30 also holds every
@@ -193,7 +200,7 @@ def traced_module(spec, helpers=()):
                 f"globals().update({{k: v for k, v in vars(_from_{h_module}).items() if k not in globals()}})\n")
     src = "\n\n\n".join([src + STAMP, *bodies]) + "\n"
     for _, h_name, _ in helpers:  # the copies' definitions and every call of them take the trace first
-        src = src.replace(f"{h_name}(", f"{h_name}(trace_ptr, ")
+        src = re.sub(rf"\b{h_name}\(", f"{h_name}(trace_ptr, ", src)  # not a4w4_meet_kernel( for meet(
     path = Path(tempfile.mkdtemp()) / f"traced_{module}.py"
     path.write_text(src)
     mod_spec = importlib.util.spec_from_file_location(f"traced_{module}", path)
