@@ -11,7 +11,7 @@ marks when the whole program has them; each costs a cross-warp reduction, so the
 runs a little slower than the plain one (both are printed).
 
 Usage (on the GPU box, from the repo root):
-  PYTHONPATH=src python3 tools/timeline.py [--warm | --warm-sets S,..] [--int8] [--pdl N] [M,N,K ...]
+  PYTHONPATH=src python3 tools/timeline.py [--warm | --warm-sets S,..] [--int8] [--pdl N] [--config CFG] [M,N,K ...]
   (default: the six benchmark shapes)
 --warm: after each flush, read A and the folded weight back into L2 (tools/warm_probe.py), so
 the stamps show the chain on the chip without the operands' first trip from DRAM.
@@ -20,6 +20,8 @@ back into L2 after each flush: a (A), wq (the folded weight's values), wf (its f
 flags), c (the output), or none; e.g. --warm-sets none,a,wq,wf,c,a+wq+wf.
 --int8: run a shape whose table entry is int8_meet on the two-launch int8 path (same tiles).
 --pdl N: set mxfp4.launch.INT8_PDL to N for the int8 path (0 plain launches, 1, 2).
+--config CFG: trace this config (BM,BN,SPLIT,WARPS,STAGES,STEP,KERNEL as tools/config_ab.py takes it)
+  instead of the table's, on every shape.
 NAME=V (an int): set the knob mxfp4.launch.NAME to V for the run.
 """
 from __future__ import annotations
@@ -39,7 +41,7 @@ import torch
 from mxfp4 import launch, ops, task, testing
 from mxfp4.bench.timing import ColdTimer
 
-from knob_ab import hold_knobs
+from knob_ab import config_from_fields, hold_knobs
 from warm_probe import _touch, folded_weight_parts, task_inputs, timed
 
 SLOTS = 32
@@ -231,9 +233,9 @@ def warm_tensors(parts, a, w, out):
     return [t for part in parts for t in named[part]]
 
 
-def timeline(m, n, k, timer, runs=20, warm=(), int8=False):
+def timeline(m, n, k, timer, runs=20, warm=(), int8=False, config=None):
     a, b, w, out = task_inputs(m, n, k, m + n + k)
-    cfg = ops.resolve_config(m, n, k, torch.device("cuda"))
+    cfg = config or ops.resolve_config(m, n, k, torch.device("cuda"))
     if int8 and cfg.kernel == "int8_meet":
         cfg = dataclasses.replace(cfg, kernel="int8")
     if cfg.kernel not in ("int8_fused", "int8_meet", "int8"):
@@ -283,7 +285,8 @@ def timeline(m, n, k, timer, runs=20, warm=(), int8=False):
     grids = ", ".join(f"{name} {math.prod(s.grid)}" for name, s in stand_ins.items())
     print(f"\n{tag}: programs {grids}; event time plain {plain_us:.2f} us, traced {traced_us:.2f}, "
           f"cuBLAS bf16 {cublas_us:.2f}; traced output exact: {exact}")
-    print("  slot            from the first program's start (us): median / max over programs | from own start: median")
+    print("  slot            from the first program's start (us): min / median / max over programs | from own "
+          "start: median")
     used = sorted({s for t in per_run for s in range(SLOTS) if bool((t[:, s] != 0).any())})
     firsts = [t[t[:, 0] != 0, 0].min() for t in per_run]  # each run's first program start
     for s in used:
@@ -294,10 +297,11 @@ def timeline(m, n, k, timer, runs=20, warm=(), int8=False):
             rel_first.append(((t[live, s] - t0).double() / 1e3))
             rel_own.append(((t[live, s] - t[live, own]).double() / 1e3))
         first = torch.cat(rel_first)
+        med_min = statistics.median(float(r.min()) for r in rel_first)  # per run, then the runs' median
         med_max = statistics.median(float(r.max()) for r in rel_first)
         name = names.get(s, f"step {s - 3}")
         own_median = float(torch.cat(rel_own).median())
-        print(f"  {s:>2} {name:<12} {float(first.median()):8.2f} / {med_max:8.2f} | {own_median:8.2f}")
+        print(f"  {s:>2} {name:<12} {med_min:8.2f} / {float(first.median()):8.2f} / {med_max:8.2f} | {own_median:8.2f}")
     spans = [float((t[:, 31].max() - t0) / 1e3) for t, t0 in zip(per_run, firsts)]
     ticks = torch.cat([t[t != 0] for t in per_run]).sort().values.diff()
     ticks = ticks[ticks > 0]
@@ -321,11 +325,16 @@ def main(argv):
         unknown = {p for parts in sets for p in parts} - set(WARM_PARTS)
         if unknown:
             raise SystemExit(f"--warm-sets: unknown part(s) {sorted(unknown)}; want {', '.join(WARM_PARTS)} or none")
+    config = None
+    if "--config" in argv:
+        at = argv.index("--config")
+        config = config_from_fields(argv[at + 1].split(","))
+        del argv[at:at + 2]
     argv = [s for s in hold_knobs(argv) if s not in ("--warm", "--int8")]
     shapes = [tuple(map(int, s.split(","))) for s in argv] or [s[:3] for s in task.BENCHMARK_SHAPES]
     for m, n, k in shapes:
         for parts in sets:
-            timeline(m, n, k, timer, warm=parts, int8=int8)
+            timeline(m, n, k, timer, warm=parts, int8=int8, config=config)
 
 
 if __name__ == "__main__":
