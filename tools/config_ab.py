@@ -8,6 +8,7 @@ CONFIG: "table" (the shipped table's pick) or BM,BN,SPLIT,WARPS,STAGES,STEP,KERN
 the int8_fused weight through TMA, KernelConfig.w_tma; packed: the weight at MXFP4 size,
 KernelConfig.packed), e.g.
   tools/config_ab.py '256,3072,1536;table;128,64,1,8,3,8,int8_meet'
+A NAME=V argument holds mxfp4.launch.NAME = V for the whole run (as tools/knob_ab.py does).
 Prints one line per config (mean and the two rounds, registers and spills of the variant it
 compiled, or "cached"), then per config position the geometric mean over the shapes.
 """
@@ -21,7 +22,7 @@ import torch
 from mxfp4 import KernelConfig, launch, ops, task, testing
 from mxfp4.bench.timing import ColdTimer, geomean
 
-from knob_ab import compiled_variants, config_from_fields, config_tag
+from knob_ab import compiled_variants, config_from_fields, config_tag, hold_knobs
 
 
 def parse(spec: str, m: int, n: int, k: int) -> KernelConfig:
@@ -33,6 +34,7 @@ def parse(spec: str, m: int, n: int, k: int) -> KernelConfig:
 def main(argv: list[str]) -> None:
     if not argv:
         raise SystemExit(__doc__)
+    argv = hold_knobs(argv)  # NAME=V: a knob of mxfp4.launch held for the whole run
     timer = ColdTimer("cuda")
     t = lambda fn: timer.time(fn, min_runs=10, max_runs=40, budget_s=0.4).mean_us  # noqa: E731
     columns: dict[int, list[float]] = {}
