@@ -32,11 +32,9 @@ def test_timeline_traces_both_launches_of_the_int8_path():
 def test_timeline_traces_the_k_steps_of_int8_meet():
     """int8_meet's work items (kernels/int8.py) are copied in with the K-step stamp; the other name
     of their import line (fold_rows) stays the library's own."""
-    from mxfp4.kernels import int8
+    from mxfp4.kernels import a4w4, int8
 
     traced = timeline.traced_module(timeline.MEET, timeline.helpers_of(timeline.MEET))
-    from mxfp4.kernels import a4w4
-
     for name in ("int8_tile", "_add_segment", "_int8_sum"):
         assert getattr(traced, name).arg_names == ["trace_ptr", *getattr(int8, name).arg_names]
     assert traced.meet.arg_names == ["trace_ptr", *a4w4.meet.arg_names]  # the meeting's stamps
