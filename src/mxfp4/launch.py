@@ -208,13 +208,12 @@ def _fold_loads(rows: int, seg_blocks: int) -> dict:
     return dict(PM=rows, CB=chunk, ONE_CHUNK=chunk >= seg_blocks)
 
 
-def _weight_arrays(fw: Folded | PackedFold) -> tuple[torch.Tensor, torch.Tensor, bool]:
-    """(values, shifts, packed) of the folded weight as the int8 kernels read it: the packed
-    codes and shift words, or the int8 values (then the shifts argument is unused and gets the
-    fold flags)."""
+def _weight_arrays(fw: Folded | PackedFold) -> tuple[torch.Tensor, torch.Tensor]:
+    """(values, shifts) of the folded weight as the int8 kernels read it: the packed codes and
+    shift words, or the int8 values (then the shifts argument is unused and gets the fold flags)."""
     if isinstance(fw, PackedFold):
-        return fw.codes, fw.shift, True
-    return fw.q, fw.folded, False
+        return fw.codes, fw.shift
+    return fw.q, fw.folded
 
 
 def _packed_step(config: KernelConfig) -> int:
@@ -250,9 +249,9 @@ def _int8_tile_args(fa: Folded, fw: Folded | PackedFold, out2: torch.Tensor, con
     tiles = -(-m // bm) * -(-n // bn)
     splits = segs if mode == 2 else 1
     cnt, part = _split_k_buffers(out2.device, tiles, splits, bm * bn, fa.block_scale)
-    w_vals, w_shift, packed = _weight_arrays(fw)
+    w_vals, w_shift = _weight_arrays(fw)
     # the packed codes go by runs of 32 bytes (two MX blocks), unpacked one run at a time
-    args = (_descriptor(fa.q, bm, bk), _descriptor(w_vals, bn, 32 if packed else bk), _descriptor(fa.q, bm, 32),
+    args = (_descriptor(fa.q, bm, bk), _descriptor(w_vals, bn, 32 if config.packed else bk), _descriptor(fa.q, bm, 32),
             _descriptor(w_vals, fbn, 32),
             fa.block_scale, fa.seg_scale, fa.folded, fw.block_scale, fw.seg_scale, fw.folded, w_shift,
             out2, out2.stride(0), out2.stride(1), part, cnt[4:], m, n, k, fa.seg_blocks, segs)
@@ -327,7 +326,7 @@ def launch_int8_fused(a2: torch.Tensor, w: MXFP4Tensor, out2: torch.Tensor, conf
     dev = a2.device
     seg, segs, _ = _int8_shape(k, config)
     fw = folded_weight(w, seg, _packed_step(config))
-    w_vals, w_shift, _ = _weight_arrays(fw)
+    w_vals, w_shift = _weight_arrays(fw)
     bm, bn = max(16, config.block_m), config.block_n  # the dot's rows: 16 at least
     bmq = min(config.block_m, pow2_at_least(m))  # A rows per program, each repeated bm / bmq times
     n_tiles, m_tiles = -(-n // bn), -(-m // bmq)

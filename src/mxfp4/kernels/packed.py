@@ -123,19 +123,13 @@ def _run_bytes(w_desc, w_ptr, row0, rows, row_ok, K, r, BY_DESC: tl.constexpr):
 @triton.jit
 def _runs(w_desc, w_ptr, row0, rows, row_ok, K, r0, word, c0, NC: tl.constexpr, BY_DESC: tl.constexpr):
     """int8 [R, 64 * NC]: runs r0 .. r0 + NC - 1 unpacked (c0: run r0's index in the step of
-    ``word``), joined along K (NC is 1, 2, 4 or 8)."""
-    w = unpack_run(_run_bytes(w_desc, w_ptr, row0, rows, row_ok, K, r0, BY_DESC), word, c0)
-    if NC >= 2:
-        w = _cat(w, unpack_run(_run_bytes(w_desc, w_ptr, row0, rows, row_ok, K, r0 + 1, BY_DESC), word, c0 + 1))
-    if NC >= 4:
-        w = _cat(w, _cat(unpack_run(_run_bytes(w_desc, w_ptr, row0, rows, row_ok, K, r0 + 2, BY_DESC), word, c0 + 2),
-                         unpack_run(_run_bytes(w_desc, w_ptr, row0, rows, row_ok, K, r0 + 3, BY_DESC), word, c0 + 3)))
-    if NC >= 8:
-        w = _cat(w, _cat(
-            _cat(unpack_run(_run_bytes(w_desc, w_ptr, row0, rows, row_ok, K, r0 + 4, BY_DESC), word, c0 + 4),
-                 unpack_run(_run_bytes(w_desc, w_ptr, row0, rows, row_ok, K, r0 + 5, BY_DESC), word, c0 + 5)),
-            _cat(unpack_run(_run_bytes(w_desc, w_ptr, row0, rows, row_ok, K, r0 + 6, BY_DESC), word, c0 + 6),
-                 unpack_run(_run_bytes(w_desc, w_ptr, row0, rows, row_ok, K, r0 + 7, BY_DESC), word, c0 + 7))))
+    ``word``), joined along K as halves (NC a power of two)."""
+    if NC == 1:
+        w = unpack_run(_run_bytes(w_desc, w_ptr, row0, rows, row_ok, K, r0, BY_DESC), word, c0)
+    else:
+        H: tl.constexpr = NC // 2
+        w = _cat(_runs(w_desc, w_ptr, row0, rows, row_ok, K, r0, word, c0, H, BY_DESC),
+                 _runs(w_desc, w_ptr, row0, rows, row_ok, K, r0 + H, word, c0 + H, H, BY_DESC))
     return w
 
 
