@@ -193,7 +193,8 @@ def test_main_on_cpu_runs_the_reference_path(tmp_path, capsys):
     assert mx["status"] == "ok" and mx["passes"] is True and mx["timing"] == harness.CPU_LABEL
     assert "reference" in mx["note"] and mx["us"] > 0 and mx["runs"] >= 1 and mx["rel_err"] < 4e-3
     assert mx["pct_of_floor"] is None  # no ceilings without a GPU
-    for name in ("cublas_bf16", "cublas_fp8", "torch_emulation", "stream_floor"):
+    for name in ("cublas_bf16", "cublas_fp8", "torch_emulation", "stream_floor", "cublas_fp8_gemm",
+                 "cublas_int8_gemm"):
         assert rows[name]["status"] == "skipped" and rows[name]["note"]
 
 

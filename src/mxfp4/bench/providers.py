@@ -1,9 +1,13 @@
-"""Benchmark providers: this library, cuBLAS bf16, cuBLAS fp8 rowwise, the torch emulation, and the
-one-launch streaming-floor probe, each built once per shape into a zero-argument callable.
+"""Benchmark providers: this library, cuBLAS bf16, cuBLAS fp8 rowwise, the torch emulation, the
+one-launch streaming-floor probe, and two references that time cuBLAS's 8-bit GEMM alone, each
+built once per shape into a zero-argument callable.
 
 Everything a provider prepares once (weight casts, fp8 weight quantization, dequantized weights)
 happens in ``build``, outside the timed call; what a real layer would do per call (quantizing A)
-happens inside it.
+happens inside it, except in the two GEMM-alone references (``cublas_fp8_gemm``,
+``cublas_int8_gemm``), whose A is quantized in ``build``: they bound what the vendor's 8-bit
+GEMM takes on the shape when it is given its operands ready, with none of the work this
+library's call does on A.
 """
 from __future__ import annotations
 
@@ -113,6 +117,59 @@ def build_cublas_fp8(data, device: torch.device, timer=None) -> Built:
     return Built(None, "torch._scaled_mm rowwise unsupported here: " + "; ".join(errors))
 
 
+def build_cublas_fp8_gemm(data, device: torch.device, timer=None) -> Built:
+    if (skip := _needs_cuda(device)) is not None:
+        return skip
+    if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
+        return Built(None, f"torch {torch.__version__} has no float8_e4m3fn / _scaled_mm")
+    a, b = data[0], data[1]
+    m = a.shape[0]
+    w8, w_scale = fp8_rowwise(b)
+    scale_b = w_scale.reshape(1, -1).contiguous()
+    errors = []
+    for pad in sorted({0, -m % 16}):  # as in build_cublas_fp8, but A is padded and quantized here
+        a8, scale_a = fp8_rowwise(torch.nn.functional.pad(a, (0, 0, 0, pad)) if pad else a)
+        try:
+            scaled_mm(a8, w8, scale_a, scale_b)
+            torch.cuda.synchronize(device)
+        except RuntimeError as exc:
+            errors.append(str(exc).splitlines()[0])
+            continue
+        note = "torch._scaled_mm rowwise alone: A and W quantized to e4m3 before the call"
+        return Built(lambda: scaled_mm(a8, w8, scale_a, scale_b)[:m],
+                     note + (f", A padded by {pad} rows before the call" if pad else ""))
+    return Built(None, "torch._scaled_mm rowwise unsupported here: " + "; ".join(errors))
+
+
+INT_MM_MIN_ROWS = 17
+"""torch._int_mm on CUDA asks for more than 16 rows of A."""
+
+
+def int8_rowwise(x: torch.Tensor) -> torch.Tensor:
+    """x [R, K] -> int8 [R, K], x / (amax per row / 127) rounded (the scale is not kept)."""
+    scale = x.abs().amax(dim=1, keepdim=True).float().clamp(min=1e-12) / 127.0
+    return torch.round(x.float() / scale).clamp(-127, 127).to(torch.int8)
+
+
+def build_cublas_int8_gemm(data, device: torch.device, timer=None) -> Built:
+    if (skip := _needs_cuda(device)) is not None:
+        return skip
+    if not hasattr(torch, "_int_mm"):
+        return Built(None, f"torch {torch.__version__} has no _int_mm")
+    a, b = data[0], data[1]
+    m = a.shape[0]
+    pad = max(0, INT_MM_MIN_ROWS - m)
+    a8 = int8_rowwise(torch.nn.functional.pad(a, (0, 0, 0, pad)) if pad else a)
+    w8t = int8_rowwise(b).t()  # [K, N], column-major
+    try:
+        torch._int_mm(a8, w8t)
+        torch.cuda.synchronize(device)
+    except RuntimeError as exc:
+        return Built(None, "torch._int_mm unsupported here: " + str(exc).splitlines()[0])
+    note = "torch._int_mm alone (int32 out, unscaled): A and W quantized to int8 per row before the call"
+    return Built(lambda: torch._int_mm(a8, w8t)[:m], note + (f", A padded to {m + pad} rows" if pad else ""))
+
+
 def build_torch_emulation(data, device: torch.device, timer=None) -> Built:
     if (skip := _needs_cuda(device)) is not None:
         return Built(None, "measured on the GPU only (on CPU it is the reference arithmetic of mxfp4)")
@@ -196,6 +253,10 @@ PROVIDERS = {p.name: p for p in (
     Provider("cublas_fp8", "cuBLAS fp8 rowwise, A quantized per row in the call", build_cublas_fp8),
     Provider("torch_emulation", "quantize + dequantize A with torch ops, bf16 mm", build_torch_emulation),
     Provider("stream_floor", "Triton probe: streams W + scales once, writes C", build_stream_floor, gemm=False),
+    Provider("cublas_fp8_gemm", "cuBLAS fp8 rowwise GEMM alone, operands quantized before the call",
+             build_cublas_fp8_gemm),
+    Provider("cublas_int8_gemm", "cuBLAS int8 GEMM alone (torch._int_mm), operands quantized before the call",
+             build_cublas_int8_gemm, gemm=False),
 )}
 """Provider name -> :class:`Provider`, in table order."""
 
