@@ -88,7 +88,10 @@ def scaled_mm(a8: torch.Tensor, w8: torch.Tensor, scale_a: torch.Tensor, scale_b
     return out[0] if isinstance(out, tuple) else out  # torch < 2.5 returned (out, amax)
 
 
-def build_cublas_fp8(data, device: torch.device, timer=None) -> Built:
+def _build_scaled_mm(data, device: torch.device, a_in_call: bool) -> Built:
+    """cuBLAS fp8 rowwise on the shape: W quantized to e4m3 here; A quantized in the call
+    (``a_in_call``, as a layer would) or here too (the GEMM alone). Some cuBLAS fp8 paths want
+    M % 16 == 0: where M = m fails, A is padded to a multiple of 16 rows (in the call, or here)."""
     if (skip := _needs_cuda(device)) is not None:
         return skip
     if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
@@ -98,47 +101,39 @@ def build_cublas_fp8(data, device: torch.device, timer=None) -> Built:
     w8, w_scale = fp8_rowwise(b)
     scale_b = w_scale.reshape(1, -1).contiguous()
 
-    def call(pad: int) -> torch.Tensor:
-        x = torch.nn.functional.pad(a, (0, 0, 0, pad)) if pad else a
-        a8, scale_a = fp8_rowwise(x)
-        out = scaled_mm(a8, w8, scale_a, scale_b)
-        return out[:m] if pad else out
+    def quantized_a(pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return fp8_rowwise(torch.nn.functional.pad(a, (0, 0, 0, pad)) if pad else a)
 
     errors = []
-    for pad in sorted({0, -m % 16}):  # some cuBLAS fp8 paths want M % 16 == 0: pad inside the call
+    for pad in sorted({0, -m % 16}):
+        if a_in_call:
+            def fn(pad=pad) -> torch.Tensor:
+                a8, scale_a = quantized_a(pad)
+                return scaled_mm(a8, w8, scale_a, scale_b)[:m]
+        else:
+            a8, scale_a = quantized_a(pad)
+
+            def fn(a8=a8, scale_a=scale_a) -> torch.Tensor:
+                return scaled_mm(a8, w8, scale_a, scale_b)[:m]
         try:
-            call(pad)
+            fn()
             torch.cuda.synchronize(device)
         except RuntimeError as exc:
             errors.append(str(exc).splitlines()[0])
             continue
-        note = "torch._scaled_mm rowwise, A quantized to e4m3 per row in the call"
-        return Built(lambda: call(pad), note + (f", A padded by {pad} rows in the call" if pad else ""))
+        where = "in the call" if a_in_call else "before the call"
+        note = ("torch._scaled_mm rowwise, A quantized to e4m3 per row in the call" if a_in_call
+                else "torch._scaled_mm rowwise alone: A and W quantized to e4m3 before the call")
+        return Built(fn, note + (f", A padded by {pad} rows {where}" if pad else ""))
     return Built(None, "torch._scaled_mm rowwise unsupported here: " + "; ".join(errors))
+
+
+def build_cublas_fp8(data, device: torch.device, timer=None) -> Built:
+    return _build_scaled_mm(data, device, a_in_call=True)
 
 
 def build_cublas_fp8_gemm(data, device: torch.device, timer=None) -> Built:
-    if (skip := _needs_cuda(device)) is not None:
-        return skip
-    if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
-        return Built(None, f"torch {torch.__version__} has no float8_e4m3fn / _scaled_mm")
-    a, b = data[0], data[1]
-    m = a.shape[0]
-    w8, w_scale = fp8_rowwise(b)
-    scale_b = w_scale.reshape(1, -1).contiguous()
-    errors = []
-    for pad in sorted({0, -m % 16}):  # as in build_cublas_fp8, but A is padded and quantized here
-        a8, scale_a = fp8_rowwise(torch.nn.functional.pad(a, (0, 0, 0, pad)) if pad else a)
-        try:
-            scaled_mm(a8, w8, scale_a, scale_b)
-            torch.cuda.synchronize(device)
-        except RuntimeError as exc:
-            errors.append(str(exc).splitlines()[0])
-            continue
-        note = "torch._scaled_mm rowwise alone: A and W quantized to e4m3 before the call"
-        return Built(lambda: scaled_mm(a8, w8, scale_a, scale_b)[:m],
-                     note + (f", A padded by {pad} rows before the call" if pad else ""))
-    return Built(None, "torch._scaled_mm rowwise unsupported here: " + "; ".join(errors))
+    return _build_scaled_mm(data, device, a_in_call=False)
 
 
 INT_MM_MIN_ROWS = 17
