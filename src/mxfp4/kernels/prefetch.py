@@ -21,6 +21,7 @@ first; :func:`prefetch_tensormaps` at a kernel's start asks for it early (eighte
 """
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import globaltimer
 
 
 @triton.jit
@@ -52,19 +53,13 @@ def tensormap_asm(kernel: str, params: tuple[int, ...] = FIRST_TWO_DESCRIPTORS) 
 
 
 @triton.jit
-def _now_ns():
-    """The GPU's global nanosecond timer (%globaltimer)."""
-    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
-
-
-@triton.jit
 def wait_ns(delay_ns):
     """Spin until ``delay_ns`` nanoseconds have passed (none for 0)."""
     if delay_ns > 0:
-        t0 = _now_ns()
+        t0 = globaltimer()
         t = t0
         while t - t0 < delay_ns:
-            t = _now_ns()
+            t = globaltimer()
 
 
 @triton.jit
