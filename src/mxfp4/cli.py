@@ -1,158 +1,109 @@
-"""The ``mxfp4`` command: info, check, bench, tune."""
+"""The command line: ``mxfp4 info | check | bench | tune | compile`` (also ``python -m mxfp4``)."""
 from __future__ import annotations
 
 import argparse
-import os
+import pathlib
 import sys
 
-import torch
 
+def _info(args) -> int:
+    import torch
 
-def _info(args: argparse.Namespace) -> int:
     from . import __version__, ops
-    from .tuning import SHIPPED_TABLES
 
-    try:
-        import triton
-
-        triton_v = triton.__version__
-    except Exception as exc:  # the CPU path works without triton
-        triton_v = f"not importable ({type(exc).__name__})"
-    print(f"mxfp4 {__version__}; torch {torch.__version__}; triton {triton_v}")
+    print(f"mxfp4 {__version__}, torch {torch.__version__}")
     if torch.cuda.is_available():
-        name = torch.cuda.get_device_name()
-        a = torch.empty(1, 32, dtype=torch.bfloat16, device="cuda")
-        table = SHIPPED_TABLES.get(name)
-        print(f"device: {name} (CUDA {torch.version.cuda}); gemm_a4w4 on CUDA tensors takes the "
-              f"'{ops.select_backend(a)}' backend; shipped tuned table: {table or 'none for this GPU (heuristic configs)'}")
+        dev = torch.device("cuda")
+        print(f"GPU: {torch.cuda.get_device_name()}; CUDA kernels: {'yes' if ops.cuda_supported(dev) else 'no (Hopper only)'}")
     else:
-        print("device: no CUDA GPU found; gemm_a4w4 takes the 'reference' backend (exact PyTorch, CPU)")
-    if ops.interpreter_enabled():
-        print("TRITON_INTERPRET is set: backend='triton' runs the kernels in Triton's CPU interpreter")
+        print("no GPU: every call runs the exact CPU reference")
     return 0
 
 
-def _check(args: argparse.Namespace) -> int:
-    from . import task, testing
+def _check(args) -> int:
+    import torch
 
-    dev = "cuda" if torch.cuda.is_available() else "cpu"
-    shapes = task.TEST_SHAPES + (task.BENCHMARK_SHAPES if args.all else ())
-    path = "Triton kernel" if dev == "cuda" else "CPU reference path"
-    print(f"checking custom_kernel on {len(shapes)} task shapes ({path}) against the exact product")
-    print(f"{'m':>5} {'n':>5} {'k':>5}  {'identical':>9}  {'violations':>10}  {'max err/bound':>13}  result")
+    from . import task, testing
+    from .tensor import Layout, MXFP4Tensor
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
     failed = 0
-    for m, n, k, seed in shapes:
-        data = task.generate_input(m, n, k, seed, device=dev)
-        out = task.custom_kernel(data)
-        rep = testing.check_gemm(out, data[0], task.weight_from_task(data[3], data[4], k))
-        failed += not rep.passed
-        print(f"{m:>5} {n:>5} {k:>5}  {rep.identical_fraction:>9.5f}  {rep.violations:>10d}  "
-              f"{rep.max_excess:>13.3f}  {'pass' if rep.passed else 'FAIL'}")
-    print("all passed" if not failed else f"{failed} shape(s) FAILED")
+    for m, n, k, seed in task.TEST_SHAPES + task.BENCHMARK_SHAPES:
+        data = task.generate_input(m, n, k, seed, device)
+        w = MXFP4Tensor(data[3], data[4], (n, k), Layout.AITER_SHUFFLED)
+        report = testing.check_gemm(task.custom_kernel(data), data[0], w)
+        failed += not report.passed
+        print(f"{m}x{n}x{k}: {'ok' if report.passed else 'FAILED'} {report}")
     return 1 if failed else 0
 
 
-def _merged(path: str, new):
-    """``new`` plus the entries of the table at ``path`` for shapes it did not tune (same GPU and
-    triton only; another table is replaced, said so)."""
-    from .tuning import TunedTable, load_table, table_matches
-
-    try:
-        old = load_table(path)
-    except ValueError as exc:
-        print(f"mxfp4 tune: replacing {path}: {exc}")
-        return new
-    reason = table_matches(old, new.gpu, new.triton)
-    if reason:
-        print(f"mxfp4 tune: replacing {path}: {reason}")
-        return new
-    tuned = {shape for shape, _ in new.entries}
-    kept = tuple(e for e in old.entries if e[0] not in tuned)
-    print(f"mxfp4 tune: kept {len(kept)} entries of {path} for shapes not tuned now")
-    return TunedTable(new.gpu, new.triton, new.package, kept + new.entries)
-
-
-_CANDIDATES = {"all": "candidate_configs", "persistent": "persistent_candidates", "direct": "direct_candidates",
-               "int8": "int8_candidates", "int8_fused": "fused_candidates", "int8_meet": "meet_candidates"}
-"""``mxfp4 tune --kernel`` name -> the :mod:`mxfp4.tuner` function listing its candidates."""
-
-
-def _kernel_list(text: str) -> str:
-    names = [x for x in text.split(",") if x]
-    unknown = [x for x in names if x not in _CANDIDATES]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(f"unknown kernel(s) {', '.join(unknown) or repr(text)}; "
-                                         f"choose from {', '.join(_CANDIDATES)}")
-    return ",".join(names)
-
-
-def _tune(args: argparse.Namespace) -> int:
+def _shapes(args):
     from .bench.shapes import parse_shapes, shape_set
-    from .tuner import tune
 
-    if not torch.cuda.is_available():
-        print("mxfp4 tune: needs a CUDA GPU (it times the Triton kernel)", file=sys.stderr)
-        return 2
-    try:
-        shapes = (parse_shapes(args.shapes) if args.shapes
-                  else [s for name in args.shapes_set.split(",") for s in shape_set(name)])
-        if args.m:
-            keep = {int(v) for v in args.m.split(",")}
-            shapes = [s for s in shapes if s.m in keep]
-    except ValueError as exc:
-        print(f"mxfp4 tune: {exc}", file=sys.stderr)
-        return 2
-    from . import tuner
+    return parse_shapes(args.shapes) if args.shapes else shape_set(args.set)
 
-    pick = [getattr(tuner, _CANDIDATES[name]) for name in args.kernel.split(",")]
-    candidates = pick[0] if len(pick) == 1 else lambda m, n, k: [c for fn in pick for c in fn(m, n, k)]
-    table, trials = tune([(s.m, s.n, s.k) for s in shapes], candidates=candidates, progress=not args.no_progress,
-                         jobs=args.jobs)
-    if args.trials:
-        tuner.write_trials(trials, args.trials)
-    rejected = [t for t in trials if not t.passed]
-    for t in rejected:
-        print(f"rejected {t.m}x{t.n}x{t.k} {t.config}: {t.note}")
-    print(f"{'m':>5} {'n':>5} {'k':>5}  {'us':>7}  config")
-    for (m, n, k), cfg in table.entries:
-        us = min(t.us for t in trials if (t.m, t.n, t.k) == (m, n, k) and t.passed)
-        print(f"{m:>5} {n:>5} {k:>5}  {us:7.2f}  {cfg}")
-    if os.path.exists(args.out) and not args.replace:
-        table = _merged(args.out, table)
-    table.save(args.out)
-    print(f"wrote {args.out} ({len(table.entries)} shapes, {len(rejected)} candidates rejected)")
+
+def _bench(args) -> int:
+    from .bench import harness
+
+    text = harness.run(_shapes(args), pathlib.Path(args.record) if args.record else None)
+    print(text)
+    if args.out:
+        pathlib.Path(args.out).write_text(text)
+    return 0
+
+
+def _tune(args) -> int:
+    import torch
+
+    from . import ops, plan
+    from .tune import tune
+
+    if not (torch.cuda.is_available() and ops.cuda_supported(torch.device("cuda"))):
+        print("mxfp4 tune needs a Hopper GPU", file=sys.stderr)
+        return 2
+    tune(_shapes(args), pathlib.Path(args.table) if args.table else plan.TABLE_PATH)
+    return 0
+
+
+def _compile(args) -> int:
+    """Compiles every shipped kernel variant for sm_90a into the disk cache (no GPU needed)."""
+    from . import plan
+    from .bench.shapes import shape_set
+    from .cuda import jit
+
+    variants = {p for p in plan.load_table().values()}
+    variants |= {plan.heuristic(plan.Problem(s.m, s.n, s.k)) for s in shape_set("all")}
+    jit.compile_cubin("quantize.cu")
+    for i, p in enumerate(sorted(variants, key=str)):
+        jit.compile_cubin("gemm_a4w4.cu", p.defines())
+        print(f"[{i + 1}/{len(variants)}] {p}")
+    print(f"cubins in {jit.cache_dir()}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .bench import harness
-
-    parser = argparse.ArgumentParser(prog="mxfp4", description="Exact MXFP4 W4A4 GEMM: tools")
+    parser = argparse.ArgumentParser(prog="mxfp4", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("info", help="versions, device, and which backend a call takes").set_defaults(fn=_info)
-    p = sub.add_parser("check", help="run custom_kernel on the task's shapes against the exact oracle")
-    p.add_argument("--all", action="store_true", help="also the benchmark shapes")
-    p.set_defaults(fn=_check)
-    p = sub.add_parser("bench", help="benchmark providers side by side under the competition timing rule")
-    harness.add_arguments(p)
-    p.set_defaults(fn=harness.main)
-    p = sub.add_parser("tune", help="time and validate kernel configs, write a tuned table")
-    p.add_argument("--shapes-set", default="bench", help="named shape set(s), comma-separated (see mxfp4 bench --help)")
-    p.add_argument("--shapes", nargs="+", metavar="M,N,K", help="explicit shapes; overrides --shapes-set")
-    p.add_argument("--m", metavar="M1,M2", help="only the shapes of the set(s) with these M")
-    p.add_argument("--out", default="mxfp4-tuned.json", help="where to write the table (atomically)")
-    p.add_argument("--kernel", type=_kernel_list, default="all",
-                   help="which kernels' candidates to time, comma-separated: all, or of "
-                        f"{', '.join(k for k in _CANDIDATES if k != 'all')} (default: all)")
-    p.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
-                   help="processes that compile the candidates before timing (0: compile while timing)")
-    p.add_argument("--replace", action="store_true",
-                   help="write only this run's shapes (default: merge into the table at --out)")
-    p.add_argument("--trials", metavar="CSV", help="also write every candidate's time (or why it was rejected)")
-    p.add_argument("--no-progress", action="store_true")
-    p.set_defaults(fn=_tune)
+    sub.add_parser("info", help="versions, GPU and backend").set_defaults(fn=_info)
+    sub.add_parser("check", help="custom_kernel on the task's shapes against the exact oracle").set_defaults(fn=_check)
+    for name, fn, helptext in (("bench", _bench, "time the task's shapes beside cuBLAS bf16"),
+                               ("tune", _tune, "tune kernel parameters per shape into the table")):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("--set", default="bench", help="shape set (bench, test, deepseek, gptoss, large, all)")
+        p.add_argument("--shapes", nargs="*", help="m,n,k[,seed] shapes instead of a set")
+        p.set_defaults(fn=fn)
+    sub.choices["bench"].add_argument("--record", help="append the rows to this CSV")
+    sub.choices["bench"].add_argument("--out", help="also write the report (markdown) here")
+    sub.choices["tune"].add_argument("--table", help="table to merge into (default: the shipped one)")
+    sub.add_parser("compile", help="compile every shipped kernel variant (sm_90a, no GPU needed)").set_defaults(
+        fn=_compile)
     args = parser.parse_args(argv)
-    return args.fn(args)
+    try:
+        return args.fn(args)
+    except ValueError as e:
+        print(f"mxfp4 {args.command}: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

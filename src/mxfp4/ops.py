@@ -1,40 +1,39 @@
-"""Public GEMM op: validation, config choice, dispatch between the Triton kernel (launched by
-:mod:`mxfp4.launch`) and the reference; the torch.library op."""
+"""The public GEMM: argument checks, backend choice, dispatch, and the torch op with its fake."""
 from __future__ import annotations
+
+import functools
+import warnings
 
 import torch
 
-from . import reference
-from .fold import Folded
+from . import plan, reference
 from .formats import ScaleRule
-from .launch import launch_a4w4
-from .residency import device_facts, interpreter_enabled, num_programs_cap
 from .tensor import Layout, MXFP4Tensor
-from .tuning import KernelConfig, TableCache, TunedTable, choose_config
 
-BACKENDS = ("auto", "triton", "reference")
+BACKENDS = ("auto", "cuda", "reference")
 
 
-def triton_available() -> bool:
-    """True when triton imports (the kernels need it; the reference path does not)."""
-    try:
-        import triton  # noqa: F401
-    except Exception:
+@functools.lru_cache(maxsize=None)
+def _device_facts(index: int) -> tuple[tuple[int, int], int]:
+    props = torch.cuda.get_device_properties(index)
+    return (props.major, props.minor), props.multi_processor_count
+
+
+@functools.lru_cache(maxsize=1)
+def _table() -> dict:
+    return plan.load_table()
+
+
+def cuda_supported(device: torch.device) -> bool:
+    """True when the CUDA kernels run on ``device`` (a Hopper GPU, compute capability 9.0)."""
+    if device.type != "cuda":
         return False
-    return True
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return _device_facts(index)[0] == (9, 0)
 
 
-def select_backend(a: torch.Tensor, backend: str = "auto") -> str:
-    """Which backend a call on ``a`` takes: 'triton' on CUDA with triton, else 'reference'."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if backend != "auto":
-        return backend
-    return "triton" if a.is_cuda and triton_available() else "reference"
-
-
-def validate_gemm_args(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None) -> tuple[int, int, int]:
-    """Check the operands of :func:`gemm_a4w4`; returns (M, N, K)."""
+def validate(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None) -> tuple[int, int, int]:
+    """Checks the operands of :func:`gemm_a4w4`; returns (M, N, K)."""
     if not isinstance(a, torch.Tensor):
         raise TypeError(f"a must be a torch.Tensor, got {type(a).__name__}")
     if not isinstance(w, MXFP4Tensor):
@@ -61,85 +60,92 @@ def validate_gemm_args(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None
             raise ValueError(f"out ({out.device}) must be on a's device ({a.device})")
         if not out.is_contiguous():
             raise ValueError("out must be contiguous")
+        for name, t in (("a", a), ("w.data", w.data), ("w.scales", w.scales)):
+            if _overlaps(out, t):
+                raise ValueError(f"out must not overlap {name} (the kernel reads {name} while it writes out)")
     return m, n, k
 
 
-_TABLES = TableCache()
+def _overlaps(x: torch.Tensor, y: torch.Tensor) -> bool:
+    if x.numel() == 0 or y.numel() == 0:
+        return False
+    if x.untyped_storage().data_ptr() != y.untyped_storage().data_ptr():
+        return False
+    x0, y0 = x.data_ptr(), y.data_ptr()
+    x1 = x0 + sum((s - 1) * st for s, st in zip(x.shape, x.stride())) * x.element_size() + x.element_size()
+    y1 = y0 + sum((s - 1) * st for s, st in zip(y.shape, y.stride())) * y.element_size() + y.element_size()
+    return x0 < y1 and y0 < x1
 
 
-def resolve_config(m: int, n: int, k: int, device: torch.device, table: TunedTable | None = None
-                   ) -> KernelConfig:
-    """The config a call takes: ``table`` if given, else the shipped table of this GPU model
-    (exact shape, then M bucket), else the heuristic."""
-    if table is None and device.type == "cuda":
-        import triton
+def select_backend(a: torch.Tensor, w: MXFP4Tensor, backend: str = "auto") -> str:
+    """Which backend a call takes. 'auto': the CUDA kernels on a Hopper GPU, the reference elsewhere."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "reference":
+        return backend
+    if backend == "auto" and not cuda_supported(a.device):
+        if a.is_cuda:
+            _warn_once(f"mxfp4: no CUDA kernel for {torch.cuda.get_device_name(a.device)} (Hopper, sm_90, "
+                       "only); running the exact reference, which is slow")
+        return "reference"
+    if not cuda_supported(a.device):
+        raise ValueError(f"backend='cuda' needs a Hopper GPU (sm_90); a is on {a.device}")
+    if a.dtype != torch.bfloat16:
+        raise ValueError(f"the CUDA kernels take bfloat16 activations, got {a.dtype} (cast a, or pass "
+                         "backend='reference')")
+    if w.layout is not Layout.AITER_SHUFFLED:
+        raise ValueError("the CUDA kernels read the weight in aiter's shuffled layout: prepare it once with "
+                         "mxfp4.prepare(w) (N % 16 == 0 and K % 64 == 0)")
+    if w.scale_rule is not ScaleRule.AITER:
+        raise ValueError("the CUDA kernels quantize A with ScaleRule.AITER; w uses "
+                         f"{w.scale_rule.name} (pass backend='reference')")
+    return "cuda"
 
-        table = _TABLES.for_device(device_facts(device)[0], triton.__version__)
-    return choose_config(m, n, k, table, num_programs_cap(device) if device.type == "cuda" else 132)
+
+@functools.lru_cache(maxsize=None)
+def _warn_once(message: str) -> None:
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
-def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, *,
-              backend: str = "auto", config: KernelConfig | None = None,
-              table: TunedTable | None = None) -> torch.Tensor:
-    """C = dequant(quant(a)) @ dequant(w)^T in bf16, ``a`` quantized per 1x32 with w's scale rule.
+def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, *, backend: str = "auto",
+              params: plan.GemmParams | None = None) -> torch.Tensor:
+    """C = dequant(quant(a)) @ dequant(w)^T, bf16 [..., N]; ``a`` [..., K] quantized per 1x32 block.
 
-    a: bf16 (or fp16 / fp32) [..., K]. w: MXFP4 weight [N, K], plain or aiter-shuffled layout.
-    Returns bf16 [..., N] (written into ``out`` when given). On CUDA with triton this is one
-    kernel launch, or two where the config is the int8 path (which also folds ``w`` into int8
-    on its first call and caches that on ``w.data``); elsewhere it runs the reference
-    (:func:`mxfp4.reference.gemm_a4w4`).
-    ``config`` forces a kernel config; else ``table`` (a :class:`mxfp4.tuning.TunedTable`), else
-    the table shipped for this GPU, else a heuristic picks it. Nothing is timed on this path.
+    On a Hopper GPU: one launch of the CUDA kernel, which reads ``w`` as stored (aiter's shuffled
+    layout, see :func:`mxfp4.prepare`) and keeps nothing between calls. Elsewhere the exact
+    reference. ``params`` forces a kernel variant; by default the tuned table or the heuristic picks.
     """
-    m, n, k = validate_gemm_args(a, w, out)
-    if config is not None and not isinstance(config, KernelConfig):
-        raise TypeError(f"config must be a KernelConfig, got {type(config).__name__}")
-    if table is not None and not isinstance(table, TunedTable):
-        raise TypeError(f"table must be a TunedTable, got {type(table).__name__}")
-    chosen = select_backend(a, backend)
+    m, n, k = validate(a, w, out)
+    if params is not None and not isinstance(params, plan.GemmParams):
+        raise TypeError(f"params must be a mxfp4.plan.GemmParams, got {type(params).__name__}")
+    chosen = select_backend(a, w, backend)
     if chosen == "reference":
         result = reference.gemm_a4w4(a, w, scale_rule=w.scale_rule)
         if out is None:
             return result
-        out.copy_(result)
-        return out
-    if not a.is_cuda and not interpreter_enabled():
-        raise ValueError("backend='triton' needs CUDA tensors (or TRITON_INTERPRET=1 for the CPU interpreter); "
-                         f"a is on {a.device}")
+        return out.copy_(result)
     if out is None:
         out = torch.empty((*a.shape[:-1], n), dtype=torch.bfloat16, device=a.device)
     if m == 0 or n == 0:
         return out
-    if k == 0:
-        return out.zero_()  # an empty sum; nothing to launch
+    from .cuda import ops as cuda_ops
+
     a2 = a.reshape(m, k)
-    launch_a4w4(a2, w, out.view(m, n), config or resolve_config(m, n, k, a.device, table))
+    if a2.stride(-1) != 1 or a2.stride(0) % 8 or a2.data_ptr() % 16:
+        a2 = a2.contiguous()
+    problem = plan.Problem(m, n, k)
+    if params is None:
+        index = a.device.index if a.device.index is not None else torch.cuda.current_device()
+        params = plan.choose(problem, _table(), _device_facts(index)[1])
+    else:
+        params.check()
+        if not params.fits(problem):
+            raise ValueError(f"params.split ({params.split}) must be at most K / 32 ({k // 32})")
+    cuda_ops.gemm_a4w4(a2, w.data, w.scales, out.view(m, n), params)
     return out
 
 
-def gemm_a4w4_debug(a: torch.Tensor, w: MXFP4Tensor, config: KernelConfig | None = None
-                    ) -> tuple[torch.Tensor, MXFP4Tensor | Folded]:
-    """The Triton kernel's output and the A it quantized, read back from the launch's buffers:
-    an MXFP4 tensor (persistent and direct kernels), or the folded A the int8 kernel multiplied.
-
-    For tests: the first must be bit-identical to :func:`mxfp4.quantize`, the second to
-    :func:`mxfp4.fold.fold_tensor` of it. The output starts as NaN, so an element the kernel
-    leaves unwritten shows.
-    """
-    m, n, k = validate_gemm_args(a, w, None)
-    a2 = a.reshape(m, k)
-    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=a.device)
-    quantized = launch_a4w4(a2, w, out, config or resolve_config(m, n, k, a.device), debug=True)
-    if isinstance(quantized, Folded):
-        return out.reshape(*a.shape[:-1], n), quantized
-    fp8, scales = quantized
-    codes = ((fp8 >> 2) & 0x7) | ((fp8 >> 4) & 0x8)  # e4m3 byte s<<7 | eem<<2 back to the nibble
-    packed = codes[:, 0::2] | (codes[:, 1::2] << 4)
-    scale_bytes = ((scales.view(torch.int32) >> 23) & 0xFF).to(torch.uint8)
-    return out.reshape(*a.shape[:-1], n), MXFP4Tensor(packed, scale_bytes, (m, k), Layout.PLAIN, w.scale_rule)
-
-
-# ---- torch.library registration: torch.compile traces through it, CUDA graphs capture it -------
+# ---- torch.library: torch.compile sees one opaque op; CUDA graphs capture its launch -------------
 
 @torch.library.custom_op("mxfp4::gemm_a4w4", mutates_args=())
 def _gemm_a4w4_op(a: torch.Tensor, w_data: torch.Tensor, w_scales: torch.Tensor, n: int, k: int,
@@ -155,7 +161,7 @@ def _(a, w_data, w_scales, n, k, shuffled, floor_rule):
 
 
 def gemm_a4w4_op(a: torch.Tensor, w: MXFP4Tensor) -> torch.Tensor:
-    """:func:`gemm_a4w4` as the registered op ``torch.ops.mxfp4.gemm_a4w4`` (for torch.compile)."""
-    validate_gemm_args(a, w, None)
+    """:func:`gemm_a4w4` through the registered op ``torch.ops.mxfp4.gemm_a4w4`` (torch.compile)."""
+    validate(a, w, None)
     return _gemm_a4w4_op(a, w.data, w.scales, w.shape[0], w.shape[1], w.layout is Layout.AITER_SHUFFLED,
                          w.scale_rule is ScaleRule.FLOOR)

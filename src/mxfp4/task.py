@@ -31,6 +31,8 @@ def generate_input(m: int, n: int, k: int, seed: int, device: str | torch.device
     if n % 16:
         raise ValueError(f"n must be a multiple of 16 for the (16, 16) weight shuffle, got {n}")
     device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("generate_input: CUDA is not available on this machine; pass device='cpu'")
     gen = torch.Generator(device=device)
     gen.manual_seed(seed)
     a = torch.randn((m, k), dtype=torch.bfloat16, device=device, generator=gen)
@@ -50,6 +52,11 @@ def weight_from_task(b_shuffle: torch.Tensor, b_scale_sh: torch.Tensor, k: int) 
 
 
 def custom_kernel(data) -> torch.Tensor:
-    """C [m, n] bf16 = quant(A) @ dequant(B)^T, from A, B_shuffle and B_scale_sh (one or two launches on GPU)."""
+    """C [m, n] bf16 = quant(A) @ dequant(B)^T from A, B_shuffle and B_scale_sh as given; nothing is kept."""
+    if not isinstance(data, (tuple, list)) or len(data) != 5:
+        raise TypeError("data must be the task's tuple (A, B, B_q, B_shuffle, B_scale_sh), got "
+                        f"{type(data).__name__}")
     a, _b, _bq, b_shuffle, b_scale_sh = data
+    if not isinstance(a, torch.Tensor) or a.dim() != 2:
+        raise ValueError(f"A must be a 2-D tensor [m, k], got {getattr(a, 'shape', type(a).__name__)}")
     return ops.gemm_a4w4(a, weight_from_task(b_shuffle, b_scale_sh, a.shape[1]))

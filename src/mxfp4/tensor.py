@@ -79,6 +79,8 @@ class MXFP4Tensor:
 
     def to_layout(self, layout: Layout) -> "MXFP4Tensor":
         """The same values in another layout (a copy unless the layout is already ``layout``)."""
+        if not isinstance(layout, Layout):
+            raise TypeError(f"layout must be a mxfp4.Layout, got {layout!r}")
         if layout is self.layout:
             return self
         if layout is Layout.AITER_SHUFFLED:
@@ -94,11 +96,24 @@ def quantize(x: torch.Tensor, scale_rule: ScaleRule = ScaleRule.AITER) -> MXFP4T
     """Quantize a bf16 / fp16 / fp32 tensor [..., K] (K % 32 == 0) to MXFP4, plain layout.
 
     Bit-exact with the task's quantizer under ``ScaleRule.AITER``; see :mod:`mxfp4.formats` for
-    the rounding and the special values.
+    the rounding and the special values. bf16 on a Hopper GPU runs the CUDA kernel (the device
+    function the GEMM quantizes A with); everything else the PyTorch implementation.
     """
     formats._check_float_input(x, "x")
     if not isinstance(scale_rule, ScaleRule):
         raise TypeError(f"scale_rule must be a ScaleRule, got {scale_rule!r}")
+    from . import ops  # the backend check lives with the GEMM's
+
+    if (x.dtype == torch.bfloat16 and scale_rule is ScaleRule.AITER and x.shape[-1] % 64 == 0
+            and ops.cuda_supported(x.device)):
+        from .cuda import ops as cuda_ops
+
+        x2 = x.reshape(-1, x.shape[-1])
+        if x2.stride(-1) != 1 or x2.stride(0) % 8 or x2.data_ptr() % 16:
+            x2 = x2.contiguous()
+        data, scales = cuda_ops.quantize(x2)
+        return MXFP4Tensor(data.reshape(*x.shape[:-1], -1), scales.reshape(*x.shape[:-1], -1), tuple(x.shape),
+                           Layout.PLAIN, scale_rule)
     codes, scales = formats.quantize_codes(x, scale_rule)
     return MXFP4Tensor(formats.pack_codes(codes), scales, tuple(x.shape), Layout.PLAIN, scale_rule)
 
@@ -113,3 +128,19 @@ def dequantize(t: MXFP4Tensor, dtype: torch.dtype = torch.float32) -> torch.Tens
     values = formats.e2m1_to_float(formats.unpack_codes(t.data), dtype)
     scale = formats.e8m0_to_float(t.scales, dtype).repeat_interleave(BLOCK, dim=-1)
     return values * scale
+
+
+def prepare(w: MXFP4Tensor) -> MXFP4Tensor:
+    """The weight in the form the CUDA kernels read (aiter's shuffled layouts): do it once, at load time.
+
+    A weight already in that form is returned as it is; the result holds exactly the MXFP4 bytes
+    (N*K/2 codes and the scale bytes, padded to aiter's 256 x 8 tiles).
+    """
+    if not isinstance(w, MXFP4Tensor):
+        raise TypeError(f"w must be an MXFP4Tensor, got {type(w).__name__}")
+    if len(w.shape) != 2:
+        raise ValueError(f"w must be a 2-D weight [N, K], got shape {w.shape}")
+    n, k = w.shape
+    if n % 16 or k % 64:
+        raise ValueError(f"the kernels' layout needs N % 16 == 0 and K % 64 == 0, got N = {n}, K = {k}")
+    return w.to_layout(Layout.AITER_SHUFFLED)

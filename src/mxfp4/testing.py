@@ -5,7 +5,9 @@ import dataclasses
 
 import torch
 
-from .tensor import MXFP4Tensor, dequantize, quantize
+from . import formats
+from .reference import round_to_bf16
+from .tensor import Layout, MXFP4Tensor, dequantize
 
 
 def ulp_bf16(x: torch.Tensor) -> torch.Tensor:
@@ -46,7 +48,10 @@ def exact_product(a: torch.Tensor, w: MXFP4Tensor, rows: torch.Tensor | None = N
     for the rows ``rows`` of a (flattened to 2-D) when given (A is quantized row by row)."""
     if rows is not None:
         a = a.reshape(-1, a.shape[-1])[rows.to(a.device)]
-    aq = dequantize(quantize(a.reshape(-1, a.shape[-1]), w.scale_rule), torch.float64)
+    a2 = a.reshape(-1, a.shape[-1])
+    codes, scales = formats.quantize_codes(a2, w.scale_rule)  # the PyTorch quantizer, never a kernel
+    aq = dequantize(MXFP4Tensor(formats.pack_codes(codes), scales, tuple(a2.shape), Layout.PLAIN, w.scale_rule),
+                    torch.float64)
     wq = dequantize(w, torch.float64)
     exact = aq @ wq.T
     magnitude = aq.abs() @ wq.abs().T
@@ -66,7 +71,7 @@ def compare_with_exact(out: torch.Tensor, exact: torch.Tensor, magnitude: torch.
     """check_gemm's comparison, given :func:`exact_product`'s (exact, magnitude) for ``out``'s
     elements (so a caller checking several outputs of one problem computes the oracle once)."""
     out64 = out.to(torch.float64)
-    rounded = exact.to(torch.bfloat16)
+    rounded = round_to_bf16(exact)
     finite = torch.isfinite(rounded)  # an exact value past bf16's largest rounds to Inf: so must out
     nonfinite_mismatch = int((torch.isfinite(out64) != finite).sum())
     bound = ulp_bf16(exact) + 2.0 ** -20 * magnitude

@@ -90,6 +90,7 @@ SHAPE_SETS = {
     "deepseek": lambda: _model_set("deepseek", DEEPSEEK_NK),
     "gptoss": lambda: _model_set("gptoss", GPTOSS_NK),
     "large": lambda: tuple(make_shape(m, n, k, "large") for m, n, k in LARGE_MNK),
+    "all": lambda: tuple(s for name in ("bench", "test", "deepseek", "gptoss", "large") for s in SHAPE_SETS[name]()),
 }
 """Shape set name -> function returning its shapes; "bench" is the default."""
 

@@ -1,4 +1,0 @@
-set -u
-export PYTHONPATH=$PWD/src
-timeout 200 python3 tools/launch_probe.py 132 264 > $OUT/launch-probe-run3.txt 2>&1; echo "probe rc=$?"
-cat $OUT/launch-probe-run3.txt | grep -v Warn

@@ -1,5 +1,0 @@
-set -u
-export PYTHONPATH=$PWD/src
-S="256,3072,1536 64,7168,2048 512,2880,512 384,3072,1536 64,3072,1536 128,4096,512 1024,3072,1536 256,2880,512 128,2112,7168 640,7168,2048 256,7168,2048 192,3072,1536 100,2880,512 333,2880,512 100,3000,1536,64,64,1,4,3,8,int8_meet"
-timeout 300 python3 tools/knob_ab.py INT8_C_TMA 0 1 $S > $OUT/ctma-ab-run7.txt 2>&1; echo "ab rc=$?"
-cat $OUT/ctma-ab-run7.txt | grep -v Warning

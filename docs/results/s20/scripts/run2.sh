@@ -1,8 +1,0 @@
-set -u
-export PYTHONPATH=$PWD/src
-P5="mxfp4 cublas_bf16 cublas_fp8_gemm cublas_int8_gemm stream_floor"
-timeout 120 python3 -m mxfp4 bench --shapes-set bench --providers $P5 --out $OUT/bench-run2 --no-progress --no-plot --budget 0.3 > $OUT/bench-run2.log 2>&1; echo "bench rc=$?"
-timeout 90 python3 -m mxfp4 bench --shapes-set test --providers $P5 --out /tmp/bench-test-run2 --no-progress --no-plot --budget 0.3 > $OUT/bench-test-run2.log 2>&1; echo "bench test rc=$?"
-timeout 240 python3 -m mxfp4 bench --shapes 64,2112,7168 64,2880,2880 64,2880,4096 64,3072,1536 64,4096,512 64,4608,7168 64,5120,2880 64,5760,2880 64,7168,2304 128,2112,7168 128,3072,1536 128,2880,2880 128,4096,512 128,7168,2048 128,4608,7168 128,7168,2304 128,5120,2880 128,2880,4096 128,5760,2880 192,4096,512 192,3072,1536 256,4096,512 128,2880,512 256,2880,512 512,2880,512 1024,4096,512  192,2880,2880 384,3072,1536 384,4096,512 512,3072,1536 1024,3072,1536 640,7168,2048 256,7168,2048 --providers mxfp4 cublas_bf16 cublas_fp8_gemm --out $OUT/bench-mid-run2 --no-progress --no-plot --budget 0.3 > $OUT/bench-mid-run2.log 2>&1; echo "bench mid rc=$?"
-timeout 100 python3 -m mxfp4 bench --shapes 1,2112,7168 1,24576,1536 1,7168,2048 1,4608,7168 1,7168,2304 1,5120,2880 1,2880,4096 1,5760,2880 1,2880,2880 8,2112,7168 8,24576,1536 8,4608,7168 8,7168,2304 8,2880,4096 8,2880,2880 8,5120,2880 8,7168,2048 8,5760,2880 8,3072,1536 1,3072,1536 --providers mxfp4 cublas_bf16 --out /tmp/bench-decode-run2 --no-progress --no-plot --budget 0.3 > $OUT/bench-decode-run2.log 2>&1; echo "bench decode rc=$?"
-python3 docs/results/s20/scripts/table.py $OUT/bench-run2/results.csv /tmp/bench-test-run2/results.csv $OUT/bench-mid-run2/results.csv /tmp/bench-decode-run2/results.csv

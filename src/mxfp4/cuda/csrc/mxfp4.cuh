@@ -1,0 +1,180 @@
+// Device code shared by every kernel: MXFP4 element and scale rules, the code -> int8 conversion,
+// and the Hopper primitives (mbarrier, bulk copy, cluster) the GEMM is built from.
+// Compiled by NVRTC with no system headers: only builtin types and intrinsics are used.
+#pragma once
+
+typedef unsigned int u32;
+typedef unsigned short u16;
+typedef unsigned char u8;
+typedef unsigned long long u64;
+
+namespace mx {
+
+// 2**k as float32 for k in [-127, 127] (2**-127 is the subnormal 0x00400000).
+__device__ __forceinline__ float pow2(int k) {
+  return k >= -126 ? __uint_as_float((u32)(k + 127) << 23) : __uint_as_float(0x00400000u);
+}
+
+// Half the scale of an e8m0 byte b, 2**(b - 128), as float32; NaN for b = 255. The kernels multiply
+// doubled e2m1 values (integers -12..12), so half the scale turns their products back into values.
+__device__ __forceinline__ float half_scale(u32 b) {
+  if (b == 255u) return __uint_as_float(0x7fc00000u);
+  if (b >= 2u) return __uint_as_float((b - 1u) << 23);
+  return __uint_as_float(0x00400000u >> (1u - b));  // b = 1: 2**-127, b = 0: 2**-128 (subnormals)
+}
+
+// e8m0 byte of a block from the float32 bits of its finite amax (aiter's rule): amax + 0x200000 with
+// the mantissa cleared, e = floor(log2) - 2, clamped to [-127, 127]; a rounding up to 2**128 gives 127.
+__device__ __forceinline__ int aiter_exponent(u32 amax_bits) {
+  const int biased = (int)((amax_bits + 0x200000u) >> 23);
+  if (biased == 255) return 127;
+  const int e = biased - 129;
+  return e < -127 ? -127 : (e > 127 ? 127 : e);
+}
+
+// e2m1 magnitude code (0..7) nearest to q >= 0, ties to the even code, saturating at 6 (code 7).
+// q < 8 always holds here (q = |x| / 2**e with e from the block's amax). rint comes from adding
+// 1.5 * 2**23 (exact for arguments below 2**22), whose low mantissa bits are then the integer.
+__device__ __forceinline__ u32 e2m1_code(float q) {
+  const float kMagic = 12582912.0f;
+  const u32 r2 = __float_as_uint(fmaf(q, 2.0f, kMagic)) - 0x4B400000u;  // rint(2q): grid 0.5 below 2
+  const u32 r1 = __float_as_uint(q + kMagic) - 0x4B400000u;             // rint(q): grid 1 in [2, 4)
+  return q < 2.0f ? r2 : (q < 4.0f ? r1 + 2u : (q > 5.0f ? 7u : 6u));
+}
+
+// Quantizes 8 consecutive bf16 elements (a quarter of a 32-element block, packed in v). The four
+// quarters of a block sit in four consecutive lanes (lane & 3 = quarter), which all call this
+// together: the block's amax is reduced across them. Returns the 8 codes, element i in nibble i
+// (sign in bit 3), and the block's e8m0 byte. A block holding NaN or Inf gets byte 255 and codes 0.
+__device__ __forceinline__ u32 quantize8(uint4 v, u32 &scale_byte) {
+  const u32 w[4] = {v.x, v.y, v.z, v.w};
+  u32 amax = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    amax = max(amax, (w[i] << 16) & 0x7fffffffu);
+    amax = max(amax, w[i] & 0x7fff0000u);
+  }
+  amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+  amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+  if (amax >= 0x7f800000u) {
+    scale_byte = 255u;
+    return 0u;
+  }
+  const int e = aiter_exponent(amax);
+  scale_byte = (u32)(e + 127);
+  const float inv = pow2(-e);
+  u32 codes = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const u32 bits = (i & 1) ? (w[i >> 1] & 0xffff0000u) : (w[i >> 1] << 16);
+    const u32 c = e2m1_code(__uint_as_float(bits & 0x7fffffffu) * inv) | ((bits >> 28) & 8u);
+    codes |= c << (4 * i);
+  }
+  return codes;
+}
+
+// Four e2m1 codes (nibbles 0..3 of c) -> four int8 holding twice their values (byte i from nibble i).
+// Two byte-permute lookups give the positive and negative values; a third picks by the sign bit.
+__device__ __forceinline__ u32 e2m1x4_to_s8x4(u32 c) {
+  const u32 idx = c & 0x7777u;
+  const u32 pos = __byte_perm(0x03020100u, 0x0C080604u, idx);  //  0  1  2  3 |  4  6  8  12
+  const u32 neg = __byte_perm(0xFDFEFF00u, 0xF4F8FAFCu, idx);  // -0 -1 -2 -3 | -4 -6 -8 -12
+  return __byte_perm(pos, neg, ((c >> 1) & 0x4444u) | 0x3210u);
+}
+
+// Round a double to bf16 bits, to nearest even: round to float32 toward zero, make the result odd
+// if that was inexact (round to odd keeps the information for the second rounding), then round the
+// float32 to bf16 to nearest even. Correct for every double (NaN, Inf, overflow, subnormals).
+__device__ __forceinline__ u16 double_to_bf16(double x) {
+  if (x != x) return (u16)0x7fc0u;
+  const float f = __double2float_rz(x);
+  u32 b = __float_as_uint(f);
+  if ((double)f != x) b |= 1u;
+  if ((b & 0x7f800000u) == 0x7f800000u) return (u16)(b >> 16);  // Inf stays Inf
+  return (u16)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+
+// ---- Hopper primitives -------------------------------------------------------------------------
+
+__device__ __forceinline__ u32 smem_addr(const void *p) {
+  return (u32)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void mbar_init(u64 *bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(u64 *bar) {
+  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}" ::"r"(smem_addr(bar))
+               : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive_expect_tx(u64 *bar, u32 bytes) {
+  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}" ::"r"(
+                   smem_addr(bar)), "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(u64 *bar, u32 parity) {
+  asm volatile(
+      "{\n .reg .pred done;\n"
+      "WAIT_%=:\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      " @!done bra WAIT_%=;\n}" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+
+// One bulk copy global -> shared (the copy engine; no tensor map), completing on an mbarrier.
+// dst, src and bytes are multiples of 16.
+__device__ __forceinline__ void bulk_copy(void *dst, const void *src, u32 bytes, u64 *bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+          smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar))
+      : "memory");
+}
+
+__device__ __forceinline__ void fence_barrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+__device__ __forceinline__ void named_barrier(u32 id, u32 threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+__device__ __forceinline__ u32 cluster_rank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+__device__ __forceinline__ u32 cluster_size() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+  return r;
+}
+
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// A double in the shared memory of CTA `rank` of this cluster, at the offset of `p` in ours.
+__device__ __forceinline__ double cluster_load_f64(const double *p, u32 rank) {
+  u32 remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(p)), "r"(rank));
+  double v;
+  asm volatile("ld.shared::cluster.f64 %0, [%1];" : "=d"(v) : "r"(remote) : "memory");
+  return v;
+}
+
+// D = A (16x32 s8, row) * B (32x8 s8, col) + C, int32.
+__device__ __forceinline__ void mma_s8(int (&d)[4], const u32 (&a)[4], u32 b0, u32 b1, int c) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%10,%10,%10};"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c));
+}
+
+}  // namespace mx

@@ -1,0 +1,102 @@
+"""Compiles the CUDA C++ kernels with NVRTC for sm_90a and keeps the cubins in a disk cache.
+
+Compiling needs only the pip packages ``cuda-bindings`` and ``nvidia-cuda-nvrtc``: no GPU, no
+driver and no CUDA toolkit (CI compiles every shipped variant this way). A cubin is stored under
+``$MXFP4_CACHE_DIR`` (default ``~/.cache/mxfp4``) by the SHA-256 of the sources, the options, the
+architecture and NVRTC's version, so an edit or an upgrade compiles anew and nothing stale loads.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import pathlib
+import tempfile
+
+CSRC = pathlib.Path(__file__).with_name("csrc")
+HEADERS = ("mxfp4.cuh",)
+ARCH = "sm_90a"
+BASE_OPTIONS = ("-std=c++17", "-default-device", "--ftz=false", "--prec-div=true", "-lineinfo")
+
+
+class CompileError(RuntimeError):
+    """NVRTC rejected a kernel source; the message holds its log."""
+
+
+def cache_dir() -> pathlib.Path:
+    root = os.environ.get("MXFP4_CACHE_DIR")
+    if root:
+        return pathlib.Path(root)
+    return pathlib.Path(os.environ.get("XDG_CACHE_HOME", pathlib.Path.home() / ".cache")) / "mxfp4"
+
+
+def _nvrtc():
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "the CUDA kernels need the pip packages cuda-core and cuda-bindings with NVRTC: "
+            "pip install 'cuda-core[cu13]'"
+        ) from e
+    return nvrtc
+
+
+def _check(result, prog=None):
+    nvrtc = _nvrtc()
+    err = result[0]
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        log = ""
+        if prog is not None:
+            _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+            buf = b" " * size
+            nvrtc.nvrtcGetProgramLog(prog, buf)
+            log = buf.decode(errors="replace")
+        raise CompileError(f"NVRTC: {nvrtc.nvrtcGetErrorString(err)[1].decode()}\n{log}")
+    return result[1:] if len(result) > 2 else (result[1] if len(result) == 2 else None)
+
+
+def nvrtc_version() -> tuple[int, int]:
+    major, minor = _check(_nvrtc().nvrtcVersion())
+    return int(major), int(minor)
+
+
+def _key(source: str, options: tuple[str, ...]) -> str:
+    h = hashlib.sha256()
+    for name in HEADERS:
+        h.update((CSRC / name).read_bytes())
+    h.update(source.encode())
+    h.update("\0".join(options).encode())
+    h.update(f"{ARCH} nvrtc {nvrtc_version()}".encode())
+    return h.hexdigest()[:32]
+
+
+def compile_cubin(source_name: str, defines: dict[str, int] | None = None) -> bytes:
+    """The sm_90a cubin of ``csrc/<source_name>`` with ``-D`` defines, from the cache or NVRTC."""
+    source = (CSRC / source_name).read_text()
+    options = BASE_OPTIONS + (f"-arch={ARCH}",) + tuple(f"-D{k}={int(v)}" for k, v in sorted((defines or {}).items()))
+    key = _key(source, options)
+    path = cache_dir() / f"{pathlib.Path(source_name).stem}-{key}.cubin"
+    try:
+        return path.read_bytes()
+    except OSError:
+        pass
+    nvrtc = _nvrtc()
+    headers = [(CSRC / n).read_bytes() for n in HEADERS]
+    prog = _check(nvrtc.nvrtcCreateProgram(source.encode(), source_name.encode(), len(headers), headers,
+                                           [n.encode() for n in HEADERS]))
+    try:
+        opts = [o.encode() for o in options]
+        _check(nvrtc.nvrtcCompileProgram(prog, len(opts), opts), prog)
+        size = _check(nvrtc.nvrtcGetCUBINSize(prog))
+        cubin = b" " * size
+        _check(nvrtc.nvrtcGetCUBIN(prog, cubin))
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    try:  # atomic: a reader sees a whole file or none
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(cubin)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache only costs a compile next time
+    return cubin

@@ -1,1 +1,0 @@
-"""@triton.jit kernels, one file per kernel family."""

@@ -1,0 +1,130 @@
+"""What one GEMM launch looks like: the problem, the kernel's parameters, and how they are chosen.
+
+``GemmParams`` fixes one compiled variant of ``cuda/csrc/gemm_a4w4.cu`` (tile shape, warps, chunk
+and pipeline depth) plus the split of K over a cluster. ``choose`` returns the tuned entry for the
+shape when the shipped table has one, otherwise ``heuristic``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import pathlib
+
+SMEM_LIMIT = 227 * 1024
+"""Dynamic shared memory a CTA may use on Hopper."""
+
+TABLE_PATH = pathlib.Path(__file__).with_name("configs") / "h200.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """C [m, n] = A [m, k] x W [n, k]^T."""
+
+    m: int
+    n: int
+    k: int
+
+    @property
+    def blocks(self) -> int:
+        return self.k // 32
+
+
+@dataclasses.dataclass(frozen=True)
+class GemmParams:
+    """One launch of the GEMM kernel.
+
+    bn, bm: output tile (weight rows x A rows) of a CTA; warps_n x warps_m consumer warps share it
+    (each warp bn/warps_n rows, a multiple of 16, by bm/warps_m rows, a multiple of 8).
+    kc: K blocks (32 elements) of A quantized per chunk; sb: K blocks per weight stage; stages:
+    depth of the weight ring. split: CTAs of a cluster that share K (1..8).
+    """
+
+    bn: int = 64
+    bm: int = 16
+    warps_n: int = 4
+    warps_m: int = 1
+    kc: int = 16
+    sb: int = 4
+    stages: int = 8
+    split: int = 1
+
+    def defines(self) -> dict[str, int]:
+        return dict(BN=self.bn, BM=self.bm, WARPS_N=self.warps_n, WARPS_M=self.warps_m, KC=self.kc,
+                    SB=self.sb, STAGES=self.stages)
+
+    @property
+    def threads(self) -> int:
+        return (self.warps_n * self.warps_m + 1) * 32
+
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory of the variant (mirrors the offsets in gemm_a4w4.cu)."""
+        sunits = (self.kc + 6) // 8 + 1
+        a_buf = self.kc * self.bm * 36 + (self.bn // 32) * sunits * 256
+        body = self.stages * (self.bn // 16) * self.sb * 256 + 2 * a_buf + self.kc * self.bn * 4
+        return max(body, self.bm * self.bn * 8) + (2 * self.stages + 4) * 8
+
+    def check(self) -> None:
+        """Raises ValueError when the variant cannot be built or launched."""
+        wn, wm = self.bn // max(self.warps_n, 1), self.bm // max(self.warps_m, 1)
+        rules = [
+            (self.bn % 32 == 0 and self.bn > 0, "bn must be a positive multiple of 32"),
+            (self.warps_n >= 1 and self.bn % self.warps_n == 0 and wn % 16 == 0,
+             "bn / warps_n must be a multiple of 16"),
+            (self.warps_m >= 1 and self.bm % self.warps_m == 0 and wm % 8 == 0,
+             "bm / warps_m must be a multiple of 8"),
+            (self.sb >= 1 and self.kc % self.sb == 0, "kc must be a positive multiple of sb"),
+            (self.stages >= 2, "stages must be at least 2"),
+            (1 <= self.split <= 8, "split must be in 1..8 (a portable cluster)"),
+            ((wn // 16) * (wm // 8) <= 16, "at most 16 MMA tiles per warp (registers)"),
+            (self.threads <= 1024, "at most 1024 threads"),
+            (self.smem_bytes() <= SMEM_LIMIT, f"shared memory {self.smem_bytes()} > {SMEM_LIMIT}"),
+        ]
+        for ok, rule in rules:
+            if not ok:
+                raise ValueError(f"GemmParams {self}: {rule}")
+
+    def fits(self, p: Problem) -> bool:
+        return self.split <= p.blocks
+
+
+def heuristic(p: Problem, sm_count: int = 132) -> GemmParams:
+    """A launch for any shape: a tile by M, K split over a cluster until the SMs are covered."""
+    if p.m <= 8:
+        bm, bn, warps_n, warps_m = 8, 64, 4, 1
+    elif p.m <= 64:
+        bm = 16 if p.m <= 16 else (32 if p.m <= 32 else 64)
+        bn, warps_n, warps_m = 64, 4, 2
+    else:
+        bm, bn, warps_n, warps_m = 64, 128, 4, 2
+    tiles = math.ceil(p.n / bn) * math.ceil(p.m / bm)
+    split = max(1, min(8, p.blocks // 4, math.ceil(sm_count / tiles)))
+    per_cta = math.ceil(p.blocks / split)
+    sb = 4
+    kc = min(32, sb * math.ceil(per_cta / sb))
+    stages = 8
+    while kc > sb and GemmParams(bn, bm, warps_n, warps_m, kc, sb, stages, split).smem_bytes() > 100 * 1024:
+        kc -= sb
+    return GemmParams(bn, bm, warps_n, warps_m, kc, sb, stages, split)
+
+
+def load_table(path: pathlib.Path = TABLE_PATH) -> dict[tuple[int, int, int], GemmParams]:
+    """The tuned table: (m, n, k) -> GemmParams. A missing file is an empty table."""
+    try:
+        raw = json.loads(pathlib.Path(path).read_text())
+    except FileNotFoundError:
+        return {}
+    table = {}
+    for entry in raw.get("entries", []):
+        params = GemmParams(**entry["params"])
+        params.check()
+        table[(entry["m"], entry["n"], entry["k"])] = params
+    return table
+
+
+def choose(p: Problem, table: dict[tuple[int, int, int], GemmParams], sm_count: int = 132) -> GemmParams:
+    """The table's entry for the exact shape, else the heuristic."""
+    params = table.get((p.m, p.n, p.k))
+    if params is not None and params.fits(p):
+        return params
+    return heuristic(p, sm_count)

@@ -1,0 +1,91 @@
+"""One case list that every backend runs against the oracle: odd shapes and special values."""
+import dataclasses
+
+import torch
+
+import mxfp4
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    name: str
+    m: int
+    n: int
+    k: int
+    kind: str = "randn"  # randn | wide | special
+
+
+CASES = (
+    Case("m1", 1, 48, 64), Case("m7", 7, 176, 192), Case("m100", 100, 64, 640), Case("m333", 333, 32, 128),
+    Case("task_small", 8, 2112, 512), Case("wide_m7", 7, 96, 512, "wide"), Case("special_m33", 33, 80, 256, "special"),
+)
+
+
+def make_case(case: Case, device: str, seed: int = 0):
+    """(a bf16 [m, k], w prepared MXFP4 [n, k]) for ``case``."""
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(case.m, case.k, generator=g)
+    b = torch.randn(case.n, case.k, generator=g)
+    if case.kind in ("wide", "special"):
+        e = torch.randint(-100, 100, (case.m, case.k // 32, 1), generator=g).float()
+        a = (a.reshape(case.m, -1, 32) * torch.pow(2.0, e)).reshape(case.m, case.k)
+    if case.kind == "special":
+        a[0, :32] = 0.0                        # an all-zero block
+        a[1, 40] = 2.0 ** -127                 # a block whose scale byte is 0 (2**-127)
+        a[1, 32:40] = 0.0
+        a[2, 64] = float("nan")                # NaN block: its row is NaN
+        a[3, 5] = float("inf")
+        a[4, :32] = 1e38                       # saturation of the largest bf16 scales
+        a[5, 0:32] = -0.0
+        a[6, :64] = 2.0 ** -133                # bf16 subnormals
+        b[:16, :32] = 2.0 ** 100               # with a[1]: the 2**-127-scale block gives 2**-27
+        b[17, 64:96] = 0.0
+    w = mxfp4.prepare(mxfp4.quantize(b.to(torch.bfloat16)))
+    return a.to(torch.bfloat16).to(device), mxfp4.MXFP4Tensor(w.data.to(device), w.scales.to(device), w.shape, w.layout)
+
+
+def exact_bf16(a: torch.Tensor, w) -> torch.Tensor:
+    """The exact product of the quantized operands rounded once to bf16, by rational arithmetic
+    (small cases only). Block sums of doubled e2m1 values are exact integers; each is scaled by
+    the two half-scales exactly and summed as a Fraction; the result is rounded to nearest even."""
+    import math
+    from fractions import Fraction
+
+    from mxfp4 import formats, reference
+    from mxfp4.tensor import Layout, MXFP4Tensor
+
+    a = a.cpu()
+    w = MXFP4Tensor(w.data.cpu(), w.scales.cpu(), w.shape, w.layout, w.scale_rule)
+    codes, scales = formats.quantize_codes(a)
+    av, asc = reference._blocks(MXFP4Tensor(formats.pack_codes(codes), scales, tuple(a.shape), Layout.PLAIN))
+    wv, wsc = reference._blocks(w)
+    sums = torch.einsum("mbk,nbk->mnb", av, wv).tolist()
+    asc, wsc = asc.tolist(), wsc.tolist()
+    m, n, nb = len(sums), len(sums[0]), len(asc[0])
+    out = torch.empty(m, n, dtype=torch.float64)
+    for i in range(m):
+        for j in range(n):
+            if any(math.isnan(asc[i][b]) or math.isnan(wsc[j][b]) for b in range(nb)):
+                out[i, j] = math.nan
+                continue
+            total = sum(Fraction(int(sums[i][j][b])) * Fraction(asc[i][b]) * Fraction(wsc[j][b]) for b in range(nb))
+            out[i, j] = _round_fraction_to_bf16(total)
+    return out.to(torch.bfloat16)
+
+
+def _round_fraction_to_bf16(x) -> float:
+    """Nearest bf16 of a Fraction (ties to even), through float64 rounded to odd (no double rounding)."""
+    import math
+    import struct
+
+    try:
+        f = float(x)  # correctly rounded
+    except OverflowError:
+        return math.copysign(math.inf, x)
+    if f != x and math.isfinite(f):
+        bits = struct.unpack("<q", struct.pack("<d", f))[0]
+        if bits & 1 == 0:  # make it odd, toward x
+            f = math.nextafter(f, math.inf if x > f else -math.inf)
+    from mxfp4.reference import round_to_bf16
+
+    return round_to_bf16(torch.tensor([f], dtype=torch.float64)).double().item()

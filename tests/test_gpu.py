@@ -1,0 +1,94 @@
+"""The CUDA kernels on a Hopper GPU (marker gpu): exactness against the exact oracle, specials,
+determinism, no memory kept between calls, the prepared-weight module, graphs, compile, streams."""
+import pytest
+import torch
+
+import mxfp4
+from mxfp4 import formats, task, testing
+from mxfp4.nn import MXFP4Linear
+from mxfp4.tensor import Layout, MXFP4Tensor
+
+from .cases import CASES, exact_bf16, make_case
+
+pytestmark = pytest.mark.gpu
+
+
+def test_quantize_kernel_every_bf16_pattern():
+    x = torch.arange(0, 65536, dtype=torch.int32, device="cuda").to(torch.int16).view(torch.bfloat16).reshape(-1, 64)
+    q = mxfp4.quantize(x)
+    codes, scales = formats.quantize_codes(x)
+    assert torch.equal(q.data, formats.pack_codes(codes)) and torch.equal(q.scales, scales)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_gemm_cases_against_exact(case):
+    a, w = make_case(case, "cuda")
+    out = mxfp4.gemm_a4w4(a, w).cpu()
+    want = exact_bf16(a, w)
+    same = (out.view(torch.int16) == want.view(torch.int16)) | (torch.isnan(out) & torch.isnan(want))
+    # within the bound on every element (magnitudes from float64: no cancellation in sum |a w|)
+    _, mag = testing.exact_product(a.cpu(), MXFP4Tensor(w.data.cpu(), w.scales.cpu(), w.shape, w.layout))
+    exact = want.double()
+    ok = torch.isfinite(exact) & torch.isfinite(out.double())
+    bound = 2 * testing.ulp_bf16(exact) + 2.0 ** -20 * mag  # want is itself rounded: one more ulp
+    assert ((out.double() - exact).abs()[ok] <= bound[ok]).all()
+    assert torch.equal(torch.isnan(out), torch.isnan(want))
+    assert same.double().mean().item() >= (1.0 if case.kind == "randn" else 0.98)
+
+
+@pytest.mark.parametrize("m, n, k, seed", task.TEST_SHAPES + task.BENCHMARK_SHAPES)
+def test_task_shapes_exact_and_deterministic(m, n, k, seed):
+    data = task.generate_input(m, n, k, seed, "cuda")
+    out = task.custom_kernel(data)
+    w = MXFP4Tensor(data[3], data[4], (n, k), Layout.AITER_SHUFFLED)
+    report = testing.check_gemm(out, data[0], w)
+    assert report.passed and report.identical_fraction == 1.0
+    assert all(torch.equal(out, task.custom_kernel(data)) for _ in range(100))
+
+
+@pytest.mark.parametrize("m, n, k", [(16, 2112, 7168), (256, 3072, 1536), (4096, 7168, 7168)])
+def test_nothing_kept_between_calls(m, n, k):
+    data = task.generate_input(m, n, k, 1, "cuda")
+    layer = MXFP4Linear.from_mxfp4(MXFP4Tensor(data[3], data[4], (n, k), Layout.AITER_SHUFFLED))
+    outs = [task.custom_kernel(data), layer(data[0])]
+    torch.cuda.synchronize()
+    for fn in (lambda: task.custom_kernel(data), lambda: layer(data[0])):
+        for _ in range(3):
+            before = torch.cuda.memory_allocated()
+            outs.append(fn())
+            torch.cuda.synchronize()
+            assert torch.cuda.memory_allocated() - before == m * n * 2  # the output alone
+    assert layer.kept_bytes() == data[3].numel() + data[4].numel()
+
+
+def test_prepared_module_graph_and_compile():
+    data = task.generate_input(64, 3072, 1536, 45, "cuda")
+    layer = MXFP4Linear.from_mxfp4(MXFP4Tensor(data[3], data[4], (3072, 1536), Layout.AITER_SHUFFLED))
+    a = data[0]
+    want = task.custom_kernel(data)
+    assert torch.equal(layer(a), want)
+    assert torch.equal(torch.compile(layer, fullgraph=True)(a), want)
+    static = a.clone()
+    layer(static)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = layer(static)
+    static.copy_(a)
+    g.replay()
+    assert torch.equal(out, want)
+
+
+def test_streams_and_out():
+    datas = [task.generate_input(16, 2112, 7168, s, "cuda") for s in range(4)]
+    serial = [task.custom_kernel(d) for d in datas]
+    streams = [torch.cuda.Stream() for _ in datas]
+    outs = [None] * 4
+    torch.cuda.synchronize()
+    for i, (d, s) in enumerate(zip(datas, streams)):
+        with torch.cuda.stream(s):
+            outs[i] = task.custom_kernel(d)
+    torch.cuda.synchronize()
+    assert all(torch.equal(o, r) for o, r in zip(outs, serial))
+    w = MXFP4Tensor(datas[0][3], datas[0][4], (2112, 7168), Layout.AITER_SHUFFLED)
+    out = torch.empty(16, 2112, dtype=torch.bfloat16, device="cuda")
+    assert mxfp4.gemm_a4w4(datas[0][0], w, out) is out and torch.equal(out, serial[0])
