@@ -132,10 +132,8 @@ mxfp4_gemm_a4w4(const u8 *__restrict__ aq, const float *__restrict__ ash, const 
     int stage = 0;
     u32 phase = 0;
     auto issue_w = [&](int blk0, int nb) {
-      if (lane == 0) {
-        mx::mbar_wait(&empty[stage], phase ^ 1);
-        mx::mbar_arrive_expect_tx(&full[stage], (u32)(grps_valid * nb * 256));
-      }
+      mx::mbar_wait(&empty[stage], phase ^ 1);  // every issuing lane sees the slot released
+      if (lane == 0) mx::mbar_arrive_expect_tx(&full[stage], (u32)(grps_valid * nb * 256));
       __syncwarp();
       for (int g = lane; g < grps_valid; g += 32)
         mx::bulk_copy(ring + stage * W_STAGE + g * (SB * 256), W + (long long)(n0 / 16 + g) * 8 * K + blk0 * 256,
@@ -156,10 +154,9 @@ mxfp4_gemm_a4w4(const u8 *__restrict__ aq, const float *__restrict__ ash, const 
       const int u0 = cb0 >> 3, u1 = (cb0 + kc - 1) >> 3;
       const u32 sbytes = (u32)(u1 - u0 + 1) * 256u;
       u8 *ab = smem + OFF_A + (c & 1) * A_BUF;
-      if (lane == 0) {
-        mx::mbar_wait(&a_empty[c & 1], ((c >> 1) & 1) ^ 1);
+      mx::mbar_wait(&a_empty[c & 1], ((c >> 1) & 1) ^ 1);
+      if (lane == 0)
         mx::mbar_arrive_expect_tx(&a_full[c & 1], (u32)(kc * (rows_valid * 32 + rows4 * 4)) + NSG * sbytes);
-      }
       __syncwarp();
       for (int b = lane; b < kc; b += 32) {
         mx::bulk_copy(ab + b * (BM * 32), aq + ((long long)(cb0 + b) * M + m0) * 32, (u32)rows_valid * 32u,
