@@ -30,16 +30,9 @@ __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;"
 extern "C" __global__ void mxfp4_quantize_a(const u16 *__restrict__ A, int lda, u8 *__restrict__ aq,
                                             float *__restrict__ ash, int M, int K) {
   pdl_launch_dependents();
-  const long long it = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  const int per_row = K >> 3;
-  const bool ok = it < (long long)M * per_row;
-  int r = 0, k8 = 0;
-  uint4 v = make_uint4(0u, 0u, 0u, 0u);
-  if (ok) {
-    r = (int)(it / per_row);
-    k8 = (int)(it - (long long)r * per_row);
-    v = *(const uint4 *)(A + (long long)r * lda + k8 * 8);
-  }
+  int r, k8;
+  bool ok;
+  const uint4 v = mx::load8(A, lda, M, K, r, k8, ok);
   u32 sbyte;
   const u32 codes = mx::quantize8(v, sbyte);
   if (ok) {
@@ -119,13 +112,7 @@ mxfp4_gemm_a4w4(const u8 *__restrict__ aq, const float *__restrict__ ash, const 
   }
   __syncthreads();
 
-  double acc64[TI][TJ][4];
-#pragma unroll
-  for (int i = 0; i < TI; ++i)
-#pragma unroll
-    for (int j = 0; j < TJ; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc64[i][j][e] = 0.0;
+  double acc64[TI][TJ][4] = {};
 
   if (warp == NCW) {
     // ---- producer ----
@@ -173,13 +160,18 @@ mxfp4_gemm_a4w4(const u8 *__restrict__ aq, const float *__restrict__ ash, const 
     // ---- consumers ----
     const int wn = warp % WARPS_N, wm = warp / WARPS_N;
     const int g = lane >> 2, t = lane & 3;
-    float acc[TI][TJ][4];
+    float acc[TI][TJ][4] = {};
+    auto flush = [&]() {  // the float32 run into float64
 #pragma unroll
-    for (int i = 0; i < TI; ++i)
+      for (int i = 0; i < TI; ++i)
 #pragma unroll
-      for (int j = 0; j < TJ; ++j)
+        for (int j = 0; j < TJ; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+          for (int e = 0; e < 4; ++e) {
+            acc64[i][j][e] += (double)acc[i][j][e];
+            acc[i][j][e] = 0.0f;
+          }
+    };
     int stage = 0;
     u32 phase = 0;
     int run = 0;
@@ -245,26 +237,13 @@ mxfp4_gemm_a4w4(const u8 *__restrict__ aq, const float *__restrict__ ash, const 
         }
         if (++run == FLUSH) {
           run = 0;
-#pragma unroll
-          for (int i = 0; i < TI; ++i)
-#pragma unroll
-            for (int j = 0; j < TJ; ++j)
-#pragma unroll
-              for (int e = 0; e < 4; ++e) {
-                acc64[i][j][e] += (double)acc[i][j][e];
-                acc[i][j][e] = 0.0f;
-              }
+          flush();
         }
       }
       mx::named_barrier(1, NCT);  // the buffer and sw are free for the next chunks
       if (tid == 0) mx::mbar_arrive(&a_empty[c & 1]);
     }
-#pragma unroll
-    for (int i = 0; i < TI; ++i)
-#pragma unroll
-      for (int j = 0; j < TJ; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc64[i][j][e] += (double)acc[i][j][e];
+    flush();
   }
 
   // ---- partial tiles, added across the cluster in rank order ----

@@ -73,6 +73,21 @@ __device__ __forceinline__ u32 quantize8(uint4 v, u32 &scale_byte) {
   return codes;
 }
 
+// The 8 elements of thread `it` of a bf16 matrix [M, K] (row stride lda), one thread per 8
+// elements in row-major order: sets its row r and group k8 (element k8 * 8) and whether it exists;
+// a thread past the end gets zeros (it still takes part in quantize8's lane reduction).
+__device__ __forceinline__ uint4 load8(const u16 *A, int lda, int M, int K, int &r, int &k8, bool &ok) {
+  const long long it = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  const int per_row = K >> 3;
+  ok = it < (long long)M * per_row;
+  r = 0;
+  k8 = 0;
+  if (!ok) return make_uint4(0u, 0u, 0u, 0u);
+  r = (int)(it / per_row);
+  k8 = (int)(it - (long long)r * per_row);
+  return *(const uint4 *)(A + (long long)r * lda + k8 * 8);
+}
+
 // Four e2m1 codes (nibbles 0..3 of c) -> four int8 holding twice their values (byte i from nibble i).
 // Two byte-permute lookups give the positive and negative values; a third picks by the sign bit.
 __device__ __forceinline__ u32 e2m1x4_to_s8x4(u32 c) {

@@ -5,16 +5,9 @@
 
 extern "C" __global__ void mxfp4_quantize(const u16 *__restrict__ A, int lda, u8 *__restrict__ codes,
                                           u8 *__restrict__ scales, int M, int K) {
-  const long long it = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  const int per_row = K >> 3;
-  const bool ok = it < (long long)M * per_row;
-  int r = 0, k8 = 0;
-  uint4 v = make_uint4(0u, 0u, 0u, 0u);
-  if (ok) {
-    r = (int)(it / per_row);
-    k8 = (int)(it - (long long)r * per_row);
-    v = *(const uint4 *)(A + (long long)r * lda + k8 * 8);
-  }
+  int r, k8;
+  bool ok;
+  const uint4 v = mx::load8(A, lda, M, K, r, k8, ok);
   u32 sbyte;
   const u32 c = mx::quantize8(v, sbyte);
   if (ok) {
