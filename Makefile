@@ -14,6 +14,8 @@ $(STAMP): pyproject.toml
 	@echo "using $(PYTHON): it has torch and cuda.core (no virtual environment)"
 	@$(PY) -c "import pytest" 2>/dev/null || $(PY) -m pip install -q pytest \
 	  || echo "pytest is missing and could not be installed: make test needs it"
+	@$(PY) -c "import safetensors, transformers" 2>/dev/null || $(PY) -m pip install -q safetensors transformers \
+	  || echo "safetensors / transformers could not be installed: the checkpoint tests will be skipped"
 	@mkdir -p build && touch $(STAMP)
 else
 PY     := $(VENV)/bin/python

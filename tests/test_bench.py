@@ -20,3 +20,20 @@ def test_cpu_bench_says_which_path_and_is_exact(tmp_path):
 def test_cli_errors_are_clean(capsys):
     assert cli.main(["bench", "--shapes", "4,64,100"]) == 2
     assert "multiple of 64" in capsys.readouterr().err
+
+
+def test_bench_model_tiny_on_cpu(tmp_path):
+    """The model benchmark end to end at the test size: eager and torch.compile(fullgraph=True) generate the
+    same tokens, every MXFP4 layer output is within the stated bound of the float64 oracle."""
+    import csv
+
+    from mxfp4.bench import llama, model
+
+    record = tmp_path / "model.csv"
+    text = model.run(llama.TINY, 2, 4, 3, "cpu", record, ("eager", "compile"), progress=lambda s: None)
+    with open(record) as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["model"], r["mode"]) for r in rows] == [("bf16", "eager"), ("mxfp4", "eager"), ("mxfp4", "compile")]
+    assert all(r["tokens_equal_eager"] == "True" for r in rows)
+    assert int(rows[1]["weight_bytes"]) < int(rows[0]["weight_bytes"]) / 2
+    assert ", 0 outside the stated bound, 0 NaN/Inf mismatches" in text

@@ -26,3 +26,40 @@ def test_from_linear_errors_name_the_layer():
         MXFP4Linear.from_linear(None)
     with pytest.raises(ValueError, match=r"linear.in_features \(48\)"):
         MXFP4Linear.from_linear(nn.Linear(48, 16))
+
+
+class Block(nn.Module):
+    """Layers the default filter keeps and drops: K % 64, N % 16, and the output head."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Linear(128, 64, bias=True)
+        self.odd_k = nn.Linear(96, 32)      # K % 64 != 0: kept in bf16 (the kernels' layout needs K % 64)
+        self.odd_n = nn.Linear(64, 40)      # N % 16 != 0
+        self.inner = nn.Sequential(nn.Linear(64, 64), nn.ReLU())
+        self.lm_head = nn.Linear(64, 32)
+
+
+def test_quantize_default_filter_swaps_kernel_shaped_layers_but_the_head():
+    torch.manual_seed(0)
+    model = Block()
+    up = model.up
+    mxfp4.quantize_(model)
+    swapped = sorted(n for n, m in model.named_modules() if isinstance(m, MXFP4Linear))
+    assert swapped == ["inner.0", "up"]
+    assert type(model.odd_k) is nn.Linear and type(model.lm_head) is nn.Linear
+    x = torch.randn(3, 128).bfloat16()
+    assert torch.equal(model.up(x), MXFP4Linear.from_linear(up)(x))
+
+
+def test_quantize_filter_and_its_errors_leave_the_model_unchanged():
+    model = Block()
+    mxfp4.quantize_(model, lambda m, name: name == "odd_k")
+    assert [n for n, m in model.named_modules() if isinstance(m, MXFP4Linear)] == ["odd_k"]
+
+    model = nn.Sequential(nn.Linear(64, 64), nn.Linear(48, 16))
+    with pytest.raises(ValueError, match=r"layer '1': in_features \(48\) must be a multiple of 32"):
+        mxfp4.quantize_(model, lambda m, name: True)
+    assert [type(m) for m in model] == [nn.Linear, nn.Linear]
+    with pytest.raises(TypeError, match="is itself an nn.Linear"):
+        mxfp4.quantize_(nn.Linear(64, 64))

@@ -1,12 +1,15 @@
 """mxfp4: exact MXFP4 (OCP microscaling FP4) W4A4 matrix multiplication, CUDA kernels for Hopper.
 
-Public API: quantize / dequantize / prepare, MXFP4Tensor, Layout, ScaleRule, gemm_a4w4.
+Public API: quantize / dequantize / prepare, MXFP4Tensor, Layout, ScaleRule, gemm_a4w4; models:
+load / save (safetensors checkpoints, :mod:`mxfp4.checkpoint`), quantize_ (:mod:`mxfp4.nn`).
 """
+from .checkpoint import load, save
 from .formats import ScaleRule
+from .nn import quantize_
 from .ops import gemm_a4w4
 from .tensor import Layout, MXFP4Tensor, dequantize, prepare, quantize
 
 __version__ = "0.2.0"
 
 __all__ = ["ScaleRule", "Layout", "MXFP4Tensor", "quantize", "dequantize", "prepare", "gemm_a4w4",
-           "__version__"]
+           "load", "save", "quantize_", "__version__"]

@@ -1,4 +1,4 @@
-"""The command line: ``mxfp4 info | check | bench | tune | compile`` (also ``python -m mxfp4``)."""
+"""The command line: ``mxfp4 info | check | bench | bench-model | tune | compile | fuzz`` (also ``python -m mxfp4``)."""
 from __future__ import annotations
 
 import argparse
@@ -53,6 +53,19 @@ def _bench(args) -> int:
     return 0
 
 
+def _bench_model(args) -> int:
+    import torch
+
+    from .bench import llama, model
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    shape = llama.TINY if args.tiny else llama.REALISTIC
+    text = model.run(shape, args.batch, args.prompt, args.new_tokens, device,
+                     pathlib.Path(args.record) if args.record else None, tuple(args.modes) if args.modes else None)
+    print(text)
+    return 0
+
+
 def _tune(args) -> int:
     import torch
 
@@ -82,6 +95,12 @@ def _compile(args) -> int:
     return 0
 
 
+def _fuzz(args) -> int:
+    from . import fuzz
+
+    return fuzz.fuzz(args.cases, args.seed, args.backend, args.case, args.jobs)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mxfp4", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -96,8 +115,22 @@ def main(argv: list[str] | None = None) -> int:
     sub.choices["bench"].add_argument("--record", help="append the rows to this CSV")
     sub.choices["bench"].add_argument("--out", help="also write the report (markdown) here")
     sub.choices["tune"].add_argument("--table", help="table to merge into (default: the shipped one)")
+    p = sub.add_parser("bench-model", help="greedy generation of a Llama-style decoder: bf16 against MXFP4")
+    p.add_argument("--tiny", action="store_true", help="the test-sized model (hidden 128, 2 layers) instead of "
+                   "hidden 4096, 8 layers, intermediate 14336")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--prompt", type=int, default=128, help="prompt tokens (prefill, not timed)")
+    p.add_argument("--new-tokens", type=int, default=128, help="tokens generated (decode steps timed)")
+    p.add_argument("--modes", nargs="*", choices=("eager", "compile", "graph"), help="default: all the device has")
+    p.add_argument("--device", help="default: cuda if present, else cpu")
+    p.add_argument("--record", help="append the rows to this CSV")
+    p.set_defaults(fn=_bench_model)
     sub.add_parser("compile", help="compile every shipped kernel variant (sm_90a, no GPU needed)").set_defaults(
         fn=_compile)
+    from .fuzz import add_arguments
+
+    add_arguments(sub.add_parser("fuzz", help="seeded cases over the whole input range against an exact oracle"))
+    sub.choices["fuzz"].set_defaults(fn=_fuzz)
     args = parser.parse_args(argv)
     try:
         return args.fn(args)

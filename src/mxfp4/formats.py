@@ -77,9 +77,16 @@ def scale_exponent(amax_bits: torch.Tensor, rule: ScaleRule) -> torch.Tensor:
     raise TypeError(f"scale_rule must be a ScaleRule, got {rule!r}")
 
 
+def pow2(exponent: torch.Tensor) -> torch.Tensor:
+    """``2**exponent`` as float64 for integers in [-1022, 1023], built from its bits: exact on every
+    device (``torch.pow`` on a GPU is not guaranteed exact, even for powers of two)."""
+    e = exponent.to(torch.int64).clamp(-1022, 1023)
+    return ((e + 1023) << 52).view(torch.float64)
+
+
 def midpoint_bits(exponent: torch.Tensor) -> list[tuple[torch.Tensor, bool]]:
     """Float32 bit patterns of each midpoint times ``2**exponent`` (exact, subnormals included)."""
-    scale = torch.pow(2.0, exponent.to(torch.float64))
+    scale = pow2(exponent)
     return [((m * scale).to(torch.float32).view(torch.int32), up) for m, up in MIDPOINTS]
 
 
@@ -123,7 +130,6 @@ def e2m1_to_float(codes: torch.Tensor, dtype: torch.dtype = torch.float32) -> to
 
 def e8m0_to_float(scales: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Values of e8m0 bytes: ``2**(b - 127)``, NaN for 255."""
-    b = scales.to(torch.float64)
-    value = torch.pow(2.0, b - 127.0)
+    value = pow2(scales.to(torch.int64) - 127)
     value = torch.where(scales == E8M0_NAN, torch.full_like(value, float("nan")), value)
     return value.to(dtype)

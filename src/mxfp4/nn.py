@@ -1,5 +1,9 @@
-"""MXFP4Linear: a drop-in ``nn.Linear`` whose weight is MXFP4 and whose input is quantized per call."""
+"""MXFP4Linear: a drop-in ``nn.Linear`` whose weight is MXFP4 and whose input is quantized per call;
+``quantize_``: swaps a model's ``nn.Linear`` layers for it, from their weights or from a checkpoint."""
 from __future__ import annotations
+
+import pathlib
+from typing import Callable
 
 import torch
 from torch import nn
@@ -72,4 +76,119 @@ class MXFP4Linear(nn.Module):
                 f"bias={self.bias is not None}, layout={self.layout.name}, scale_rule={self.scale_rule.name}")
 
 
-__all__ = ["MXFP4Linear", "Layout"]
+def default_filter(module: nn.Module, name: str) -> bool:
+    """The layers :func:`quantize_` swaps by default: every ``nn.Linear`` whose weight fits the CUDA
+    kernels' layout (in_features % 64 == 0, out_features % 16 == 0), except the output head
+    (a module named ``lm_head``), which models keep in full precision (as Quark's exports do)."""
+    return (isinstance(module, nn.Linear) and name.rsplit(".", 1)[-1] != "lm_head"
+            and module.in_features % 64 == 0 and module.out_features % 16 == 0)
+
+
+def quantize_(model: nn.Module, filter_fn: Callable[[nn.Module, str], bool] | None = None, *,
+              checkpoint: "str | pathlib.Path | None" = None, scale_rule: ScaleRule = ScaleRule.AITER,
+              strict: bool = True) -> nn.Module:
+    """Swaps ``nn.Linear`` layers of ``model`` for :class:`MXFP4Linear` in place; returns ``model``.
+
+    Without ``checkpoint``: the layers ``filter_fn(module, name)`` selects (default
+    :func:`default_filter`) are quantized from their own weights.
+    With ``checkpoint`` (a directory or :class:`mxfp4.checkpoint.Checkpoint`, Quark W4A4 MXFP4):
+    its ``quantization_config`` decides (every ``nn.Linear`` not excluded); their MXFP4 weights and
+    biases, and every other tensor of ``model.state_dict()``, come from the checkpoint, one tensor at
+    a time. ``strict``: a checkpoint tensor the model has no place for is an error too.
+    Everything is checked before anything changes: on an error (naming the tensor or the layer and
+    the rule) the model is as it was.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if isinstance(model, nn.Linear):
+        raise TypeError("model is itself an nn.Linear: use MXFP4Linear.from_linear(model)")
+    if checkpoint is None:
+        keep = filter_fn or default_filter
+        chosen = [(name, m) for name, m in model.named_modules() if isinstance(m, nn.Linear) and keep(m, name)]
+        for name, m in chosen:
+            if m.in_features % BLOCK:
+                raise ValueError(f"layer {name!r}: in_features ({m.in_features}) must be a multiple of {BLOCK} "
+                                 "(one e8m0 scale per 32 inputs)")
+        while chosen:  # each bf16 weight is released as soon as its layer is swapped
+            name, m = chosen.pop(0)
+            _set_module(model, name, MXFP4Linear.from_linear(m, scale_rule))
+            del m
+        return model
+    if filter_fn is not None:
+        raise TypeError("pass filter_fn or checkpoint, not both: a checkpoint's quantization_config decides "
+                        "which layers are MXFP4")
+    from . import checkpoint as ckpt_mod
+
+    ckpt = checkpoint if isinstance(checkpoint, ckpt_mod.Checkpoint) else ckpt_mod.load(checkpoint)
+    layers, copies = _plan_from_checkpoint(model, ckpt, strict)
+    with torch.no_grad():
+        for name, m in layers:
+            w = ckpt.mxfp4_weight(name, m.out_features, m.in_features)
+            device = m.weight.device if m.weight.device.type != "meta" else torch.device("cpu")
+            w = MXFP4Tensor(w.data.to(device), w.scales.to(device), w.shape, w.layout, w.scale_rule)
+            bias = ckpt.tensor(f"{name}.bias").to(device) if m.bias is not None else None
+            _set_module(model, name, MXFP4Linear(w, bias))
+        for target, key in copies:
+            target.copy_(ckpt.tensor(key))
+    ckpt.close()
+    return model
+
+
+def _plan_from_checkpoint(model: nn.Module, ckpt, strict: bool):
+    """(layers to swap, (model tensor, checkpoint name) pairs to copy), after checking every tensor."""
+    from .checkpoint import quark_scheme
+
+    scheme = quark_scheme(ckpt.config)
+    layers = [(name, m) for name, m in model.named_modules() if isinstance(m, nn.Linear) and scheme.quantizes(name)]
+    used = set()
+    for name, m in layers:
+        if m.in_features % BLOCK:
+            raise ValueError(f"layer {name!r}: in_features ({m.in_features}) is not a multiple of {BLOCK}, yet "
+                             "the checkpoint's quantization_config does not exclude it")
+        n, k = m.out_features, m.in_features
+        ckpt.check(f"{name}.weight", ("U8",), (n, k // 2), "Quark MXFP4 weight: uint8 [N, K/2]")
+        ckpt.check(f"{name}.weight_scale", ("U8", "F8_E8M0"), (n, k // BLOCK), "Quark MXFP4 scales: e8m0 [N, K/32]")
+        used |= {f"{name}.weight", f"{name}.weight_scale"}
+        if m.bias is not None:
+            info = ckpt.tensors.get(f"{name}.bias")
+            if info is None or info.shape != (n,) or not (info.torch_dtype and info.torch_dtype.is_floating_point):
+                raise ValueError(f"checkpoint tensor {name + '.bias'!r} must exist as a float [{n}] tensor (layer "
+                                 f"{name!r} has a bias), got {info and (info.dtype, list(info.shape))}")
+            used.add(f"{name}.bias")
+    prefixes = tuple(f"{name}." for name, _ in layers)
+    copies, groups = [], {}
+    for key, t in model.state_dict(keep_vars=True).items():
+        if key.startswith(prefixes):
+            continue
+        groups.setdefault((t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape)) if t.numel()
+                          else key, []).append((key, t))
+    for members in groups.values():  # tied tensors: one name is enough
+        present = [(key, t) for key, t in members if key in ckpt]
+        if not present:
+            raise ValueError(f"checkpoint tensor {members[0][0]!r} is missing (every tensor of the model's "
+                             "state_dict outside its MXFP4 layers must be in the checkpoint)")
+        for key, t in present:
+            info = ckpt.tensors[key]
+            if info.torch_dtype != t.dtype:
+                raise ValueError(f"checkpoint tensor {key!r} is {info.dtype}, must be the model's {t.dtype}")
+            if info.shape != tuple(t.shape):
+                raise ValueError(f"checkpoint tensor {key!r} has shape {list(info.shape)}, must be the model's "
+                                 f"{list(t.shape)}")
+            if t.device.type == "meta":
+                raise ValueError(f"model tensor {key!r} is on the meta device: build the model on a real device")
+            used.add(key)
+        copies.append((present[0][1], present[0][0]))
+    if strict:
+        extra = sorted(set(ckpt.tensors) - used)
+        if extra:
+            raise ValueError(f"checkpoint tensors the model has no place for (strict=True): {extra[:8]}"
+                             f"{' ...' if len(extra) > 8 else ''}")
+    return layers, copies
+
+
+def _set_module(model: nn.Module, name: str, module: nn.Module) -> None:
+    parent, _, child = name.rpartition(".")
+    setattr(model.get_submodule(parent) if parent else model, child, module)
+
+
+__all__ = ["MXFP4Linear", "Layout", "quantize_", "default_filter"]

@@ -90,6 +90,11 @@ def select_backend(a: torch.Tensor, w: MXFP4Tensor, backend: str = "auto") -> st
         return "reference"
     if not cuda_supported(a.device):
         raise ValueError(f"backend='cuda' needs a Hopper GPU (sm_90); a is on {a.device}")
+    if backend == "auto" and (a.dtype != torch.bfloat16 or w.layout is not Layout.AITER_SHUFFLED
+                              or w.scale_rule is not ScaleRule.AITER):
+        _warn_once("mxfp4: the CUDA kernels take bf16 activations and a prepared weight (mxfp4.prepare, "
+                   "ScaleRule.AITER); other calls run the exact reference, which is slow")
+        return "reference"
     if a.dtype != torch.bfloat16:
         raise ValueError(f"the CUDA kernels take bfloat16 activations, got {a.dtype} (cast a, or pass "
                          "backend='reference')")
@@ -105,6 +110,12 @@ def select_backend(a: torch.Tensor, w: MXFP4Tensor, backend: str = "auto") -> st
 @functools.lru_cache(maxsize=None)
 def _warn_once(message: str) -> None:
     warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def params_for(problem: plan.Problem, device: torch.device) -> plan.GemmParams:
+    """The kernel parameters a call of shape ``problem`` on ``device`` gets (tuned table, else heuristic)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return plan.choose(problem, _table(), _device_facts(index)[1])
 
 
 def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, *, backend: str = "auto",
@@ -131,12 +142,11 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
     from .cuda import ops as cuda_ops
 
     a2 = a.reshape(m, k)
-    if a2.stride(-1) != 1 or a2.stride(0) % 8 or a2.data_ptr() % 16:
-        a2 = a2.contiguous()
+    if a2.stride(-1) != 1 or (m > 1 and a2.stride(0) % 8) or a2.data_ptr() % 16:
+        a2 = a2.clone(memory_format=torch.contiguous_format)  # new storage: unit stride, aligned
     problem = plan.Problem(m, n, k)
     if params is None:
-        index = a.device.index if a.device.index is not None else torch.cuda.current_device()
-        params = plan.choose(problem, _table(), _device_facts(index)[1])
+        params = params_for(problem, a.device)
     else:
         params.check()
         if not params.fits(problem):

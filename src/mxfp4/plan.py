@@ -73,7 +73,7 @@ class GemmParams:
              "bn / warps_n must be a multiple of 16"),
             (self.warps_m >= 1 and self.bm % self.warps_m == 0 and wm % 8 == 0,
              "bm / warps_m must be a multiple of 8"),
-            (self.sb >= 1 and self.kc % self.sb == 0, "kc must be a positive multiple of sb"),
+            (1 <= self.sb <= 8 and self.kc % self.sb == 0, "sb must be in 1..8 and divide kc"),
             (self.stages >= 2, "stages must be at least 2"),
             (1 <= self.split <= 8, "split must be in 1..8 (a portable cluster)"),
             ((wn // 16) * (wm // 8) <= 16, "at most 16 MMA tiles per warp (registers)"),

@@ -26,6 +26,8 @@ def generate_input(m: int, n: int, k: int, seed: int, device: str | torch.device
     for name, v in (("m", m), ("n", n), ("k", k)):
         if not isinstance(v, int) or v <= 0:
             raise ValueError(f"{name} must be a positive int, got {v!r}")
+    if not isinstance(seed, int):
+        raise ValueError(f"seed must be an int, got {seed!r}")
     if k % 64:
         raise ValueError(f"k must be a multiple of 64 (32-element blocks, two codes a byte), got {k}")
     if n % 16:
@@ -43,9 +45,15 @@ def generate_input(m: int, n: int, k: int, seed: int, device: str | torch.device
 
 def weight_from_task(b_shuffle: torch.Tensor, b_scale_sh: torch.Tensor, k: int) -> MXFP4Tensor:
     """The task's shuffled weight tensors as an :class:`MXFP4Tensor` (no copy)."""
+    for name, t in (("B_shuffle", b_shuffle), ("B_scale_sh", b_scale_sh)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 2:
+            raise TypeError(f"{name} must be a 2-D tensor, got {getattr(t, 'shape', type(t).__name__)}")
     b_shuffle = b_shuffle.view(torch.uint8)
     b_scale_sh = b_scale_sh.view(torch.uint8)
     n = b_shuffle.shape[0]
+    if b_shuffle.shape[1] * 2 != k:
+        raise ValueError(f"A.shape[1] (k = {k}) must be twice B_shuffle.shape[1] ({b_shuffle.shape[1]} bytes, "
+                         "two codes a byte)")
     if b_scale_sh.shape[1] * BLOCK < k:
         raise ValueError(f"B_scale_sh has {b_scale_sh.shape[1]} columns, too few for k = {k}")
     return MXFP4Tensor(b_shuffle, b_scale_sh, (n, k), Layout.AITER_SHUFFLED)

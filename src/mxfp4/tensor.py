@@ -36,6 +36,9 @@ class MXFP4Tensor:
     scale_rule: ScaleRule = ScaleRule.AITER
 
     def __post_init__(self) -> None:
+        if not isinstance(self.shape, (tuple, list, torch.Size)) or not all(
+                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in self.shape):
+            raise TypeError(f"MXFP4Tensor.shape must be a tuple of non-negative ints, got {self.shape!r}")
         object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
         for name in ("data", "scales"):
             t = getattr(self, name)
@@ -51,8 +54,8 @@ class MXFP4Tensor:
             raise ValueError(
                 f"MXFP4Tensor.data ({self.data.device}) and .scales ({self.scales.device}) must be on one device"
             )
-        if len(self.shape) < 1 or self.shape[-1] % BLOCK:
-            raise ValueError(f"MXFP4Tensor.shape {self.shape} must end in K with K % {BLOCK} == 0")
+        if len(self.shape) < 1 or self.shape[-1] % BLOCK or self.shape[-1] == 0:
+            raise ValueError(f"MXFP4Tensor.shape {self.shape} must end in K > 0 with K % {BLOCK} == 0")
         *lead, k = self.shape
         if self.layout is Layout.PLAIN:
             want_data, want_scales = (*lead, k // 2), (*lead, k // BLOCK)
@@ -109,8 +112,8 @@ def quantize(x: torch.Tensor, scale_rule: ScaleRule = ScaleRule.AITER) -> MXFP4T
         from .cuda import ops as cuda_ops
 
         x2 = x.reshape(-1, x.shape[-1])
-        if x2.stride(-1) != 1 or x2.stride(0) % 8 or x2.data_ptr() % 16:
-            x2 = x2.contiguous()
+        if x2.stride(-1) != 1 or (x2.shape[0] > 1 and x2.stride(0) % 8) or x2.data_ptr() % 16:
+            x2 = x2.clone(memory_format=torch.contiguous_format)  # new storage: unit stride, aligned
         data, scales = cuda_ops.quantize(x2)
         return MXFP4Tensor(data.reshape(*x.shape[:-1], -1), scales.reshape(*x.shape[:-1], -1), tuple(x.shape),
                            Layout.PLAIN, scale_rule)

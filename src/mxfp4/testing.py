@@ -14,7 +14,7 @@ def ulp_bf16(x: torch.Tensor) -> torch.Tensor:
     """Spacing of bf16 numbers at |x| (float64); 2**-133 (the smallest subnormal) near zero."""
     mag = x.abs().to(torch.float64)
     _, exp = torch.frexp(mag)
-    ulp = torch.pow(2.0, (exp.to(torch.float64) - 8).clamp(min=-133))
+    ulp = formats.pow2((exp.to(torch.int64) - 8).clamp(min=-133))
     return torch.where(mag == 0, torch.full_like(ulp, 2.0 ** -133), ulp)
 
 

@@ -17,22 +17,45 @@ from .ops import gemm_a4w4
 from .tensor import Layout, MXFP4Tensor
 
 
-def candidates(p: plan.Problem) -> list[plan.GemmParams]:
-    """Variants worth timing for ``p``: tiles around the heuristic's, K split 1..8."""
-    h = plan.heuristic(p)
+def candidates(p: plan.Problem, sm_count: int = 132) -> list[plan.GemmParams]:
+    """Variants worth timing for ``p``: tiles of 4, 8 or 16 consumer warps with at most 8 MMA tiles
+    each, K split so the grid covers the SMs at least half and at most three CTAs per SM."""
+    bms = sorted({b for b in (8, 16, 32, 64, 128) if b >= min(p.m, 64) // 2 and (b // 2 < p.m or b == 8)})
     out = []
-    for bn, warps_n in ((32, 2), (64, 2), (64, 4), (128, 4), (128, 8)):
-        for split in sorted({1, 2, 3, 4, 6, 8, h.split}):
-            if split > max(1, p.blocks // 2):
-                continue
-            kc = min(32, 4 * math.ceil(math.ceil(p.blocks / split) / 4))
-            params = plan.GemmParams(bn, h.bm, warps_n, h.warps_m, kc, 4, 8, split)
-            try:
-                params.check()
-            except ValueError:
-                continue
-            out.append(params)
-    return out
+    for bm in bms:
+        for bn in (32, 64, 128, 256):
+            for warps_n in (1, 2, 4, 8):
+                for warps_m in (1, 2, 4):
+                    if warps_n * warps_m not in (4, 8, 16) or (bn // warps_n // 16) * (bm // warps_m // 8) > 8:
+                        continue
+                    tiles = math.ceil(p.n / bn) * math.ceil(p.m / bm)
+                    for split in (1, 2, 3, 4, 6, 8):
+                        if split > max(1, p.blocks // 2) or not sm_count // 2 <= tiles * split <= 3 * sm_count:
+                            continue
+                        kc = min(32, 4 * math.ceil(math.ceil(p.blocks / split) / 4))
+                        params = plan.GemmParams(bn, bm, warps_n, warps_m, kc, 4, 8, split)
+                        while kc > 4 and params.smem_bytes() > plan.SMEM_LIMIT:
+                            kc -= 4
+                            params = plan.GemmParams(bn, bm, warps_n, warps_m, kc, 4, 8, split)
+                        try:
+                            params.check()
+                        except ValueError:
+                            continue
+                        out.append(params)
+    return out or [plan.heuristic(p, sm_count)]
+
+
+def _compile_all(cands: list[plan.GemmParams]) -> None:
+    """Compiles the candidates' kernels into the disk cache, one process per core."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from .cuda import jit
+
+    defines = list({tuple(sorted(p.defines().items())) for p in cands})
+    with ProcessPoolExecutor(max_workers=min(len(defines), os.cpu_count() or 1),
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
+        list(pool.map(jit.compile_cubin, ["gemm_a4w4.cu"] * len(defines), [dict(d) for d in defines]))
 
 
 def tune(shapes: tuple[Shape, ...], path: pathlib.Path, progress=print) -> dict:
@@ -48,12 +71,15 @@ def tune(shapes: tuple[Shape, ...], path: pathlib.Path, progress=print) -> dict:
         a = data[0]
         w = MXFP4Tensor(data[3], data[4], (s.n, s.k), Layout.AITER_SHUFFLED)
         best = None
-        for params in candidates(plan.Problem(s.m, s.n, s.k)):
+        cands = candidates(plan.Problem(s.m, s.n, s.k))
+        _compile_all(cands)
+        progress(f"[{i + 1}/{len(shapes)}] {s.label}: timing {len(cands)} candidates")
+        for params in cands:
             report = testing.check_gemm(gemm_a4w4(a, w, params=params), a, w, testing.sample_rows(s.m))
             if not report.passed:
                 progress(f"  {params} is not exact on {s.label}: {report}; skipped")
                 continue
-            t = timer.time(lambda: gemm_a4w4(a, w, params=params), max_runs=40, budget_s=0.5).mean_us
+            t = timer.time(lambda: gemm_a4w4(a, w, params=params), max_runs=30, budget_s=0.3).mean_us
             if best is None or t < best[0]:
                 best = (t, params)
         if best is None:

@@ -59,21 +59,37 @@ def _stream(device: torch.device):
     return s
 
 
-def launch(k, device: torch.device, grid: tuple[int, int, int], block: int, smem_bytes: int,
-           cluster: tuple[int, int, int] | None, dependent: bool, *args) -> None:
-    """Launches ``k`` on the current stream of ``device``; ``grid`` counts CTAs (not clusters).
-
-    ``dependent``: a programmatic dependent launch; it may start before the previous kernel on
-    the stream ends, and waits for it where the kernel says (``griddepcontrol.wait``).
-    """
+def config(grid: tuple[int, int, int], block: int, smem_bytes: int, cluster: tuple[int, int, int] | None):
+    """A cuda.core launch configuration; ``grid`` counts CTAs (not clusters)."""
     core = _core()
-    extra = {"programmatic_stream_serialization": True} if dependent else {}
-    if cluster is not None:
-        grid = tuple(g // c for g, c in zip(grid, cluster))
-        config = core.LaunchConfig(grid=grid, cluster=cluster, block=block, shmem_size=smem_bytes, **extra)
-    else:
-        config = core.LaunchConfig(grid=grid, block=block, shmem_size=smem_bytes, **extra)
-    core.launch(_stream(device), config, k, *args)
+    if cluster is None:
+        return core.LaunchConfig(grid=grid, block=block, shmem_size=smem_bytes)
+    grid = tuple(g // c for g, c in zip(grid, cluster))
+    return core.LaunchConfig(grid=grid, cluster=cluster, block=block, shmem_size=smem_bytes)
+
+
+_gemm: dict[tuple, tuple] = {}  # (params, grid, device index) -> (kernel, launch config)
+
+
+def gemm_launch(params, tiles: tuple[int, int], device: torch.device):
+    """The GEMM kernel of ``params`` and its launch configuration for ``tiles`` (N tiles, M tiles).
+
+    Both are looked up once per parameter set, tile count and device (a shape, never a tensor), so
+    an eager call does no compilation-cache or configuration work.
+    """
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    key = (params, tiles, index)
+    hit = _gemm.get(key)
+    if hit is None:
+        smem = params.smem_bytes()
+        k = kernel("gemm_a4w4.cu", "mxfp4_gemm_a4w4", params.defines(), device, smem)
+        hit = _gemm[key] = (k, config((*tiles, params.split), params.threads, smem, (1, 1, params.split)))
+    return hit
+
+
+def launch(k, cfg, device: torch.device, *args) -> None:
+    """Launches ``k`` with configuration ``cfg`` on the current stream of ``device``."""
+    _core().launch(_stream(device), cfg, k, *args)
 
 
 def i32(v: int) -> np.int32:

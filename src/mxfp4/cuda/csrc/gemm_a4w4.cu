@@ -1,47 +1,22 @@
 // C[M, N] (bf16) = dequant(quant(A)) @ dequant(W)^T for bf16 A [M, K] and an MXFP4 weight W [N, K] in
-// aiter's (16, 16) shuffled layout with aiter's shuffled e8m0 scales. Two launches:
+// aiter's (16, 16) shuffled layout with aiter's shuffled e8m0 scales. One launch:
 //
-// mxfp4_quantize_a: A quantized once (aiter's rule) into a per-call workspace: int8 twice the e2m1
-//   value, block-major [K/32][M][32], and the block's half-scale as float32 [K/32][MP] (MP = M
-//   rounded up to 4). It lets its dependent start at once (programmatic dependent launch).
-// mxfp4_gemm_a4w4: grid (ceil(N / BN), ceil(M / BM), S) in clusters of (1, 1, S); the S CTAs of a
-//   cluster split K and add their partial tiles through distributed shared memory, in rank order
-//   (deterministic). One producer warp streams the weight with bulk copies (copy engine) into a
-//   ring of STAGES stages of SB blocks, starting before the quantization has finished, then the
-//   quantized A and the weight's scale bytes in chunks of KC blocks (two buffers). WARPS_N x
-//   WARPS_M consumer warps convert the weight's codes to int8 (twice the value) per 32-element
-//   block, multiply on the int8 tensor cores (m16n8k32: exact int32 block sums; W is the row
-//   operand, A the column operand), scale each block sum by the two half-scales in float32 (exact
-//   products), add up to 8 blocks in float32, then into float64.
+// grid (ceil(N / BN), ceil(M / BM), S) in clusters of (1, 1, S); the S CTAs of a cluster split K and
+// add their partial tiles through distributed shared memory, in rank order (deterministic). One
+// producer warp streams the weight with bulk copies (copy engine) into a ring of STAGES stages of SB
+// blocks, and the weight's scale bytes per chunk of KC blocks (two buffers). The WARPS_N x WARPS_M
+// consumer warps first quantize the chunk's A rows (aiter's rule, the device function quantize8 that
+// mxfp4.quantize runs too) into shared memory as int8 twice the e2m1 value with a float32 half-scale
+// per block, while the weight streams in. Then each warp converts the weight's codes to int8 (twice
+// the value) per 32-element block, multiplies on the int8 tensor cores (m16n8k32: exact int32 block
+// sums; W is the row operand, A the column operand), scales each block sum by the two half-scales in
+// float32 (exact products), adds up to 8 blocks in float32, then into float64.
 //
 // Exactness: every block sum and every scaling is exact; each float32 run of <= 8 terms rounds at
 // most 7 times (error <= 7 * 2**-24 of the sum of magnitudes), float64 does the rest, and the
-// result is rounded once to bf16. Outside float32's range (a block-scale product 2**(ea + ew) below
-// 2**-149 or above 2**127) a block's contribution flushes to zero or overflows.
+// result is rounded once to bf16. The domain: -147 <= ea + ew <= 114 for every block (the scale
+// 2**(ea + ew - 2) is a float32 number; a run of 8 terms of |d| <= 4608 times it stays finite).
 #include "mxfp4.cuh"
-
-__device__ __forceinline__ void pdl_launch_dependents() {
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
-
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-
-// One thread per 8 elements of A; a block's 4 quarters in 4 consecutive lanes.
-extern "C" __global__ void mxfp4_quantize_a(const u16 *__restrict__ A, int lda, u8 *__restrict__ aq,
-                                            float *__restrict__ ash, int M, int K) {
-  pdl_launch_dependents();
-  int r, k8;
-  bool ok;
-  const uint4 v = mx::load8(A, lda, M, K, r, k8, ok);
-  u32 sbyte;
-  const u32 codes = mx::quantize8(v, sbyte);
-  if (ok) {
-    const int b = k8 >> 2, q = k8 & 3;
-    *(uint2 *)(aq + ((long long)b * M + r) * 32 + q * 8) =
-        make_uint2(mx::e2m1x4_to_s8x4(codes), mx::e2m1x4_to_s8x4(codes >> 16));
-    if (q == 0) ash[(long long)b * ((M + 3) & ~3) + r] = mx::half_scale(sbyte);
-  }
-}
 
 #ifndef BN
 #error "BN, BM, WARPS_N, WARPS_M, KC, SB and STAGES are set by the JIT"
@@ -59,7 +34,7 @@ extern "C" __global__ void mxfp4_quantize_a(const u16 *__restrict__ A, int lda, 
 #define FLUSH 8                   // blocks per float32 run
 
 #define W_STAGE (NGRP * SB * 256)
-#define A_SA (KC * BM * 32)                      // in an A buffer: int8 values, then half-scales,
+#define A_SA (KC * BM * 32)                      // in an A buffer: A's int8 values, its half-scales,
 #define A_WSB (A_SA + KC * BM * 4)               // then the weight's scale bytes
 #define A_BUF (A_WSB + NSG * SUNITS * 256)
 #define OFF_A (STAGES * W_STAGE)
@@ -72,9 +47,44 @@ static_assert(BN % 32 == 0 && WN % 16 == 0 && WM % 8 == 0, "tile shape");
 static_assert(BN == WN * WARPS_N && BM == WM * WARPS_M, "warp tiling");
 static_assert(KC % SB == 0, "a chunk holds whole stages");
 
+// Quantizes the chunk's A rows m0 .. m0 + BM - 1, blocks cb0 .. cb0 + kc - 1, into the chunk's
+// buffer: int8 values [kc][BM][32] and half-scales [kc][BM]. Item `it` is a quarter q of block
+// (b, r), it = (b * BM + r) * 4 + q, so its 8 values land at byte it * 8 and a block's four quarters
+// sit in four consecutive lanes (quantize8 reduces the amax across them). Rows past M quantize zeros.
+// Loads go out QB at a time before any is used, so their latencies overlap (fewer with more
+// threads, which have fewer registers each).
+#define QB (NCT >= 512 ? 4 : 8)
+__device__ __forceinline__ void quantize_chunk(const u16 *__restrict__ A, int lda, int M, int m0, int cb0, int kc,
+                                               u8 *as8, float *sa, int tid) {
+  const int items = kc * BM * 4;
+  for (int base = 0; base < items; base += QB * NCT) {
+    uint4 v[QB];
+#pragma unroll
+    for (int u = 0; u < QB; ++u) {
+      const int it = base + u * NCT + tid;
+      const int b = it / (BM * 4), r = (it >> 2) % BM, q = it & 3;
+      v[u] = make_uint4(0u, 0u, 0u, 0u);
+      if (it < items && m0 + r < M)
+        v[u] = *(const uint4 *)(A + (long long)(m0 + r) * lda + (cb0 + b) * 32 + q * 8);
+    }
+#pragma unroll
+    for (int u = 0; u < QB; ++u) {
+      const int it = base + u * NCT + tid;
+      if (base + u * NCT < items) {  // the same for every lane: the shuffles see all four quarters
+        u32 sbyte;
+        const u32 codes = mx::quantize8(v[u], sbyte);
+        if (it < items) {
+          *(uint2 *)(as8 + it * 8) = make_uint2(mx::e2m1x4_to_s8x4(codes), mx::e2m1x4_to_s8x4(codes >> 16));
+          if ((it & 3) == 0) sa[it >> 2] = mx::half_scale(sbyte);
+        }
+      }
+    }
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(NCT + 32, 1)
-mxfp4_gemm_a4w4(const u8 *__restrict__ aq, const float *__restrict__ ash, const u8 *__restrict__ W,
-                const u8 *__restrict__ Wsc, int ldsc, u16 *__restrict__ C, int ldc, int M, int N, int K) {
+mxfp4_gemm_a4w4(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, const u8 *__restrict__ Wsc,
+                int ldsc, u16 *__restrict__ C, int ldc, int M, int N, int K) {
   extern __shared__ __align__(128) u8 smem[];
   u8 *ring = smem;
   float *sw = (float *)(smem + OFF_SW);
@@ -89,15 +99,23 @@ mxfp4_gemm_a4w4(const u8 *__restrict__ aq, const float *__restrict__ ash, const 
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
-  const int MP = (M + 3) & ~3;
   const u32 S = mx::cluster_size(), rank = mx::cluster_rank();
   const int nblk = K >> 5;
   const int kb_begin = (int)((long long)nblk * rank / S);
   const int kb_end = (int)((long long)nblk * (rank + 1) / S);
   const int nchunks = (kb_end - kb_begin + KC - 1) / KC;
-  const int rows_valid = min(BM, M - m0);
-  const int rows4 = (rows_valid + 3) & ~3;
   const int grps_valid = min(NGRP, (N - n0) >> 4);
+
+  // A's part for this CTA goes to L2 before the weight's bulk copies fill the memory queues: the
+  // quantization waits for A, the first MMA for both.
+  if (warp < NCW) {
+    const int units = (kb_end - kb_begin) * 2;  // 64-byte units per row
+    const int rows = min(BM, M - m0);
+    for (int it = tid; it < rows * units; it += NCT) {
+      const int r = it / units, u = it - r * units;
+      mx::prefetch_l2(A + (long long)(m0 + r) * lda + kb_begin * 32 + u * 32);
+    }
+  }
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -115,46 +133,34 @@ mxfp4_gemm_a4w4(const u8 *__restrict__ aq, const float *__restrict__ ash, const 
   double acc64[TI][TJ][4] = {};
 
   if (warp == NCW) {
-    // ---- producer ----
+    // ---- producer: the weight's codes (ring) and scale bytes (per chunk) ----
     int stage = 0;
     u32 phase = 0;
-    auto issue_w = [&](int blk0, int nb) {
-      mx::mbar_wait(&empty[stage], phase ^ 1);  // every issuing lane sees the slot released
-      if (lane == 0) mx::mbar_arrive_expect_tx(&full[stage], (u32)(grps_valid * nb * 256));
-      __syncwarp();
-      for (int g = lane; g < grps_valid; g += 32)
-        mx::bulk_copy(ring + stage * W_STAGE + g * (SB * 256), W + (long long)(n0 / 16 + g) * 8 * K + blk0 * 256,
-                      (u32)nb * 256u, &full[stage]);
-      if (++stage == STAGES) {
-        stage = 0;
-        phase ^= 1;
-      }
-    };
-    // The weight does not depend on the quantization: its first stages go out before the wait.
-    const int kc0 = min(KC, kb_end - kb_begin);
-    const int pre = min(STAGES, (kc0 + SB - 1) / SB);
-    for (int p = 0; p < pre; ++p) issue_w(kb_begin + p * SB, min(SB, kc0 - p * SB));
-    pdl_wait();
     for (int c = 0; c < nchunks; ++c) {
       const int cb0 = kb_begin + c * KC;
       const int kc = min(KC, kb_end - cb0);
       const int u0 = cb0 >> 3, u1 = (cb0 + kc - 1) >> 3;
       const u32 sbytes = (u32)(u1 - u0 + 1) * 256u;
-      u8 *ab = smem + OFF_A + (c & 1) * A_BUF;
+      u8 *wsb = smem + OFF_A + (c & 1) * A_BUF + A_WSB;
       mx::mbar_wait(&a_empty[c & 1], ((c >> 1) & 1) ^ 1);
-      if (lane == 0)
-        mx::mbar_arrive_expect_tx(&a_full[c & 1], (u32)(kc * (rows_valid * 32 + rows4 * 4)) + NSG * sbytes);
+      if (lane == 0) mx::mbar_arrive_expect_tx(&a_full[c & 1], NSG * sbytes);
       __syncwarp();
-      for (int b = lane; b < kc; b += 32) {
-        mx::bulk_copy(ab + b * (BM * 32), aq + ((long long)(cb0 + b) * M + m0) * 32, (u32)rows_valid * 32u,
-                      &a_full[c & 1]);
-        mx::bulk_copy(ab + A_SA + b * (BM * 4), ash + (long long)(cb0 + b) * MP + m0, (u32)rows4 * 4u,
-                      &a_full[c & 1]);
-      }
       for (int g = lane; g < NSG; g += 32)
-        mx::bulk_copy(ab + A_WSB + g * (SUNITS * 256), Wsc + (long long)(n0 / 32 + g) * 32 * ldsc + u0 * 256,
-                      sbytes, &a_full[c & 1]);
-      for (int b = (c == 0 ? pre * SB : 0); b < kc; b += SB) issue_w(cb0 + b, min(SB, kc - b));
+        mx::bulk_copy(wsb + g * (SUNITS * 256), Wsc + (long long)(n0 / 32 + g) * 32 * ldsc + u0 * 256, sbytes,
+                      &a_full[c & 1]);
+      for (int b = 0; b < kc; b += SB) {
+        const int nb = min(SB, kc - b);
+        mx::mbar_wait(&empty[stage], phase ^ 1);  // every issuing lane sees the slot released
+        if (lane == 0) mx::mbar_arrive_expect_tx(&full[stage], (u32)(grps_valid * nb * 256));
+        __syncwarp();
+        for (int g = lane; g < grps_valid; g += 32)
+          mx::bulk_copy(ring + stage * W_STAGE + g * (SB * 256),
+                        W + (long long)(n0 / 16 + g) * 8 * K + (cb0 + b) * 256, (u32)nb * 256u, &full[stage]);
+        if (++stage == STAGES) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
     }
   } else {
     // ---- consumers ----
@@ -179,13 +185,14 @@ mxfp4_gemm_a4w4(const u8 *__restrict__ aq, const float *__restrict__ ash, const 
       const int cb0 = kb_begin + c * KC;
       const int kc = min(KC, kb_end - cb0);
       const int u0 = cb0 >> 3;
-      const u8 *as8 = smem + OFF_A + (c & 1) * A_BUF;
-      const float *sa = (const float *)(as8 + A_SA);
+      u8 *as8 = smem + OFF_A + (c & 1) * A_BUF;
+      float *sa = (float *)(as8 + A_SA);
       const u8 *wsb = as8 + A_WSB;
+      quantize_chunk(A, lda, M, m0, cb0, kc, as8, sa, tid);
       mx::mbar_wait(&a_full[c & 1], (c >> 1) & 1);
       // The weight's half-scales of the chunk, from aiter's shuffled scale layout.
       for (int it = tid; it < BN * kc; it += NCT) {
-        const int b = it / BN, n = it - b * BN;
+        const int b = it / BN, n = it % BN;
         const int cb = cb0 + b, grp = n >> 5, rr = n & 31;
         const int off = grp * (SUNITS * 256) + ((cb >> 3) - u0) * 256 + (rr >> 4) + 2 * ((cb & 7) >> 2) +
                         4 * (rr & 15) + 64 * (cb & 3);
@@ -193,51 +200,60 @@ mxfp4_gemm_a4w4(const u8 *__restrict__ aq, const float *__restrict__ ash, const 
       }
       mx::named_barrier(1, NCT);
 
-      for (int b = 0; b < kc; ++b) {
-        const int bs = b % SB;
-        if (bs == 0) mx::mbar_wait(&full[stage], phase);
-        const u8 *ws = ring + stage * W_STAGE + bs * 256 + g * 16 + t * 4;
-        u32 af[TI][4];
-        float swv[TI][2];
-#pragma unroll
-        for (int i = 0; i < TI; ++i) {
-          const u8 *p = ws + (wn * TI + i) * (SB * 256);
-          const u32 lo = *(const u32 *)p, hi = *(const u32 *)(p + 128);
-          af[i][0] = mx::e2m1x4_to_s8x4(lo);
-          af[i][1] = mx::e2m1x4_to_s8x4(hi);
-          af[i][2] = mx::e2m1x4_to_s8x4(lo >> 16);
-          af[i][3] = mx::e2m1x4_to_s8x4(hi >> 16);
-          const int row = wn * WN + i * 16 + g;
-          swv[i][0] = sw[b * BN + row];
-          swv[i][1] = sw[b * BN + row + 8];
-        }
-#pragma unroll
-        for (int j = 0; j < TJ; ++j) {
-          const int col = wm * WM + j * 8;
-          const uint2 bv = *(const uint2 *)(as8 + (b * BM + col + g) * 32 + t * 8);
-          const float2 sav = *(const float2 *)(sa + b * BM + col + 2 * t);
-#pragma unroll
-          for (int i = 0; i < TI; ++i) {
-            int d[4];
-            mx::mma_s8(d, af[i], bv.x, bv.y, 0x4B400000);
-            const float k = 12582912.0f;  // the accumulator starts at 1.5 * 2**23: d's float bits are k + sum
-            acc[i][j][0] = fmaf(__int_as_float(d[0]) - k, swv[i][0] * sav.x, acc[i][j][0]);
-            acc[i][j][1] = fmaf(__int_as_float(d[1]) - k, swv[i][0] * sav.y, acc[i][j][1]);
-            acc[i][j][2] = fmaf(__int_as_float(d[2]) - k, swv[i][1] * sav.x, acc[i][j][2]);
-            acc[i][j][3] = fmaf(__int_as_float(d[3]) - k, swv[i][1] * sav.y, acc[i][j][3]);
-          }
-        }
-        if (bs == SB - 1 || b == kc - 1) {
-          __syncwarp();
-          if (lane == 0) mx::mbar_arrive(&empty[stage]);
-          if (++stage == STAGES) {
-            stage = 0;
-            phase ^= 1;
-          }
-        }
-        if (++run == FLUSH) {
-          run = 0;
+      // Per-thread views: the weight fragment (row g, 4 bytes at t), A (row g of the 8-row tile,
+      // 8 bytes at t), A's half-scales (rows 2t, 2t + 1), the weight's half-scales (rows g, g + 8).
+      const u8 *a_t = as8 + (wm * WM + g) * 32 + t * 8;
+      const float *sa_t = sa + wm * WM + 2 * t;
+      const float *sw_t = sw + wn * WN + g;
+      // One stage (SB blocks) at a time, unrolled, so the loads and conversions of one block
+      // overlap the MMAs of another. A float32 run ends before it would pass FLUSH blocks.
+      for (int b0 = 0; b0 < kc; b0 += SB) {
+        mx::mbar_wait(&full[stage], phase);
+        if (run + SB > FLUSH) {
           flush();
+          run = 0;
+        }
+        const u8 *ws = ring + stage * W_STAGE + g * 16 + t * 4 + wn * TI * (SB * 256);
+#pragma unroll
+        for (int bs = 0; bs < SB; ++bs) {
+          const int b = b0 + bs;
+          if (b < kc) {
+            u32 af[TI][4];
+            float swv[TI][2];
+#pragma unroll
+            for (int i = 0; i < TI; ++i) {
+              const u8 *p = ws + i * (SB * 256) + bs * 256;
+              const u32 lo = *(const u32 *)p, hi = *(const u32 *)(p + 128);
+              af[i][0] = mx::e2m1x4_to_s8x4(lo);
+              af[i][1] = mx::e2m1x4_to_s8x4(hi);
+              af[i][2] = mx::e2m1x4_to_s8x4(lo >> 16);
+              af[i][3] = mx::e2m1x4_to_s8x4(hi >> 16);
+              swv[i][0] = sw_t[b * BN + i * 16];
+              swv[i][1] = sw_t[b * BN + i * 16 + 8];
+            }
+#pragma unroll
+            for (int j = 0; j < TJ; ++j) {
+              const uint2 bv = *(const uint2 *)(a_t + (b * BM + j * 8) * 32);
+              const float2 sav = *(const float2 *)(sa_t + b * BM + j * 8);
+#pragma unroll
+              for (int i = 0; i < TI; ++i) {
+                int d[4];
+                mx::mma_s8(d, af[i], bv.x, bv.y, 0x4B400000);
+                const float k = 12582912.0f;  // the accumulator starts at 1.5 * 2**23: d's bits are k + sum
+                acc[i][j][0] = fmaf(__int_as_float(d[0]) - k, swv[i][0] * sav.x, acc[i][j][0]);
+                acc[i][j][1] = fmaf(__int_as_float(d[1]) - k, swv[i][0] * sav.y, acc[i][j][1]);
+                acc[i][j][2] = fmaf(__int_as_float(d[2]) - k, swv[i][1] * sav.x, acc[i][j][2]);
+                acc[i][j][3] = fmaf(__int_as_float(d[3]) - k, swv[i][1] * sav.y, acc[i][j][3]);
+              }
+            }
+          }
+        }
+        run += min(SB, kc - b0);
+        __syncwarp();
+        if (lane == 0) mx::mbar_arrive(&empty[stage]);
+        if (++stage == STAGES) {
+          stage = 0;
+          phase ^= 1;
         }
       }
       mx::named_barrier(1, NCT);  // the buffer and sw are free for the next chunks
@@ -263,16 +279,45 @@ mxfp4_gemm_a4w4(const u8 *__restrict__ aq, const float *__restrict__ ash, const 
           P[m * BN + n] = acc64[i][j][e];
         }
   }
-  mx::cluster_sync();
+  if (S > 1)
+    mx::cluster_sync();  // the partial tiles are written, in every CTA of the cluster
+  else
+    __syncthreads();
+  // This CTA's rows of the tile (rank, rank + S, ...), two columns a thread: the S partials are
+  // added in rank order and rounded once. U pairs per thread go out together, so the remote loads
+  // overlap.
+  constexpr int U = 4;
   const int my_rows = (BM - (int)rank + (int)S - 1) / (int)S;
-  for (int idx = tid; idx < my_rows * BN; idx += NCT + 32) {
-    const int mi = idx / BN, n = idx - mi * BN;
-    const int m = (int)rank + mi * (int)S;
-    if (m0 + m < M && n0 + n < N) {
-      double s = 0.0;
-      for (u32 q = 0; q < S; ++q) s += mx::cluster_load_f64(&P[m * BN + n], q);
-      C[(long long)(m0 + m) * ldc + n0 + n] = mx::double_to_bf16(s);
+  const int pairs = my_rows * (BN / 2);
+  for (int p0 = tid; p0 < pairs; p0 += U * (NCT + 32)) {
+    double2 sum[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) sum[u] = make_double2(0.0, 0.0);
+    for (u32 q = 0; q < S; ++q) {
+      double2 v[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int p = min(p0 + u * (NCT + 32), pairs - 1);
+        const int mi = p / (BN / 2), n = 2 * (p - mi * (BN / 2));
+        v[u] = mx::cluster_load_f64x2(&P[((int)rank + mi * (int)S) * BN + n], q);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        sum[u].x += v[u].x;
+        sum[u].y += v[u].y;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int p = p0 + u * (NCT + 32);
+      const int mi = p / (BN / 2), n = 2 * (p - mi * (BN / 2));
+      const int m = (int)rank + mi * (int)S;
+      if (p < pairs && m0 + m < M && n0 + n < N)  // N % 16 == 0: a pair is whole
+        *(u32 *)(C + (long long)(m0 + m) * ldc + n0 + n) =
+            (u32)mx::double_to_bf16(sum[u].x) | ((u32)mx::double_to_bf16(sum[u].y) << 16);
     }
   }
-  mx::cluster_sync();  // no CTA leaves while another reads its partial tile
+  // No CTA leaves while another reads its partial tile. The reads are done (their values are
+  // stored), so the arrival needs no release: the output stores need not land first.
+  if (S > 1) mx::cluster_sync_relaxed();
 }

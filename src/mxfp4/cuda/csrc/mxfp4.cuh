@@ -174,13 +174,22 @@ __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
-// A double in the shared memory of CTA `rank` of this cluster, at the offset of `p` in ours.
-__device__ __forceinline__ double cluster_load_f64(const double *p, u32 rank) {
+__device__ __forceinline__ void cluster_sync_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;" ::: "memory");
+}
+
+// Two doubles in the shared memory of CTA `rank` of this cluster, at the offset of `p` (16-byte
+// aligned) in ours.
+__device__ __forceinline__ double2 cluster_load_f64x2(const double *p, u32 rank) {
   u32 remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(p)), "r"(rank));
-  double v;
-  asm volatile("ld.shared::cluster.f64 %0, [%1];" : "=d"(v) : "r"(remote) : "memory");
+  double2 v;
+  asm volatile("ld.shared::cluster.v2.f64 {%0, %1}, [%2];" : "=d"(v.x), "=d"(v.y) : "r"(remote) : "memory");
   return v;
+}
+
+__device__ __forceinline__ void prefetch_l2(const void *p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
 // D = A (16x32 s8, row) * B (32x8 s8, col) + C, int32.

@@ -1,0 +1,216 @@
+"""Checkpoints end to end on the CPU: a tiny Llama quantized, saved in Quark's format, loaded into a
+fresh model; bad checkpoints and configs refused with the model left as it was; GPT-OSS experts."""
+import json
+
+import pytest
+import torch
+
+import mxfp4
+from mxfp4 import checkpoint, formats
+from mxfp4.nn import MXFP4Linear
+
+transformers = pytest.importorskip("transformers")
+from safetensors.torch import load_file, save_file  # noqa: E402  (installed with transformers)
+
+
+def tiny_llama(seed: int):
+    """A Llama-style decoder (hidden 128, 2 layers, GQA) with random weights, bf16."""
+    cfg = transformers.LlamaConfig(vocab_size=256, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                   tie_word_embeddings=False)
+    torch.manual_seed(seed)
+    return transformers.LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
+
+
+def logits(model) -> torch.Tensor:
+    ids = torch.randint(0, 256, (2, 9), generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        return model(ids).logits
+
+
+def snapshot(model):
+    return ([type(m).__name__ for m in model.modules()],
+            {k: v.clone() for k, v in model.state_dict().items()})
+
+
+def assert_unchanged(model, before) -> None:
+    types, state = snapshot(model)
+    assert types == before[0]
+    assert state.keys() == before[1].keys()
+    assert all(torch.equal(state[k], before[1][k]) for k in state)
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """(directory, logits) of tiny_llama(0) quantized directly (its linear layers run the exact reference)."""
+    model = mxfp4.quantize_(tiny_llama(0))
+    path = mxfp4.save(model, tmp_path_factory.mktemp("quark"))
+    return path, logits(model), model
+
+
+def test_save_load_round_trip_is_bit_identical(saved, tmp_path):
+    path, want, source = saved
+    swapped = [n for n, m in source.named_modules() if isinstance(m, MXFP4Linear)]
+    assert len(swapped) == 2 * 7 and "lm_head" not in swapped
+    assert not torch.equal(want, logits(tiny_llama(0)))  # quantization changed the model
+
+    model = tiny_llama(1)  # other random weights: everything must come from the checkpoint
+    assert not torch.equal(logits(model), logits(tiny_llama(0)))
+    mxfp4.quantize_(model, checkpoint=path)
+    assert torch.equal(logits(model), want)
+    ours, theirs = model.state_dict(), source.state_dict()
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+
+    again = mxfp4.save(model, tmp_path / "again")
+    assert (again / "model.safetensors").read_bytes() == (path / "model.safetensors").read_bytes()
+    assert (again / "config.json").read_text() == (path / "config.json").read_text()
+    config = json.loads((path / "config.json").read_text())
+    assert config["quantization_config"]["exclude"] == ["lm_head"] and config["hidden_size"] == 128
+
+
+def test_quark_bytes_are_the_public_format(saved):
+    """Element 2i in the low nibble, e8m0 scales with bias 127: checked against hand-made bytes."""
+    path, _, source = saved
+    tensors = load_file(str(path / "model.safetensors"))
+    w = tensors["model.layers.0.mlp.up_proj.weight"]
+    s = tensors["model.layers.0.mlp.up_proj.weight_scale"]
+    assert (w.dtype, tuple(w.shape), s.dtype, tuple(s.shape)) == (torch.uint8, (256, 64), torch.uint8, (256, 4))
+    layer = source.get_submodule("model.layers.0.mlp.up_proj")
+    value = lambda b, i: formats.E2M1_VALUES[(b >> (4 * (i % 2))) & 0xF]  # noqa: E731
+    row = [value(int(w[3, i // 2]), i) * 2.0 ** (int(s[3, i // 32]) - 127) for i in range(128)]
+    assert mxfp4.dequantize(layer.weight)[3].tolist() == row
+
+
+def _rewrite(path, dst, edit):
+    """A copy of the checkpoint at ``path`` in ``dst`` whose tensors pass through ``edit(dict)``."""
+    dst.mkdir()
+    tensors = load_file(str(path / "model.safetensors"))
+    edit(tensors)
+    save_file(tensors, str(dst / "model.safetensors"))
+    (dst / "config.json").write_text((path / "config.json").read_text())
+    return dst
+
+
+Q = "model.layers.1.self_attn.k_proj"
+BAD_TENSORS = {
+    "missing": (lambda t: t.pop(f"{Q}.weight_scale"), rf"'{Q}.weight_scale' is missing"),
+    "dtype": (lambda t: t.update({f"{Q}.weight": t[f"{Q}.weight"].to(torch.int16)}),
+              rf"'{Q}.weight' is I16, must be U8"),
+    "shape": (lambda t: t.update({f"{Q}.weight_scale": t[f"{Q}.weight_scale"][:, :3].contiguous()}),
+              rf"'{Q}.weight_scale' has shape \[64, 3\], must be \[64, 4\]"),
+    "norm_dtype": (lambda t: t.update({"model.norm.weight": t["model.norm.weight"].float()}),
+                   r"'model.norm.weight' is F32, must be the model's torch.bfloat16"),
+    "norm_missing": (lambda t: t.pop("model.layers.0.input_layernorm.weight"),
+                     r"'model.layers.0.input_layernorm.weight' is missing"),
+    "unexpected": (lambda t: t.update({"model.extra": torch.zeros(3)}),
+                   r"no place for \(strict=True\): \['model.extra'\]"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_TENSORS))
+def test_bad_tensor_is_named_and_model_unchanged(saved, tmp_path, case):
+    edit, message = BAD_TENSORS[case]
+    bad = _rewrite(saved[0], tmp_path / case, edit)
+    model = tiny_llama(1)
+    before = snapshot(model)
+    with pytest.raises(ValueError, match=message):
+        mxfp4.quantize_(model, checkpoint=bad)
+    assert_unchanged(model, before)
+
+
+def test_truncated_file_names_the_tensor(saved, tmp_path):
+    bad = _rewrite(saved[0], tmp_path / "cut", lambda t: None)
+    data = (bad / "model.safetensors").read_bytes()
+    (bad / "model.safetensors").write_bytes(data[:-5])
+    header = json.loads(data[8:8 + int.from_bytes(data[:8], "little")])
+    last = max((k for k in header if k != "__metadata__"), key=lambda k: header[k]["data_offsets"][1])
+    model = tiny_llama(1)
+    before = snapshot(model)
+    cut = rf"truncated: tensor '{last}' ends at byte {len(data)}, the file has {len(data) - 5}"
+    with pytest.raises(ValueError, match=cut):
+        mxfp4.quantize_(model, checkpoint=bad)
+    assert_unchanged(model, before)
+
+
+G = "quantization_config.global_quant_config"
+BAD_CONFIGS = {
+    "group_size": (("global_quant_config", "weight", "group_size"), 16, rf"{G}.weight.group_size: 16 is not supported"),
+    "scale_format": (("global_quant_config", "input_tensors", "scale_format"), "float",
+                     rf"{G}.input_tensors.scale_format: 'float' is not supported"),
+    "static_input": (("global_quant_config", "input_tensors", "is_dynamic"), False,
+                     rf"{G}.input_tensors.is_dynamic: False is not supported"),
+    "scale_mode": (("global_quant_config", "input_tensors", "scale_calculation_mode"), "floor",
+                   rf"{G}.input_tensors.scale_calculation_mode: 'floor' is not supported"),
+    "no_input_quant": (("global_quant_config", "input_tensors"), None, rf"{G}.input_tensors: None is not supported"),
+    "fp8_input": (("global_quant_config", "input_tensors", "dtype"), "fp8_e4m3",
+                  rf"{G}.input_tensors.dtype: 'fp8_e4m3' is not supported"),
+    "output_quant": (("global_quant_config", "output_tensors"), {"dtype": "fp8_e4m3"}, rf"{G}.output_tensors"),
+    "method": (("quant_method",), "awq", r"quantization_config.quant_method: 'awq' is not supported"),
+    "fake_quantized": (("export", "weight_format"), "fake_quantized",
+                       r"quantization_config.export.weight_format: 'fake_quantized' is not supported"),
+    "layer_override": (("layer_quant_config",), {"model.layers.0.mlp.up_proj": {"weight": None}},
+                       r"layer_quant_config\['model.layers.0.mlp.up_proj'\].weight: None is not supported"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
+def test_unsupported_config_names_the_field_and_model_unchanged(saved, tmp_path, case):
+    keys, value, message = BAD_CONFIGS[case]
+    bad = _rewrite(saved[0], tmp_path / case, lambda t: None)
+    config = json.loads((bad / "config.json").read_text())
+    node = config["quantization_config"]
+    for key in keys[:-1]:
+        node = node[key]
+    node[keys[-1]] = value
+    (bad / "config.json").write_text(json.dumps(config))
+    model = tiny_llama(1)
+    before = snapshot(model)
+    with pytest.raises(ValueError, match=message):
+        mxfp4.quantize_(model, checkpoint=bad)
+    assert_unchanged(model, before)
+
+
+def test_quark_config_as_exported_is_accepted_and_exclude_patterns_match():
+    spec = {"dtype": "fp4", "is_dynamic": False, "qscheme": "per_group", "ch_axis": -1, "group_size": 32,
+            "block_size": None, "symmetric": None, "round_method": "half_even", "scale_type": "float",
+            "scale_format": "e8m0", "scale_calculation_mode": "even", "mx_element_dtype": None,
+            "observer_cls": "PerBlockMXObserver", "is_scale_quant": False}
+    qc = {"quant_method": "quark",
+          "global_quant_config": {"weight": spec, "input_tensors": {**spec, "is_dynamic": True},
+                                  "output_tensors": None, "bias": None},
+          "exclude": ["lm_head", "*.mlp.gate", "re:model\\.layers\\.[01]\\.self_attn\\..*"]}
+    scheme = checkpoint.quark_scheme({"quantization_config": qc})
+    assert [scheme.quantizes(n) for n in ("lm_head", "model.layers.3.mlp.gate", "model.layers.1.self_attn.q_proj",
+                                          "model.layers.2.self_attn.q_proj", "model.layers.3.mlp.gate_proj")] \
+        == [False, False, False, True, True]
+    with pytest.raises(ValueError, match="has no quantization_config"):
+        checkpoint.quark_scheme({})
+
+
+def test_filter_and_checkpoint_together_refused(saved):
+    with pytest.raises(TypeError, match="filter_fn or checkpoint, not both"):
+        mxfp4.quantize_(tiny_llama(1), lambda m, n: True, checkpoint=saved[0])
+
+
+def test_gptoss_experts_load_per_expert(tmp_path):
+    e, n, k = 3, 32, 128
+    w = torch.randn(e, n, k, generator=torch.Generator().manual_seed(3)).bfloat16()
+    q = mxfp4.quantize(w)
+    blocks = q.data.reshape(e, n, k // 32, 16)
+    blocks[0, 0, 0, 0] = 0x21  # elements 0 and 1 of expert 0, row 0: codes 1 (0.5) and 2 (1.0), low nibble first
+    q.scales[0, 0, 0] = 127 + 3
+    save_file({"model.layers.0.mlp.experts.down_proj_blocks": blocks.contiguous(),
+               "model.layers.0.mlp.experts.down_proj_scales": q.scales.contiguous()},
+              str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_text(json.dumps({"quantization_config": {"quant_method": "mxfp4"}}))
+    experts = checkpoint.load_gptoss_experts(tmp_path)["model.layers.0.mlp.experts.down_proj"]
+    assert len(experts) == e
+    for i, x in enumerate(experts):
+        plain = x.to_layout(mxfp4.Layout.PLAIN)
+        assert torch.equal(plain.data, q.data[i]) and torch.equal(plain.scales, q.scales[i])
+    assert mxfp4.dequantize(experts[0])[0, :2].tolist() == [0.5 * 8, 1.0 * 8]
+
+    save_file({"x_blocks": blocks.contiguous(), "x_scales": q.scales[:, :, :3].contiguous()},
+              str(tmp_path / "model.safetensors"))
+    with pytest.raises(ValueError, match=r"'x_scales' has shape \[3, 32, 3\], must be \[3, 32, 4\]"):
+        checkpoint.load_gptoss_experts(tmp_path)
