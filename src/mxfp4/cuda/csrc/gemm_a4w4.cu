@@ -143,6 +143,7 @@ mxfp4_gemm_a4w4(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, co
       const u32 sbytes = (u32)(u1 - u0 + 1) * 256u;
       u8 *wsb = smem + OFF_A + (c & 1) * A_BUF + A_WSB;
       mx::mbar_wait(&a_empty[c & 1], ((c >> 1) & 1) ^ 1);
+      mx::fence_proxy_async();  // the consumers' reads of this buffer come before the copies
       if (lane == 0) mx::mbar_arrive_expect_tx(&a_full[c & 1], NSG * sbytes);
       __syncwarp();
       for (int g = lane; g < NSG; g += 32)
@@ -151,6 +152,7 @@ mxfp4_gemm_a4w4(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, co
       for (int b = 0; b < kc; b += SB) {
         const int nb = min(SB, kc - b);
         mx::mbar_wait(&empty[stage], phase ^ 1);  // every issuing lane sees the slot released
+        mx::fence_proxy_async();
         if (lane == 0) mx::mbar_arrive_expect_tx(&full[stage], (u32)(grps_valid * nb * 256));
         __syncwarp();
         for (int g = lane; g < grps_valid; g += 32)

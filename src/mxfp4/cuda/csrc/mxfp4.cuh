@@ -150,6 +150,12 @@ __device__ __forceinline__ void bulk_copy(void *dst, const void *src, u32 bytes,
       : "memory");
 }
 
+// Orders this thread's earlier shared-memory accesses (generic proxy, as seen through an mbarrier
+// wait) before its later bulk copies (async proxy) into the same bytes.
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
 __device__ __forceinline__ void fence_barrier_init() {
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
