@@ -171,10 +171,10 @@ def test_shards_reassemble_the_weight():
 
 
 def _wide_row_weight(exponent: int) -> MXFP4Tensor:
-    """Row 0 of a [16, 128] weight: block 0 sums to 257 * 2**(exponent - 1), blocks 2 and 3 to 96 each."""
+    """Row 0 of a [16, 128] weight: block 0 sums to 257 * 2**(exponent - 1), blocks 2 and 3 to 32 each."""
     codes = torch.zeros(16, 128, dtype=torch.uint8)
     codes[0, :21], codes[0, 21], codes[0, 22] = 7, 4, 1  # 21 * 6.0 + 2.0 + 0.5 = 128.5
-    codes[0, 64:80], codes[0, 96:112] = 7, 7             # 16 * 6.0 = 96
+    codes[0, 64:80], codes[0, 96:112] = 4, 4             # 16 * 2.0 = 32
     scales = torch.full((16, 4), 127, dtype=torch.uint8)
     scales[0, 0] = 127 + exponent
     return MXFP4Tensor(formats.pack_codes(codes), scales, (16, 128))
@@ -186,14 +186,14 @@ def _row_parallel_in_one_process(x, w, world):
 
 
 def test_documented_limit_is_real():
-    # x = 1.0 quantizes exactly, so row 0's block terms are 257 * 2**52, 0, 96, 96 at exponent 53.
-    # One process: 257 * 2**52 + 96 rounds back (float64 ulp 256 there), twice, and 257 * 2**52 is
-    # a bf16 tie that goes to 2**60. Two ranks: 96 + 96 = 192 first, and the sum rounds up past the tie.
+    # x = 1.0 quantizes exactly, so row 0's block terms are 257 * 2**52, 0, 32, 32 at exponent 53.
+    # One process (exact): just above the bf16 tie 257 * 2**52, so 2**60 + 2**53. Two ranks: the
+    # partials 257 * 2**52 and 64 add in float64 (ulp 256 there) back to the tie, which goes to 2**60.
     x = torch.ones(1, 128, dtype=torch.bfloat16)
     w = _wide_row_weight(53)
     assert not tp.split_k_exact(x, w)[0, 0]
-    assert mxfp4.gemm_a4w4(x, w)[0, 0].item() == 2.0 ** 60
-    assert _row_parallel_in_one_process(x, w, 2)[0, 0].item() == 2.0 ** 60 + 2.0 ** 53
+    assert mxfp4.gemm_a4w4(x, w)[0, 0].item() == 2.0 ** 60 + 2.0 ** 53
+    assert _row_parallel_in_one_process(x, w, 2)[0, 0].item() == 2.0 ** 60
     # below the limit the condition holds and the bits agree, across the whole range it holds in
     exact_seen = 0
     for exponent in range(0, 60):
@@ -201,8 +201,8 @@ def test_documented_limit_is_real():
         if tp.split_k_exact(x, w)[0, 0]:
             exact_seen += 1
             assert torch.equal(_row_parallel_in_one_process(x, w, 2), mxfp4.gemm_a4w4(x, w)), exponent
-    # the condition in integer units (S = 8 * 257 and 8 * 192, scale bytes e_min + e and e_min):
-    # 2056 * 2**e + 2 * 1536 < 2**53 holds for e <= 41
+    # the condition in integer units (S = 8 * 257 and 8 * 64, scale bytes e_min + e and e_min):
+    # 2056 * 2**e + 2 * 512 < 2**53 holds for e <= 41
     assert exact_seen == 42
 
 

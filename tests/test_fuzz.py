@@ -104,7 +104,7 @@ def test_oracle_gemm_matches_testing_oracle_where_float64_is_exact():
     ac, asc = fuzz.oracle_quantize(a)
     got = fuzz.oracle_gemm(ac, asc, formats.unpack_codes(w.data), w.scales)
     exact, mag = testing.exact_product(a, w)
-    assert got.f64_exact.all() and torch.equal(got.value, exact) and torch.allclose(got.magnitude, mag, rtol=1e-15)
+    assert torch.equal(got.value, exact) and torch.allclose(got.magnitude, mag, rtol=1e-15)
 
 
 def test_a_planted_one_ulp_error_is_caught_with_a_reproducer(monkeypatch):
@@ -146,17 +146,11 @@ def test_replaying_a_case_gives_the_same_case():
     assert torch.equal(b1.view(torch.uint8), b2.view(torch.uint8))
 
 
-@pytest.mark.xfail(strict=True, reason="open defect: the reference sums block terms in float64, so cancellation of "
-                   "terms spanning more than 2**53 can give -inf where the exact product is 108")
 def test_reference_cancellation_far_above_the_result():
-    case = fuzz.draw_case(1, 255)
-    g = torch.Generator().manual_seed(case.seed * 1_000_003 + case.index)
-    a, b = fuzz.make_operands(case, g)
-    w = mxfp4.quantize(b)
-    ac, asc = fuzz.oracle_quantize(a.reshape(-1, case.k))
-    exact = fuzz.oracle_gemm(ac, asc, formats.unpack_codes(w.data), w.scales)
-    assert exact.bf16[0, 3].item() == 108.0
-    assert torch.equal(reference.gemm_a4w4(a, w).reshape(exact.bf16.shape), exact.bf16)
+    # block terms far larger than the result cancel (float64 alone leaves 5 of 1024 outputs off)
+    text = io.StringIO()
+    assert fuzz.fuzz(1, 1, "reference", case=255, jobs=1, out=text) == 0
+    assert "1024 elements, 100.0000% bit-identical" in text.getvalue()
 
 
 def test_ci_run():

@@ -40,6 +40,18 @@ def test_wide_range_cancellation_is_exact():
     assert reference.gemm_a4w4(a, w)[0, 0].item() == 1.0
 
 
+def test_cancellation_beyond_float64_is_exact():
+    # 2**120, then 1.5 * 2**-10, then -2**120: in float64 the small term vanishes into the large one
+    # before they cancel; the exact product is the small term
+    a = torch.zeros(2, 96)
+    a[:, 0], a[:, 32], a[:, 64] = 2.0 ** 120, 1.5 * 2.0 ** -10, -(2.0 ** 120)
+    a[1, 33] = -(2.0 ** -12)  # and one whose remainder needs the sticky bit to round right
+    w = mxfp4.quantize(torch.ones(16, 96))
+    out = reference.gemm_a4w4(a, w)
+    assert out[0, 0].item() == 1.5 * 2.0 ** -10
+    assert torch.equal(out, exact_bf16(a, w))
+
+
 def test_no_float32_overflow():
     a = torch.full((2, 64), 3e38)
     w = mxfp4.quantize(torch.full((16, 64), 1e-30))

@@ -16,10 +16,11 @@ two or more roundings and does differ from the one-process layer.
 When the row-parallel result equals the one-process reference bit for bit. For one output
 element write the block terms ``t_b = S_b * 2**(sa_b + sw_b - 256)`` (``S_b`` the integer dot
 product of the doubled e2m1 codes of block b, ``|S_b| <= 4608``; ``sa_b``, ``sw_b`` the e8m0
-bytes). The reference adds them in float64 in block order; the row-parallel layer adds the same
-terms in another association (blocks in order within a rank, then the ranks in order). Every
-term and every partial sum is a multiple of ``q = 2**(min over S_b != 0 of sa_b + sw_b - 256)``,
-so all of those additions are exact, and both results equal the exact sum, whenever
+bytes). The reference rounds the exact sum of the terms once; each rank's partial is its terms'
+sum in float64 (exact, or kept to 53 bits with a sticky bit), and the partials are added in rank
+order in float64. Every term and every partial sum is a multiple of
+``q = 2**(min over S_b != 0 of sa_b + sw_b - 256)``, so all of those additions are exact, and the
+result equals the exact sum, whenever
 
     sum_b |S_b| * 2**(sa_b + sw_b - e_min) < 2**53,      e_min = min over S_b != 0 of sa_b + sw_b
 
@@ -28,9 +29,9 @@ the trailing zero bits of ``S_b``, and many inexact sums still round alike. A si
 form: the scale exponents of the row's blocks with nonzero products span
 ``e_max - e_min < 53 - log2(144 * K)`` binary orders, i.e. at most 33 for K = 7168 and 31 for
 K = 16384 (randn operands span at most 4: each row's block scales lie within 2 orders).
-Outside the condition the two float64 sums can round differently (each addition by at most half
-a float64 ulp, 2**-53 relative), which changes the bf16 output only when the sum lies that close
-to a bf16 rounding boundary (``tests/test_distributed.py`` builds such a row). NaN scale bytes give NaN either way.
+Outside the condition the rank-order float64 sum can round (each addition by at most half a
+float64 ulp, 2**-53 relative), which changes the bf16 output only when the sum lies that close to
+a bf16 rounding boundary (``tests/test_distributed.py`` builds such a row). NaN scale bytes give NaN either way.
 
 On the CPU both layers run the exact reference, so the statement above is the whole story. On a
 Hopper GPU the one-process layer runs the CUDA kernel, whose result equals the exact product
@@ -65,7 +66,8 @@ ROW_MULTIPLE = 64
 
 
 def reference_partial(a: torch.Tensor, w: MXFP4Tensor) -> torch.Tensor:
-    """The exact reference's float64 sum of the block products, unrounded (any device; slow on the GPU)."""
+    """The exact reference's float64 sum of the block products, before the bf16 rounding (any device;
+    slow on the GPU)."""
     return reference.gemm_a4w4(a, w, scale_rule=w.scale_rule, out_dtype=None)
 
 
@@ -188,6 +190,13 @@ def _column_gemm(x: torch.Tensor, w: MXFP4Tensor, full_n: int) -> torch.Tensor:
 class _ShardedMXFP4Linear(nn.Module):
     """One rank's weight shard in two buffers (like MXFP4Linear), its place in the group, and the bias."""
 
+    @classmethod
+    def from_layer(cls, layer: MXFP4Linear, **kwargs):
+        """This rank's layer from a full :class:`~mxfp4.nn.MXFP4Linear` (keywords as the class's ``from_mxfp4``)."""
+        if not isinstance(layer, MXFP4Linear):
+            raise TypeError(f"layer must be a mxfp4.nn.MXFP4Linear, got {type(layer).__name__}")
+        return cls.from_mxfp4(layer.weight, layer.bias, **kwargs)
+
     def __init__(self, shard: MXFP4Tensor, bias: torch.Tensor | None, rank: int, world_size: int,
                  group: dist.ProcessGroup | None) -> None:
         super().__init__()
@@ -265,13 +274,6 @@ class ColumnParallelMXFP4Linear(_ShardedMXFP4Linear):
         return cls(shard, bias, out_features=n, rank=rank, world_size=world_size, gather_output=gather_output,
                    group=group)
 
-    @classmethod
-    def from_layer(cls, layer: MXFP4Linear, **kwargs) -> "ColumnParallelMXFP4Linear":
-        """This rank's layer from a full :class:`~mxfp4.nn.MXFP4Linear` (keywords as :meth:`from_mxfp4`)."""
-        if not isinstance(layer, MXFP4Linear):
-            raise TypeError(f"layer must be a mxfp4.nn.MXFP4Linear, got {type(layer).__name__}")
-        return cls.from_mxfp4(layer.weight, layer.bias, **kwargs)
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = _column_gemm(x, self.weight, self.out_features)
         if self.bias is not None:
@@ -321,13 +323,6 @@ class RowParallelMXFP4Linear(_ShardedMXFP4Linear):
         return cls(shard_rows(weight, rank, world_size), bias, in_features=weight.shape[1], rank=rank,
                    world_size=world_size, input_is_parallel=input_is_parallel, group=group,
                    partial_gemm=partial_gemm)
-
-    @classmethod
-    def from_layer(cls, layer: MXFP4Linear, **kwargs) -> "RowParallelMXFP4Linear":
-        """This rank's layer from a full :class:`~mxfp4.nn.MXFP4Linear` (keywords as :meth:`from_mxfp4`)."""
-        if not isinstance(layer, MXFP4Linear):
-            raise TypeError(f"layer must be a mxfp4.nn.MXFP4Linear, got {type(layer).__name__}")
-        return cls.from_mxfp4(layer.weight, layer.bias, **kwargs)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.input_is_parallel:

@@ -1,12 +1,17 @@
-"""The exact GEMM on any device: the float64 product of the quantized operands, rounded once.
+"""The exact GEMM on any device: the product of the quantized operands, rounded once to bf16.
 
 Each 32-element block's dot product of doubled e2m1 values is an integer (|s| <= 4608, exact in
 float64 whatever the summation order); it is scaled by the two block scales exactly (float64 holds
 2**-256 .. 2**256), and the blocks are added in float64 in a fixed order, row by row, so a row's
-result does not depend on the other rows of the batch. The sum is rounded to bf16 once (to nearest
-even, through round-to-odd in float32, so there is no double rounding). NaN scale bytes give NaN.
+result does not depend on the other rows of the batch. That sum is exact whenever the output's terms
+span fewer than 2**52 units of its smallest term; the few outputs where they do not (cancellation of
+blocks far larger than the result) are summed again exactly in Python integers. The result is
+rounded to bf16 once (to nearest even, through round-to-odd, so there is no double rounding). NaN
+scale bytes give NaN.
 """
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -35,13 +40,44 @@ def round_to_bf16(x: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isnan(x), torch.full_like(out, float("nan")), out)
 
 
-def _blocks(t: MXFP4Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Doubled e2m1 values [..., K/32, 32] (float64 integers) and half-scales [..., K/32] (float64)."""
+def _blocks(t: MXFP4Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Doubled e2m1 values [..., K/32, 32] (float64 integers), half-scales [..., K/32] (float64) and
+    the half-scales' exponents (int64; the scale byte less 128)."""
     t = t.to_layout(Layout.PLAIN)
     codes = formats.unpack_codes(t.data)
     doubled = formats.e2m1_to_float(codes, torch.float64) * 2
     doubled = doubled.reshape(*codes.shape[:-1], codes.shape[-1] // BLOCK, BLOCK)
-    return doubled, formats.e8m0_to_float(t.scales, torch.float64) / 2
+    return doubled, formats.e8m0_to_float(t.scales, torch.float64) / 2, t.scales.to(torch.int64) - 128
+
+
+def _exact_where_float64_is_not(acc: torch.Tensor, sums: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+    """``acc`` [R, N] with the outputs whose float64 sum may have rounded replaced by the exact sum.
+
+    sums [nb, R, N]: integer block sums; e [nb, R, N]: their scale exponents. Every partial sum of an
+    output is a multiple of 2**e_min (its smallest exponent with a nonzero block sum), so float64 adds
+    exactly while sum |s_b| 2**(e_b - e_min) < 2**52 (checked in float64, which can only round that
+    positive sum up by a factor 1 + nb 2**-52: a margin of 2). Elsewhere the terms are added as Python
+    integers and kept to 53 bits with a sticky bit (round to odd), which round_to_bf16 then rounds
+    once. NaN outputs stay NaN.
+    """
+    nz = sums != 0
+    e_min = torch.where(nz, e, torch.full_like(e, 1 << 20)).amin(0)
+    shift = torch.where(nz, e - e_min, torch.zeros_like(e)).clamp(max=1000)
+    units = (sums.abs() * formats.pow2(shift)).sum(0)
+    redo = (units >= 2.0 ** 52) & ~torch.isnan(acc)
+    if not bool(redo.any()):
+        return acc
+    acc = acc.clone()
+    for r, n in redo.nonzero().tolist():
+        lo = int(e_min[r, n])
+        total = sum(int(s) << (int(x) - lo) for s, x in zip(sums[:, r, n].tolist(), e[:, r, n].tolist()) if s)
+        mag = abs(total)
+        extra = max(0, mag.bit_length() - 53)
+        if extra:  # keep 53 bits, the last one sticky (round to odd): exact in float64, rounded once later
+            mag = (mag >> extra) | (1 if mag & ((1 << extra) - 1) else 0)
+        value = math.ldexp(float(mag), lo + extra)
+        acc[r, n] = -value if total < 0 else value
+    return acc
 
 
 def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, *, scale_rule: ScaleRule = ScaleRule.AITER,
@@ -53,8 +89,9 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, *, scale_rule: ScaleRule = ScaleR
     lead, k = a.shape[:-1], a.shape[-1]
     a2 = a.reshape(-1, k)
     codes, scales = formats.quantize_codes(a2, scale_rule)  # the PyTorch quantizer, never a kernel
-    av, asc = _blocks(MXFP4Tensor(formats.pack_codes(codes), scales, tuple(a2.shape), Layout.PLAIN, scale_rule))
-    wv, wsc = _blocks(w)
+    av, asc, aex = _blocks(MXFP4Tensor(formats.pack_codes(codes), scales, tuple(a2.shape), Layout.PLAIN,
+                                       scale_rule))
+    wv, wsc, wex = _blocks(w)
     n, nb = wv.shape[0], wv.shape[1]
     out = torch.empty((a2.shape[0], n), dtype=torch.float64, device=a.device)
     rows = max(1, _ROWS_ELEMENTS // max(1, n * nb))
@@ -66,6 +103,7 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, *, scale_rule: ScaleRule = ScaleR
         acc = torch.zeros((r1 - r0, n), dtype=torch.float64, device=a.device)
         for b in range(nb):  # fixed order, independent of the batch
             acc += scaled[b]
-        out[r0:r1] = acc
+        e = aex[r0:r1].t().unsqueeze(-1) + wex.t().unsqueeze(1)  # [nb, rows, N]
+        out[r0:r1] = _exact_where_float64_is_not(acc, sums, e)
     out = out.reshape(*lead, n)
     return out if out_dtype is None else round_to_bf16(out)

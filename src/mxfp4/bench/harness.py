@@ -108,8 +108,13 @@ def environment() -> dict:
     import subprocess
 
     try:
+        here = pathlib.Path(__file__).parent
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=pathlib.Path(__file__).parent).stdout.strip() or "unknown"
+                                cwd=here).stdout.strip() or "unknown"
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", str(here.parent)],
+                               capture_output=True, text=True, cwd=here).stdout.strip()
+        if dirty and commit != "unknown":
+            commit += "+modified"  # the source that ran is not the commit's
     except OSError:
         commit = "unknown"
     env = {"date": datetime.date.today().isoformat(), "torch": torch.__version__, "python": platform.python_version(),
