@@ -1,0 +1,138 @@
+"""The fuzzer's cases: case ``i`` of seed ``S`` drawn from ``random.Random(f"{S}:{i}")`` alone (entry
+point, layout, dtypes, scale rule, shapes), and its operands, block by block over the whole input range.
+"""
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import torch
+
+from .oracle import BLOCK
+
+_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0)  # values and midpoints
+_DTYPES = {  # exponent of the smallest subnormal, of the largest binade, significand bits
+    "bf16": (torch.bfloat16, -133, 127, 8), "fp16": (torch.float16, -24, 15, 11),
+    "fp32": (torch.float32, -149, 127, 24),
+}
+_M = (1, 1, 2, 3, 4, 7, 8, 8, 15, 16, 16, 17, 31, 32, 33, 63, 64, 65, 100, 128, 333)
+_N_SHUFFLED = (16, 16, 32, 48, 64, 64, 80, 96, 128, 160, 256)
+_N_PLAIN = (1, 8, 16, 24, 40, 48, 64, 100)
+_K64 = (64, 64, 128, 128, 192, 256, 320, 512, 768, 1024)
+_K32 = (32, 96, 160, 224, 64, 128, 288)
+_MAX_MNK = 1 << 22  # keeps a case to a few milliseconds of oracle time
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    seed: int
+    index: int
+    entry: str      # gemm | gemm_out | gemm_params | linear | from_linear | op | task | quantize
+    shuffled: bool
+    dtype: str      # bf16 | fp16 | fp32 (of A; of the float weight for quantize / from_linear)
+    floor_rule: bool
+    lead: tuple     # A's leading dims (M = their product)
+    n: int
+    k: int
+    profile: str    # randn | wide | mixed | cancel
+    strided: bool   # A a column slice of a wider tensor
+
+    def describe(self) -> str:
+        return (f"entry={self.entry} {'AITER_SHUFFLED' if self.shuffled else 'PLAIN'} {self.dtype} "
+                f"{'FLOOR' if self.floor_rule else 'AITER'} A{list(self.lead) + [self.k]} N={self.n} "
+                f"profile={self.profile}{' strided' if self.strided else ''}")
+
+
+def draw_case(seed: int, index: int) -> Case:
+    r = random.Random(f"{seed}:{index}")
+    entry = r.choices(("gemm", "gemm_out", "gemm_params", "linear", "from_linear", "op", "task", "quantize"),
+                      (25, 10, 10, 8, 7, 12, 10, 18))[0]
+    shuffled = r.random() < 0.8 or entry in ("task", "gemm_params")
+    dtype = r.choices(("bf16", "fp16", "fp32"), (80, 10, 10))[0]
+    floor_rule = r.random() < 0.05 and entry not in ("task", "gemm_params")
+    if entry in ("task", "gemm_params"):
+        dtype = "bf16"
+    profile = r.choices(("randn", "wide", "mixed", "cancel"), (30, 25, 35, 10))[0]
+    n = r.choice(_N_SHUFFLED if shuffled else _N_PLAIN)
+    k = r.choice(_K64 if shuffled or r.random() < 0.5 else _K32)
+    m = r.choice(_M)
+    if r.random() < 0.01 and entry in ("gemm", "op"):
+        m = 0
+    if profile == "cancel":
+        m, n, k = min(m, 17), min(n, 64), max(k, 128)
+    while m * n * k > _MAX_MNK:
+        m = max(1, m // 2)
+    lead = (m,)
+    if entry not in ("task", "gemm_params") and m % 2 == 0 and m and r.random() < 0.15:
+        lead = (2, m // 2)
+    strided = entry != "quantize" and r.random() < 0.15
+    return Case(seed, index, entry, shuffled, dtype, floor_rule, lead, n, k, profile, strided)
+
+
+def _blocks(g: torch.Generator, rows: int, nb: int, dtype: str, profile: str, narrow: bool,
+            specials: int = 0) -> torch.Tensor:
+    """float64 [rows, nb, 32] values, block by block, representable in ``dtype`` once cast; in the
+    'mixed' profile a block is, per mille: 200 e2m1 grid and midpoints, 100 zeros (signed), 80
+    subnormals, 50 near the largest finite, 100 amax on the scale-rounding edge, ``specials``
+    NaN/Inf, the rest randn times 2**e."""
+    _, emin, emax, bits = _DTYPES[dtype]
+    shape = (rows, nb, BLOCK)
+    lo, hi = (-8, 8) if narrow else (emin + 2, emax - 3)
+    e = torch.randint(lo, hi + 1, (rows, nb, 1), generator=g).to(torch.float64)
+    x = torch.randn(shape, generator=g, dtype=torch.float64) * torch.pow(2.0, e)
+    if profile in ("randn", "wide", "cancel"):
+        return x
+    pct = torch.randint(0, 1000, (rows, nb, 1), generator=g)
+    sign = torch.where(torch.rand(shape, generator=g) < 0.5, -1.0, 1.0).to(torch.float64)
+    # exact e2m1 values and midpoints times 2**e, with one element +-6 or +-4 fixing the scale at e
+    grid = torch.tensor(_GRID, dtype=torch.float64)[torch.randint(0, len(_GRID), shape, generator=g)]
+    mid = sign * grid
+    mid[..., 0] = sign[..., 0] * torch.where(torch.rand(rows, nb, generator=g) < 0.5, 6.0, 4.0).to(torch.float64)
+    mid = mid[..., torch.randperm(BLOCK, generator=g)] * torch.pow(2.0, e)
+    zero = sign * 0.0
+    sub = sign * torch.randint(0, 1 << (bits - 1), shape, generator=g).to(torch.float64) * 2.0 ** emin
+    top = (2.0 - 2.0 ** (1 - bits)) * 2.0 ** emax
+    sat = sign * top * (1 - torch.randint(0, 8, shape, generator=g).to(torch.float64) * 2.0 ** -bits)
+    # amax on the scale rule's rounding boundary (significand 1.75 and its neighbours)
+    fb = torch.randint(max(emin + bits, -126), emax, (rows, nb, 1), generator=g).to(torch.float64)
+    step = torch.randint(-1, 2, (rows, nb, 1), generator=g).to(torch.float64) * 2.0 ** (1 - bits)
+    edge = x / x.abs().amax(-1, keepdim=True).clamp(min=1e-300) * 2.0 ** fb
+    edge[..., :1] = sign[..., :1] * (1.75 + step) * 2.0 ** fb
+    special = x.clone()
+    pick = torch.randint(0, 3, (rows, nb), generator=g)
+    special[..., 3] = torch.tensor([float("nan"), float("inf"), -float("inf")], dtype=torch.float64)[pick]
+    out, start = x, 0
+    for per_mille, v in ((200, mid), (100, zero), (80, sub), (50, sat), (100, edge), (specials, special)):
+        out = torch.where((pct >= start) & (pct < start + per_mille), v, out)
+        start += per_mille
+    return out
+
+
+def make_operands(case: Case, g: torch.Generator):
+    """(A [*lead, K] in the case's dtype, float weight B [N, K] in bf16 or the case's dtype)."""
+    m, nb = int(torch.Size(case.lead).numel()), case.k // BLOCK
+    narrow = case.profile == "randn"
+    a = _blocks(g, m, nb, case.dtype, case.profile, narrow, specials=15)
+    w_dtype = case.dtype if case.entry in ("quantize", "from_linear") else "bf16"
+    w_narrow = narrow or torch.rand(1, generator=g).item() < 0.6
+    b = _blocks(g, case.n, nb, w_dtype, "randn" if case.profile == "cancel" else case.profile, w_narrow,
+                specials=3)
+    if case.profile == "cancel":
+        # block p(j) of W equals block j; A's block p(j) is minus its block j at a far larger scale
+        # than one remainder block, so the exact sum is the remainder
+        half = nb // 2
+        pairs = [(j, j + half) for j in range(half)] if torch.rand(1, generator=g).item() < 0.5 else \
+            [(j, j + 1) for j in range(0, nb - 1, 2)]
+        for j, p in pairs:
+            b[:, p] = b[:, j]
+        paired = {x for pair in pairs for x in pair}
+        rest = [j for j in range(nb) if j not in paired] or [pairs.pop()[1]]
+        emax = _DTYPES[case.dtype][2]
+        big = torch.randint(min(20, emax - 5), min(100, emax - 3), (m, 1), generator=g).to(torch.float64)
+        for j, p in pairs:
+            a[:, j] = torch.randn(m, BLOCK, generator=g, dtype=torch.float64) * torch.pow(2.0, big)
+            a[:, p] = -a[:, j]
+        small = torch.randint(-60, 0, (m, 1), generator=g).to(torch.float64)
+        a[:, rest[0]] = torch.randn(m, BLOCK, generator=g, dtype=torch.float64) * torch.pow(2.0, small + big)
+    a = a.reshape(*case.lead, case.k).to(_DTYPES[case.dtype][0])
+    return a, b.reshape(case.n, case.k).to(_DTYPES[w_dtype][0])
