@@ -96,9 +96,14 @@ def _check_weight(w: MXFP4Tensor) -> None:
         raise ValueError(f"weight must be a 2-D MXFP4Tensor [N, K], got shape {w.shape}")
 
 
-def _prepared_if_possible(w: MXFP4Tensor) -> MXFP4Tensor:
-    n, k = w.shape
-    return prepare(w) if n % 16 == 0 and k % 64 == 0 else w
+def _slice(w: MXFP4Tensor, n0: int, n1: int, k0: int, k1: int) -> MXFP4Tensor:
+    """Rows n0:n1, columns k0:k1 (on 32-element block boundaries) of w, with their scales; prepared
+    for the kernels where the shape allows it."""
+    plain = w.to_layout(Layout.PLAIN)
+    shard = MXFP4Tensor(plain.data[n0:n1, k0 // 2:k1 // 2].contiguous(),
+                        plain.scales[n0:n1, k0 // BLOCK:k1 // BLOCK].contiguous(), (n1 - n0, k1 - k0),
+                        Layout.PLAIN, w.scale_rule)
+    return prepare(shard) if (n1 - n0) % 16 == 0 and (k1 - k0) % 64 == 0 else shard
 
 
 def shard_columns(w: MXFP4Tensor, rank: int, world_size: int) -> MXFP4Tensor:
@@ -112,11 +117,7 @@ def shard_columns(w: MXFP4Tensor, rank: int, world_size: int) -> MXFP4Tensor:
     if n % (world_size * COLUMN_MULTIPLE):
         raise ValueError(f"column parallel: weight N ({n}) must be a multiple of world_size * {COLUMN_MULTIPLE} "
                          f"= {world_size * COLUMN_MULTIPLE} (each rank's rows in the kernels' (16, 16) layout)")
-    plain = w.to_layout(Layout.PLAIN)
-    n0, n1 = rank * n // world_size, (rank + 1) * n // world_size
-    shard = MXFP4Tensor(plain.data[n0:n1].contiguous(), plain.scales[n0:n1].contiguous(), (n1 - n0, k),
-                        Layout.PLAIN, w.scale_rule)
-    return _prepared_if_possible(shard)
+    return _slice(w, rank * n // world_size, (rank + 1) * n // world_size, 0, k)
 
 
 def shard_rows(w: MXFP4Tensor, rank: int, world_size: int) -> MXFP4Tensor:
@@ -131,12 +132,7 @@ def shard_rows(w: MXFP4Tensor, rank: int, world_size: int) -> MXFP4Tensor:
     if k % (world_size * ROW_MULTIPLE):
         raise ValueError(f"row parallel: weight K ({k}) must be a multiple of world_size * {ROW_MULTIPLE} "
                          f"= {world_size * ROW_MULTIPLE} (each rank's K on block and 32-byte chunk boundaries)")
-    plain = w.to_layout(Layout.PLAIN)
-    k0, k1 = rank * k // world_size, (rank + 1) * k // world_size
-    shard = MXFP4Tensor(plain.data[:, k0 // 2:k1 // 2].contiguous(),
-                        plain.scales[:, k0 // BLOCK:k1 // BLOCK].contiguous(), (n, k1 - k0), Layout.PLAIN,
-                        w.scale_rule)
-    return _prepared_if_possible(shard)
+    return _slice(w, 0, n, rank * k // world_size, (rank + 1) * k // world_size)
 
 
 def shard_input(x: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
@@ -166,13 +162,7 @@ def split_k_exact(a: torch.Tensor, w: MXFP4Tensor) -> torch.Tensor:
     e = a_bytes.t().to(torch.int64).unsqueeze(-1) + plain.scales.t().to(torch.int64).unsqueeze(1)  # [nb, M, N]
     nan = ((a_bytes == formats.E8M0_NAN).any(-1).unsqueeze(-1)
            | (plain.scales == formats.E8M0_NAN).any(-1).unsqueeze(0))
-    nonzero = sums != 0
-    e_min = torch.where(nonzero, e, torch.full_like(e, 1 << 20)).amin(0)
-    scaled = torch.where(nonzero, sums * formats.pow2((e - e_min).clamp(max=1000)),
-                         torch.zeros_like(sums))
-    total = scaled.sum(0)  # a sum of nb non-negative terms: computed <= exact * (1 + nb * 2**-52)
-    limit = 2.0 ** 53 / (1 + sums.shape[0] * 2.0 ** -52)
-    return ((total < limit) | nan).reshape(*lead, w.shape[0])
+    return (reference.float64_sum_exact(sums, e) | nan).reshape(*lead, w.shape[0])
 
 
 def _column_gemm(x: torch.Tensor, w: MXFP4Tensor, full_n: int) -> torch.Tensor:

@@ -90,21 +90,25 @@ def select_backend(a: torch.Tensor, w: MXFP4Tensor, backend: str = "auto") -> st
         return "reference"
     if not cuda_supported(a.device):
         raise ValueError(f"backend='cuda' needs a Hopper GPU (sm_90); a is on {a.device}")
-    if backend == "auto" and (a.dtype != torch.bfloat16 or w.layout is not Layout.AITER_SHUFFLED
-                              or w.scale_rule is not ScaleRule.AITER):
-        _warn_once("mxfp4: the CUDA kernels take bf16 activations and a prepared weight (mxfp4.prepare, "
-                   "ScaleRule.AITER); other calls run the exact reference, which is slow")
+    unsupported = _kernel_rule_broken(a, w)
+    if unsupported is None:
+        return "cuda"
+    if backend == "auto":
+        _warn_once(f"mxfp4: {unsupported}; running the exact reference, which is slow")
         return "reference"
+    raise ValueError(unsupported)
+
+
+def _kernel_rule_broken(a: torch.Tensor, w: MXFP4Tensor) -> str | None:
+    """The first rule of the CUDA kernels that the operands break (None: they take them)."""
     if a.dtype != torch.bfloat16:
-        raise ValueError(f"the CUDA kernels take bfloat16 activations, got {a.dtype} (cast a, or pass "
-                         "backend='reference')")
+        return f"the CUDA kernels take bfloat16 activations, got {a.dtype} (cast a, or pass backend='reference')"
     if w.layout is not Layout.AITER_SHUFFLED:
-        raise ValueError("the CUDA kernels read the weight in aiter's shuffled layout: prepare it once with "
-                         "mxfp4.prepare(w) (N % 16 == 0 and K % 64 == 0)")
+        return ("the CUDA kernels read the weight in aiter's shuffled layout: prepare it once with "
+                "mxfp4.prepare(w) (N % 16 == 0 and K % 64 == 0)")
     if w.scale_rule is not ScaleRule.AITER:
-        raise ValueError("the CUDA kernels quantize A with ScaleRule.AITER; w uses "
-                         f"{w.scale_rule.name} (pass backend='reference')")
-    return "cuda"
+        return f"the CUDA kernels quantize A with ScaleRule.AITER; w uses {w.scale_rule.name} (pass backend='reference')"
+    return None
 
 
 @functools.lru_cache(maxsize=None)
@@ -141,9 +145,7 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
         return out
     from .cuda import ops as cuda_ops
 
-    a2 = a.reshape(m, k)
-    if a2.stride(-1) != 1 or (m > 1 and a2.stride(0) % 8) or a2.data_ptr() % 16:
-        a2 = a2.clone(memory_format=torch.contiguous_format)  # new storage: unit stride, aligned
+    a2 = cuda_ops.rows_for_kernel(a.reshape(m, k))
     problem = plan.Problem(m, n, k)
     if params is None:
         params = params_for(problem, a.device)

@@ -4,7 +4,7 @@ Each 32-element block's dot product of doubled e2m1 values is an integer (|s| <=
 float64 whatever the summation order); it is scaled by the two block scales exactly (float64 holds
 2**-256 .. 2**256), and the blocks are added in float64 in a fixed order, row by row, so a row's
 result does not depend on the other rows of the batch. That sum is exact whenever the output's terms
-span fewer than 2**52 units of its smallest term; the few outputs where they do not (cancellation of
+span fewer than 2**53 units of its smallest term; the few outputs where they do not (cancellation of
 blocks far larger than the result) are summed again exactly in Python integers. The result is
 rounded to bf16 once (to nearest even, through round-to-odd, so there is no double rounding). NaN
 scale bytes give NaN.
@@ -50,27 +50,34 @@ def _blocks(t: MXFP4Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return doubled, formats.e8m0_to_float(t.scales, torch.float64) / 2, t.scales.to(torch.int64) - 128
 
 
-def _exact_where_float64_is_not(acc: torch.Tensor, sums: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
-    """``acc`` [R, N] with the outputs whose float64 sum may have rounded replaced by the exact sum.
+def float64_sum_exact(sums: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+    """Bool [R, N]: where adding the block terms ``sums[b] * 2**e[b]`` ([nb, R, N]: integer block sums,
+    scale exponents) in float64 is exact in any order.
 
-    sums [nb, R, N]: integer block sums; e [nb, R, N]: their scale exponents. Every partial sum of an
-    output is a multiple of 2**e_min (its smallest exponent with a nonzero block sum), so float64 adds
-    exactly while sum |s_b| 2**(e_b - e_min) < 2**52 (checked in float64, which can only round that
-    positive sum up by a factor 1 + nb 2**-52: a margin of 2). Elsewhere the terms are added as Python
-    integers and kept to 53 bits with a sticky bit (round to odd), which round_to_bf16 then rounds
-    once. NaN outputs stay NaN.
+    Every partial sum is a multiple of 2**e_min (the smallest exponent with a nonzero block sum), so
+    all are exact while U = sum |s_b| 2**(e_b - e_min) <= 2**53. U is computed in float64 within a
+    factor 1 +- nb 2**-52 and is an integer, so a computed U < 2**53 / (1 + nb 2**-52) suffices.
     """
     nz = sums != 0
     e_min = torch.where(nz, e, torch.full_like(e, 1 << 20)).amin(0)
     shift = torch.where(nz, e - e_min, torch.zeros_like(e)).clamp(max=1000)
     units = (sums.abs() * formats.pow2(shift)).sum(0)
-    redo = (units >= 2.0 ** 52) & ~torch.isnan(acc)
+    return units < 2.0 ** 53 / (1 + sums.shape[0] * 2.0 ** -52)
+
+
+def _exact_where_float64_is_not(acc: torch.Tensor, sums: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+    """``acc`` [R, N] with the outputs whose float64 sum may have rounded (:func:`float64_sum_exact`)
+    replaced by the exact sum: the terms added as Python integers and kept to 53 bits with a sticky bit
+    (round to odd), which round_to_bf16 then rounds once. NaN outputs stay NaN.
+    """
+    redo = ~float64_sum_exact(sums, e) & ~torch.isnan(acc)
     if not bool(redo.any()):
         return acc
     acc = acc.clone()
     for r, n in redo.nonzero().tolist():
-        lo = int(e_min[r, n])
-        total = sum(int(s) << (int(x) - lo) for s, x in zip(sums[:, r, n].tolist(), e[:, r, n].tolist()) if s)
+        terms = [(int(s), int(x)) for s, x in zip(sums[:, r, n].tolist(), e[:, r, n].tolist()) if s]
+        lo = min(x for _, x in terms)
+        total = sum(s << (x - lo) for s, x in terms)
         mag = abs(total)
         extra = max(0, mag.bit_length() - 53)
         if extra:  # keep 53 bits, the last one sticky (round to odd): exact in float64, rounded once later

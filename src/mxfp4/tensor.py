@@ -111,9 +111,7 @@ def quantize(x: torch.Tensor, scale_rule: ScaleRule = ScaleRule.AITER) -> MXFP4T
             and ops.cuda_supported(x.device)):
         from .cuda import ops as cuda_ops
 
-        x2 = x.reshape(-1, x.shape[-1])
-        if x2.stride(-1) != 1 or (x2.shape[0] > 1 and x2.stride(0) % 8) or x2.data_ptr() % 16:
-            x2 = x2.clone(memory_format=torch.contiguous_format)  # new storage: unit stride, aligned
+        x2 = cuda_ops.rows_for_kernel(x.reshape(-1, x.shape[-1]))
         data, scales = cuda_ops.quantize(x2)
         return MXFP4Tensor(data.reshape(*x.shape[:-1], -1), scales.reshape(*x.shape[:-1], -1), tuple(x.shape),
                            Layout.PLAIN, scale_rule)

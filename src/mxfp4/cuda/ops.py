@@ -37,8 +37,18 @@ def _lda(a: torch.Tensor) -> int:
     return a.stride(0) if a.shape[0] > 1 else a.shape[1]
 
 
+def _rows_ok(a: torch.Tensor) -> bool:
+    return a.stride(1) == 1 and _lda(a) % 8 == 0 and a.data_ptr() % 16 == 0
+
+
+def rows_for_kernel(a: torch.Tensor) -> torch.Tensor:
+    """``a`` [M, K] itself when the kernels can read its rows, else a copy in new storage (unit
+    stride, aligned)."""
+    return a if _rows_ok(a) else a.clone(memory_format=torch.contiguous_format)
+
+
 def _check_rows(a: torch.Tensor) -> None:
-    if a.stride(1) != 1 or _lda(a) % 8 or a.data_ptr() % 16:
+    if not _rows_ok(a):
         raise ValueError("a must have unit stride along K, a row stride that is a multiple of 8 and a "
                          "16-byte aligned start")
 
