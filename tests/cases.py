@@ -18,6 +18,7 @@ class Case:
 CASES = (
     Case("m1", 1, 48, 64), Case("m7", 7, 176, 192), Case("m100", 100, 64, 640), Case("m333", 333, 32, 128),
     Case("task_small", 8, 2112, 512), Case("wide_m7", 7, 96, 512, "wide"), Case("special_m33", 33, 80, 256, "special"),
+    Case("wide_m100", 100, 48, 256, "wide"), Case("special_m100", 100, 32, 512, "special"),
 )
 
 
@@ -89,3 +90,15 @@ def _round_fraction_to_bf16(x) -> float:
     from mxfp4.reference import round_to_bf16
 
     return round_to_bf16(torch.tensor([f], dtype=torch.float64)).double().item()
+
+
+def kernel_domain(a: torch.Tensor, w) -> torch.Tensor:
+    """Bool [M, N]: outputs whose blocks all have -147 <= ea + ew <= 112 (the CUDA kernels' stated
+    domain: every scale product is a float32 number and no float32 run can overflow)."""
+    from mxfp4 import formats
+    from mxfp4.tensor import Layout
+
+    _, sa = formats.quantize_codes(a.cpu())
+    sw = w.to_layout(Layout.PLAIN).scales.cpu()[:, : sa.shape[1]]
+    esum = (sa.long() - 127)[:, None, :] + (sw.long() - 127)[None, :, :]
+    return ((esum >= -147) & (esum <= 112)).all(-1)

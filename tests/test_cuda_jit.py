@@ -11,19 +11,19 @@ jit = pytest.importorskip("mxfp4.cuda.jit")
 
 
 def shipped_variants():
-    variants = set(plan.load_table().values())
-    variants |= {plan.heuristic(plan.Problem(s.m, s.n, s.k)) for s in shape_set("all")}
-    return sorted(variants, key=str)
+    return plan.shipped_variants([(s.m, s.n, s.k) for s in shape_set("all")])
 
 
 def test_every_shipped_variant_compiles(tmp_path, monkeypatch):
     monkeypatch.setenv("MXFP4_CACHE_DIR", str(tmp_path))
     assert jit.compile_cubin("quantize.cu")[:4] == b"\x7fELF"
-    for p in shipped_variants():
+    variants = shipped_variants()
+    assert {p.source for p in variants} == {"gemm_a4w4.cu", "gemm_wgmma.cu"}  # both kernels ship
+    for p in variants:
         p.check()
-        cubin = jit.compile_cubin("gemm_a4w4.cu", p.defines())
+        cubin = jit.compile_cubin(p.source, p.defines())
         assert cubin[:4] == b"\x7fELF"
-    distinct = {tuple(sorted(p.defines().items())) for p in shipped_variants()}  # split is a launch choice
+    distinct = {(p.source, tuple(sorted(p.defines().items()))) for p in variants}  # split is a launch choice
     assert len(list(tmp_path.iterdir())) == len(distinct) + 1  # one cache file per compiled variant
 
 

@@ -1,15 +1,18 @@
 """The CUDA kernels on a Hopper GPU (marker gpu): exactness against the exact oracle, specials,
-determinism, no memory kept between calls, the prepared-weight module, graphs, compile, streams,
-8 host threads and 4 streams against serial calls, and a fuzzer run on the kernels."""
+determinism, the large-M kernel against its CPU model bit for bit and at prefill sizes, no memory
+kept between calls, the prepared-weight module, graphs, compile, streams, 8 host threads and 4
+streams against serial calls, and a fuzzer run on the kernels."""
 import pytest
 import torch
 
 import mxfp4
-from mxfp4 import formats, task, testing
+from mxfp4 import formats, plan, task, testing
 from mxfp4.nn import MXFP4Linear
 from mxfp4.tensor import Layout, MXFP4Tensor
 
-from .cases import CASES, exact_bf16, make_case
+from .cases import CASES, Case, exact_bf16, kernel_domain, make_case
+from .test_wgmma_model import _operands
+from .wgmma_model import model
 
 pytestmark = pytest.mark.gpu
 
@@ -19,14 +22,6 @@ def test_quantize_kernel_every_bf16_pattern():
     q = mxfp4.quantize(x)
     codes, scales = formats.quantize_codes(x)
     assert torch.equal(q.data, formats.pack_codes(codes)) and torch.equal(q.scales, scales)
-
-
-def kernel_domain(a: torch.Tensor, w: MXFP4Tensor) -> torch.Tensor:
-    """Bool [M, N]: outputs whose blocks all have -147 <= ea + ew <= 114 (the kernel's stated domain)."""
-    _, sa = formats.quantize_codes(a.cpu())
-    sw = w.to_layout(Layout.PLAIN).scales.cpu()
-    esum = (sa.long() - 127)[:, None, :] + (sw.long() - 127)[None, :, :]
-    return ((esum >= -147) & (esum <= 114)).all(-1)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -56,6 +51,46 @@ def test_task_shapes_exact_and_deterministic(m, n, k, seed):
     report = testing.check_gemm(out, data[0], w)
     assert report.passed and report.identical_fraction == 1.0
     assert all(torch.equal(out, task.custom_kernel(data)) for _ in range(100))
+
+
+def _same_bits(x: torch.Tensor, y: torch.Tensor) -> bool:
+    return bool(((x.view(torch.int16) == y.view(torch.int16)) | (torch.isnan(x) & torch.isnan(y))).all())
+
+
+@pytest.mark.parametrize("params", [plan.WgmmaParams(64, 5), plan.WgmmaParams(96, 4)], ids=["tn64", "tn96"])
+@pytest.mark.parametrize("m, n, k, kind", [(333, 2112, 2880, "randn"), (333, 2112, 2880, "mixed"),
+                                           (200, 160, 768, "spread"), (65, 128, 256, "randn")])
+def test_large_m_kernel_is_its_model(params, m, n, k, kind):
+    a, w = _operands(m, n, k, kind)
+    out = mxfp4.gemm_a4w4(a.cuda(), mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout),
+                          params=params).cpu()
+    assert _same_bits(out, model(a, w, params.tn))
+
+
+@pytest.mark.parametrize("kind", ["wide", "special"])
+def test_large_m_kernel_is_its_model_on_special_values(kind):
+    a, w = make_case(Case(kind, 100, 32, 512, kind), "cpu")
+    for params in (plan.WgmmaParams(64, 5), plan.WgmmaParams(96, 4)):
+        out = mxfp4.gemm_a4w4(a.cuda(), mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout),
+                              params=params).cpu()
+        domain = kernel_domain(a, w)
+        assert _same_bits(out[domain], model(a, w, params.tn)[domain])
+
+
+@pytest.mark.parametrize("m, n, k, kind", [(8192, 8192, 8192, "randn"), (4096, 7168, 7168, "randn"),
+                                           (2048, 4608, 7168, "mixed"), (1024, 2880, 2880, "spread")])
+def test_large_m_exact_at_prefill_sizes(m, n, k, kind):
+    torch.manual_seed(0)
+    a, w = _operands(m, n, k, kind) if m <= 2048 else (None, None)
+    if a is None:  # the big ones are drawn on the GPU (the task's generator)
+        data = task.generate_input(m, n, k, 7, "cuda")
+        a, w = data[0], MXFP4Tensor(data[3], data[4], (n, k), Layout.AITER_SHUFFLED)
+    else:
+        a, w = a.cuda(), mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout)
+    out = mxfp4.gemm_a4w4(a, w)
+    report = testing.check_gemm(out, a, w, testing.sample_rows(m))
+    assert report.passed, report
+    assert _same_bits(out, mxfp4.gemm_a4w4(a, w))  # bitwise deterministic
 
 
 @pytest.mark.parametrize("m, n, k", [(16, 2112, 7168), (256, 3072, 1536), (4096, 7168, 7168)])

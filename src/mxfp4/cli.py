@@ -85,11 +85,10 @@ def _compile(args) -> int:
     from .bench.shapes import shape_set
     from .cuda import jit
 
-    variants = {p for p in plan.load_table().values()}
-    variants |= {plan.heuristic(plan.Problem(s.m, s.n, s.k)) for s in shape_set("all")}
+    variants = plan.shipped_variants([(s.m, s.n, s.k) for s in shape_set("all")])
     jit.compile_cubin("quantize.cu")
-    for i, p in enumerate(sorted(variants, key=str)):
-        jit.compile_cubin("gemm_a4w4.cu", p.defines())
+    for i, p in enumerate(variants):
+        jit.compile_cubin(p.source, p.defines())
         print(f"[{i + 1}/{len(variants)}] {p}")
     print(f"cubins in {jit.cache_dir()}")
     return 0

@@ -131,8 +131,8 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
     reference. ``params`` forces a kernel variant; by default the tuned table or the heuristic picks.
     """
     m, n, k = validate(a, w, out)
-    if params is not None and not isinstance(params, plan.GemmParams):
-        raise TypeError(f"params must be a mxfp4.plan.GemmParams, got {type(params).__name__}")
+    if params is not None and not isinstance(params, (plan.GemmParams, plan.WgmmaParams)):
+        raise TypeError(f"params must be a mxfp4.plan.GemmParams or WgmmaParams, got {type(params).__name__}")
     chosen = select_backend(a, w, backend)
     if chosen == "reference":
         result = reference.gemm_a4w4(a, w, scale_rule=w.scale_rule)
@@ -153,7 +153,10 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
         params.check()
         if not params.fits(problem):
             raise ValueError(f"params.split ({params.split}) must be at most K / 32 ({k // 32})")
-    cuda_ops.gemm_a4w4(a2, w.data, w.scales, out.view(m, n), params)
+    if isinstance(params, plan.WgmmaParams):
+        cuda_ops.gemm_a4w4_wgmma(a2, w.data, w.scales, out.view(m, n), params)
+    else:
+        cuda_ops.gemm_a4w4(a2, w.data, w.scales, out.view(m, n), params)
     return out
 
 

@@ -1,8 +1,10 @@
 """What one GEMM launch looks like: the problem, the kernel's parameters, and how they are chosen.
 
 ``GemmParams`` fixes one compiled variant of ``cuda/csrc/gemm_a4w4.cu`` (tile shape, warps, chunk
-and pipeline depth) plus the split of K over a cluster. ``choose`` returns the tuned entry for the
-shape when the shipped table has one, otherwise ``heuristic``.
+and pipeline depth) plus the split of K over a cluster: the kernel for small M. ``WgmmaParams``
+fixes one variant of ``cuda/csrc/gemm_wgmma.cu``, the kernel for M >= ``WGMMA_MIN_M``. ``choose``
+returns the large-M kernel from that M on, else the tuned entry for the shape when the shipped
+table has one, otherwise ``heuristic``.
 """
 from __future__ import annotations
 
@@ -15,6 +17,13 @@ SMEM_LIMIT = 227 * 1024
 """Dynamic shared memory a CTA may use on Hopper."""
 
 TABLE_PATH = pathlib.Path(__file__).with_name("configs") / "h200.json"
+
+WGMMA_MIN_M = 65
+"""From this many rows of A on, the large-M kernel (wgmma) runs: at 128 rows it takes 31 us where
+the mma.sync kernel takes 82 (7168 x 2048 weight, H200); at 64 rows the two are within 10%."""
+
+SEGMENT_BLOCKS = 8
+"""Blocks of 32 elements in a segment of the large-M kernel (SEG in gemm_wgmma.cu)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +48,8 @@ class GemmParams:
     kc: K blocks (32 elements) of A quantized per chunk; sb: K blocks per weight stage; stages:
     depth of the weight ring. split: CTAs of a cluster that share K (1..8).
     """
+
+    source = "gemm_a4w4.cu"
 
     bn: int = 64
     bm: int = 16
@@ -88,15 +99,71 @@ class GemmParams:
         return self.split <= p.blocks
 
 
+@dataclasses.dataclass(frozen=True)
+class WgmmaParams:
+    """One launch of the large-M kernel: a CTA computes tn tokens x 128 weight rows; stages is the
+    depth of its shared-memory ring (one 128-element segment of K a stage)."""
+
+    source = "gemm_wgmma.cu"
+
+    tn: int = 96
+    stages: int = 4
+
+    def defines(self) -> dict[str, int]:
+        return dict(TN=self.tn, STAGES=self.stages)
+
+    @property
+    def meta_bytes(self) -> int:
+        """Per token tile and segment: fold multipliers, block multipliers, the tile's flag."""
+        return self.tn * (4 + 4 * SEGMENT_BLOCKS) + 16
+
+    @property
+    def ablob_bytes(self) -> int:
+        """One token tile's segment in the workspace: int8 values, then the meta."""
+        return self.tn * 32 * SEGMENT_BLOCKS + self.meta_bytes
+
+    wmeta_bytes = 128 * 8 + 16
+    """One weight tile's segment in the workspace: the rows' exponents, the group flags."""
+
+    @property
+    def stage_bytes(self) -> int:
+        """One ring stage: the A blob, the weight's codes (8 groups of 16 rows), the weight meta."""
+        s_w = -(-self.ablob_bytes // 1024) * 1024
+        return -(-(s_w + 8 * SEGMENT_BLOCKS * 256 + self.wmeta_bytes) // 1024) * 1024
+
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory (mirrors the offsets in gemm_wgmma.cu)."""
+        return 1024 + self.stages * self.stage_bytes + 2 * self.stages * 8
+
+    def check(self) -> None:
+        rules = [
+            (self.tn in (64, 96, 128), "tn must be 64, 96 or 128"),
+            (self.stages >= 2, "stages must be at least 2"),
+            (self.tn * 136 * 2 <= self.stages * self.stage_bytes, "the ring must hold the output tile"),
+            (self.smem_bytes() <= SMEM_LIMIT, f"shared memory {self.smem_bytes()} > {SMEM_LIMIT}"),
+        ]
+        for ok, rule in rules:
+            if not ok:
+                raise ValueError(f"WgmmaParams {self}: {rule}")
+
+    def fits(self, p: Problem) -> bool:
+        return True
+
+
+def wgmma_params(p: Problem) -> WgmmaParams:
+    """The large-M kernel's variant: 64-token tiles up to 256 rows (less padding, more CTAs), 96
+    above (the weight's conversion shared by more tokens)."""
+    return WgmmaParams(64, 5) if p.m <= 256 else WgmmaParams(96, 4)
+
+
 def heuristic(p: Problem, sm_count: int = 132) -> GemmParams:
-    """A launch for any shape: a tile by M, K split over a cluster until the SMs are covered."""
+    """An mma.sync launch for any shape: a tile by M, K split over a cluster until the SMs are
+    covered (``choose`` takes it below ``WGMMA_MIN_M`` rows)."""
     if p.m <= 8:
         bm, bn, warps_n, warps_m = 8, 64, 4, 1
-    elif p.m <= 64:
+    else:
         bm = 16 if p.m <= 16 else (32 if p.m <= 32 else 64)
         bn, warps_n, warps_m = 64, 4, 2
-    else:
-        bm, bn, warps_n, warps_m = 64, 128, 4, 2
     tiles = math.ceil(p.n / bn) * math.ceil(p.m / bm)
     split = max(1, min(8, p.blocks // 4, math.ceil(sm_count / tiles)))
     per_cta = math.ceil(p.blocks / split)
@@ -122,9 +189,21 @@ def load_table(path: pathlib.Path = TABLE_PATH) -> dict[tuple[int, int, int], Ge
     return table
 
 
-def choose(p: Problem, table: dict[tuple[int, int, int], GemmParams], sm_count: int = 132) -> GemmParams:
-    """The table's entry for the exact shape, else the heuristic."""
+def choose(p: Problem, table: dict[tuple[int, int, int], GemmParams],
+           sm_count: int = 132) -> GemmParams | WgmmaParams:
+    """The large-M kernel from ``WGMMA_MIN_M`` rows on; else the table's entry for the exact shape,
+    else the heuristic."""
+    if p.m >= WGMMA_MIN_M:
+        return wgmma_params(p)
     params = table.get((p.m, p.n, p.k))
     if params is not None and params.fits(p):
         return params
     return heuristic(p, sm_count)
+
+
+def shipped_variants(shapes: list[tuple[int, int, int]]) -> list[GemmParams | WgmmaParams]:
+    """Every compiled variant a call can take: the table's entries and what ``choose`` gives for
+    ``shapes`` (split is a launch choice: variants differing only in it compile once)."""
+    table = load_table()
+    variants = set(table.values()) | {choose(Problem(m, n, k), table) for m, n, k in shapes}
+    return sorted(variants, key=str)

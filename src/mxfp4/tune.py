@@ -1,5 +1,7 @@
 """The tuner: for each shape, time candidate GemmParams under the competition rule, keep the fastest
-exact one, and write the table that :func:`mxfp4.plan.choose` reads (JSON, written atomically)."""
+exact one, and write the table that :func:`mxfp4.plan.choose` reads (JSON, written atomically).
+Shapes of ``plan.WGMMA_MIN_M`` rows or more run the large-M kernel, which the table does not steer:
+they are skipped."""
 from __future__ import annotations
 
 import json
@@ -67,6 +69,9 @@ def tune(shapes: tuple[Shape, ...], path: pathlib.Path, progress=print) -> dict:
         table = {"device": torch.cuda.get_device_name(), "entries": []}
     entries = {(e["m"], e["n"], e["k"]): e for e in table["entries"]}
     for i, s in enumerate(shapes):
+        if s.m >= plan.WGMMA_MIN_M:
+            progress(f"[{i + 1}/{len(shapes)}] {s.label}: the large-M kernel runs it (no table entry); skipped")
+            continue
         data = task.generate_input(s.m, s.n, s.k, s.seed, "cuda")
         a = data[0]
         w = MXFP4Tensor(data[3], data[4], (s.n, s.k), Layout.AITER_SHUFFLED)

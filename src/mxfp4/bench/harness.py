@@ -23,8 +23,12 @@ from ..tensor import Layout, MXFP4Tensor
 from .shapes import Shape
 from .timing import ColdTimer, geomean
 
-COLUMNS = ("shape", "mxfp4_us", "prepared_us", "cublas_bf16_us", "ratio", "host_us", "host_prepared_us",
+COLUMNS = ("shape", "mxfp4_us", "prepared_us", "cublas_bf16_us", "ratio", "tflops", "host_us", "host_prepared_us",
            "host_mm_us", "kept_bytes", "bitident", "violations")
+
+INT8_REFERENCE = 8192
+"""Side of the int8 GEMM (torch._int_mm, cuBLAS) timed as the measured int8 dense rate when a
+shape set holds prefill sizes (M >= 1024)."""
 
 
 def _host_us(fn, calls: int = 50) -> float:
@@ -63,6 +67,7 @@ def bench_gpu(shapes: tuple[Shape, ...], progress=print) -> list[dict]:
             "violations": report.violations + report.nonfinite_mismatch + (0 if same_layer else 1),
         }
         row["ratio"] = row["mxfp4_us"] / row["cublas_bf16_us"]
+        row["tflops"] = s.flops / row["mxfp4_us"] / 1e6
         rows.append(row)
         progress(f"[{i + 1}/{len(shapes)}] {s.label}: {row['mxfp4_us']:.2f} us (cuBLAS bf16 "
                  f"{row['cublas_bf16_us']:.2f})")
@@ -84,23 +89,34 @@ def bench_cpu(shapes: tuple[Shape, ...], progress=print) -> list[dict]:
     return rows
 
 
+def int8_dense_tops() -> float:
+    """TOPS of cuBLAS's int8 GEMM (torch._int_mm) on INT8_REFERENCE^3 random operands, timed like
+    everything else (L2 flushed, GPU time)."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    n = INT8_REFERENCE
+    a = torch.randint(-128, 128, (n, n), dtype=torch.int8, device="cuda", generator=g)
+    b = torch.randint(-128, 128, (n, n), dtype=torch.int8, device="cuda", generator=g)
+    us = ColdTimer().time(lambda: torch._int_mm(a, b.t()), max_runs=20).mean_us
+    return 2 * n ** 3 / us / 1e6
+
+
 def format_table(rows: list[dict], gpu: bool) -> str:
     if not gpu:
         lines = ["| shape | CPU reference (ms, wall) | bit-identical | bound violations |", "|---|---|---|---|"]
         lines += [f"| {r['shape']} | {r['mxfp4_us'] / 1e3:.1f} | {r['bitident']:.4%} | {r['violations']} |"
                   for r in rows]
         return "\n".join(lines)
-    lines = ["| shape | custom_kernel us | prepared (MXFP4Linear) us | cuBLAS bf16 us | ratio | host us "
+    lines = ["| shape | custom_kernel us | prepared (MXFP4Linear) us | cuBLAS bf16 us | ratio | TFLOP/s | host us "
              "(custom / prepared / torch.mm) | bytes kept per weight | bit-identical | violations |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['shape']} | {r['mxfp4_us']:.2f} | {r['prepared_us']:.2f} | {r['cublas_bf16_us']:.2f} | "
-                     f"{r['ratio']:.2f} | {r['host_us']:.1f} / {r['host_prepared_us']:.1f} / {r['host_mm_us']:.1f} | "
-                     f"{r['kept_bytes']:,} | {r['bitident']:.4%} | {r['violations']} |")
+                     f"{r['ratio']:.2f} | {r['tflops']:.1f} | {r['host_us']:.1f} / {r['host_prepared_us']:.1f} / "
+                     f"{r['host_mm_us']:.1f} | {r['kept_bytes']:,} | {r['bitident']:.4%} | {r['violations']} |")
     lines.append(f"| geomean | {geomean([r['mxfp4_us'] for r in rows]):.2f} | "
                  f"{geomean([r['prepared_us'] for r in rows]):.2f} | "
                  f"{geomean([r['cublas_bf16_us'] for r in rows]):.2f} | "
-                 f"{geomean([r['ratio'] for r in rows]):.2f} | | | | |")
+                 f"{geomean([r['ratio'] for r in rows]):.2f} | | | | | |")
     return "\n".join(lines)
 
 
@@ -139,6 +155,12 @@ def run(shapes: tuple[Shape, ...], record: pathlib.Path | None = None, progress=
     rows = bench_gpu(shapes, progress) if gpu else bench_cpu(shapes, progress)
     head = ", ".join(f"{k} {v}" for k, v in env.items())
     text = f"{head}\n\n{format_table(rows, gpu)}\n"
+    if gpu and any(s.m >= 1024 for s in shapes):
+        tops = int8_dense_tops()
+        big = [r for s, r in zip(shapes, rows) if s.m >= 1024]
+        text += (f"\nint8 dense measured in this run (torch._int_mm {INT8_REFERENCE}^3, L2 flushed): {tops:.0f} TOPS; "
+                 f"the rows with M >= 1024 run at {min(r['tflops'] for r in big) / tops:.0%} to "
+                 f"{max(r['tflops'] for r in big) / tops:.0%} of it\n")
     if record is not None:
         record.parent.mkdir(parents=True, exist_ok=True)
         new = not record.exists()

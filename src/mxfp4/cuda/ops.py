@@ -32,6 +32,30 @@ def gemm_a4w4(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: to
     return out
 
 
+def gemm_a4w4_wgmma(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor,
+                    params: plan.WgmmaParams) -> torch.Tensor:
+    """The large-M path of :func:`gemm_a4w4`: two launches on the current stream (A quantized into
+    the GEMM's int8 operand in a workspace allocated for the call, then the wgmma GEMM)."""
+    m, k = a.shape
+    n = data.shape[0]
+    _check_rows(a)
+    if not (data.is_contiguous() and scales.is_contiguous() and data.data_ptr() % 16 == 0
+            and scales.data_ptr() % 16 == 0):
+        raise ValueError("the weight's data and scales must be contiguous and 16-byte aligned")
+    if out.stride(1) != 1 or out.stride(0) % 8 or out.data_ptr() % 16:
+        raise ValueError("out must have unit stride along N, a row stride that is a multiple of 8 and a "
+                         "16-byte aligned start")
+    prep, prep_cfg, gemm, gemm_cfg, g = runtime.wgmma_launch(params, m, n, k, a.device)
+    ws = torch.empty(g["ablob"] + g["wmeta"], dtype=torch.uint8, device=a.device)
+    ablob = ws.data_ptr()
+    wmeta = ablob + g["ablob"]
+    runtime.launch(prep, prep_cfg, a.device, a.data_ptr(), i32(_lda(a)), i32(m), i32(k), scales.data_ptr(),
+                   i32(scales.shape[1]), i32(n), ablob, wmeta, i32(g["ntile"]), i32(g["a_ctas"]))
+    runtime.launch(gemm, gemm_cfg, a.device, ablob, wmeta, runtime.weight_map(data, k), out.data_ptr(),
+                   i32(out.stride(0)), i32(m), i32(n), i32(k), i32(g["ntile"]), i32(g["nwt"]))
+    return out
+
+
 def _lda(a: torch.Tensor) -> int:
     """Row stride the kernels use: a single row's stride is never read."""
     return a.stride(0) if a.shape[0] > 1 else a.shape[1]

@@ -6,6 +6,7 @@ import threading
 import numpy as np
 import torch
 
+from ..plan import SEGMENT_BLOCKS
 from . import jit
 
 _lock = threading.Lock()
@@ -82,9 +83,50 @@ def gemm_launch(params, tiles: tuple[int, int], device: torch.device):
     hit = _gemm.get(key)
     if hit is None:
         smem = params.smem_bytes()
-        k = kernel("gemm_a4w4.cu", "mxfp4_gemm_a4w4", params.defines(), device, smem)
+        k = kernel(params.source, "mxfp4_gemm_a4w4", params.defines(), device, smem)
         hit = _gemm[key] = (k, config((*tiles, params.split), params.threads, smem, (1, 1, params.split)))
     return hit
+
+
+_wgmma: dict[tuple, tuple] = {}  # (params, m, n, k, device index) -> (prep, its config, gemm, its config, geometry)
+
+
+def wgmma_launch(params, m: int, n: int, k: int, device: torch.device):
+    """The large-M kernels of ``params`` (prep and GEMM) and their launch configurations for a shape,
+    looked up once per parameter set, shape and device."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    key = (params, m, n, k, index)
+    hit = _wgmma.get(key)
+    if hit is None:
+        defines = params.defines()
+        smem = params.smem_bytes()
+        prep = kernel(params.source, "mxfp4_wgmma_prep", defines, device)
+        gemm = kernel(params.source, "mxfp4_gemm_wgmma", defines, device, smem)
+        g = wgmma_geometry(params, m, n, k)
+        hit = _wgmma[key] = (prep, config((g["a_ctas"] + g["w_ctas"], 1, 1), 256, 0, None),
+                             gemm, config((g["ntile"] * g["nwt"], 1, 1), 384, smem, None), g)
+    return hit
+
+
+def weight_map(data: torch.Tensor, k: int):
+    """TMA tensor map over the shuffled weight's codes as 16-row groups of k 8-byte words; a box is
+    8 groups x 256 words (a segment: 8 blocks of 32 elements). Built per call from the tensor as
+    given (nothing is kept)."""
+    from cuda.core.utils import StridedMemoryView
+
+    groups = data.view(torch.int64).view(data.shape[0] // 16, k)
+    view = StridedMemoryView.from_dlpack(groups, stream_ptr=-1)
+    return view.as_tensor_map(box_dim=(8, 32 * SEGMENT_BLOCKS))
+
+
+def wgmma_geometry(params, m: int, n: int, k: int) -> dict[str, int]:
+    """Sizes of the large-M kernel's workspace and grids for C [m, n] = A [m, k] W [n, k]^T."""
+    nseg = -(-(k // 32) // SEGMENT_BLOCKS)
+    ntile = -(-m // params.tn)
+    nwt = -(-n // 128)
+    ablob = nseg * ntile * params.ablob_bytes
+    return dict(nseg=nseg, ntile=ntile, nwt=nwt, ablob=ablob, wmeta=nwt * nseg * params.wmeta_bytes,
+                a_ctas=nseg * ntile, w_ctas=nwt * -(-nseg // 2))
 
 
 def launch(k, cfg, device: torch.device, *args) -> None:

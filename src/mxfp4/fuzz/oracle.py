@@ -83,7 +83,7 @@ def oracle_gemm(a_codes, a_scales, w_codes, w_scales) -> Exact:
     nan = (a_scales == 255).any(-1)[:, None] | (w_scales == 255).any(-1)[None, :]
     ea, ew = torch.where(a_scales == 255, 0, ea), torch.where(w_scales == 255, 0, ew)
     esum = ea[:, None, :] + ew[None, :, :]  # [M, N, nb]: the block's term is s * 2**(esum - 2)
-    in_domain = ((esum >= -147) & (esum <= 114)).all(-1) | nan
+    in_domain = ((esum >= -147) & (esum <= 112)).all(-1) | nan
     e = esum - 2
 
     # exact sum in 24-bit limbs: the term's offset e + 256 in [0, 508] picks limb and shift
