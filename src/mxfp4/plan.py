@@ -102,7 +102,7 @@ class GemmParams:
 @dataclasses.dataclass(frozen=True)
 class WgmmaParams:
     """One launch of the large-M kernel: a CTA computes tn tokens x 128 weight rows; stages is the
-    depth of its shared-memory ring (one 128-element segment of K a stage)."""
+    depth of its shared-memory ring (one segment of K, SEGMENT_BLOCKS blocks, a stage)."""
 
     source = "gemm_wgmma.cu"
 
@@ -137,7 +137,7 @@ class WgmmaParams:
 
     def check(self) -> None:
         rules = [
-            (self.tn in (64, 96, 128), "tn must be 64, 96 or 128"),
+            (self.tn in (64, 96), "tn must be 64 or 96"),
             (self.stages >= 2, "stages must be at least 2"),
             (self.tn * 136 * 2 <= self.stages * self.stage_bytes, "the ring must hold the output tile"),
             (self.smem_bytes() <= SMEM_LIMIT, f"shared memory {self.smem_bytes()} > {SMEM_LIMIT}"),

@@ -2,40 +2,42 @@
 // (wgmma). Two launches, chained on one stream:
 //
 // mxfp4_wgmma_prep: quantizes A (aiter's rule, quantize8, as everywhere) into int8 operands laid out
-//   for the GEMM, and marks which 128-element segments can be multiplied with one scale per row.
-//   A segment is 4 blocks of 32. A row's segment "folds" when the e8m0 exponents of its nonzero
-//   blocks differ by at most 3: each block's int8 values (twice the e2m1 value, at most 12) are
-//   shifted left by its exponent minus the smallest (at most 96, still int8), and one multiplier,
-//   2**(smallest - 128), serves the whole segment. Otherwise the values stay unshifted and each
-//   block keeps its own multiplier. Workspace, per call, nothing kept:
-//     ablob [nseg][ntile] blobs of ABLOB bytes, one bulk copy per stage: the tile's int8 values,
-//          one 128-byte row per token, 16-byte chunks swizzled (chunk ^ row % 8: the 128-byte
-//          swizzle of the shared-memory operand), the 32 values of a block permuted so that
-//          position 4t + j holds element 8t + j and position 16 + 4t + j holds 8t + 4 + j (the
-//          order in which the weight's codes reach a thread's registers); then the fold
-//          multiplier per token (TN floats), per-block multipliers [4][TN] and an int, 1 when
-//          every token of the tile folds;
-//     wmeta [ceil(N / 128)][nseg] blobs of WMETA bytes: the weight rows' four e8m0 bytes (one u32
+//   for the GEMM, and marks which segments (8 blocks of 32 elements) can be multiplied with one
+//   scale per row. A row's segment "folds" when the e8m0 exponents of its nonzero blocks differ by
+//   at most 3: each block's int8 values (twice the e2m1 value, at most 12) are shifted left by its
+//   exponent minus the smallest (at most 96, still int8), and one multiplier, 2**(smallest - 128),
+//   serves the whole segment. Otherwise the values stay unshifted and each block keeps its own
+//   multiplier. Workspace, per call, nothing kept:
+//     ablob [nseg][ntile] blobs of ABLOB bytes, one bulk copy per stage: the tile's int8 values as
+//          two swizzle atoms (blocks 0-3, then 4-7), each one 128-byte row per token with its
+//          16-byte chunks swizzled (chunk ^ row % 8: the 128-byte swizzle of the shared-memory
+//          operand) and a block's 32 values permuted so that position 4t + j holds element 8t + j
+//          and position 16 + 4t + j holds 8t + 4 + j (the order in which the weight's codes reach
+//          a thread's registers); then the fold multiplier per token (TN floats), the per-block
+//          multipliers [8][TN] and an int, 1 when every token of the tile folds;
+//     wmeta [ceil(N / 128)][nseg] blobs of WMETA bytes: the weight rows' eight e8m0 bytes (one u64
 //          a row), then a byte per 64-row group: 1 when every row of the group folds (exponents
 //          within 3, no NaN scale, smallest exponent <= 105 so that the row's factor fits the
 //          float32 accumulator trick below).
 //   The weight's codes are read as stored (aiter's shuffled layout) through a tensor map over its
-//   16-row groups: one TMA copy a stage brings 8 groups x 4 blocks.
+//   16-row groups: one TMA copy a stage brings 8 groups x 8 blocks.
 //
-// mxfp4_gemm_wgmma: one CTA per 128 weight rows x TN tokens; warpgroup 0 (one warp) streams the
-//   segment's operands with bulk copies into a ring of STAGES stages; warpgroups 1 and 2 each own
-//   64 weight rows. Per segment a warpgroup converts its weight codes to int8 in registers (the
-//   row operand), and the tokens' int8 operand is read from shared memory by wgmma (m64nTNk32, s32
-//   accumulation, exact). Where the tile's tokens and the warpgroup's weight rows all fold, the
-//   weight's values are shifted like A's, the four blocks accumulate in one int32 sum, and the sum
-//   is scaled once: the accumulator starts at the bits of 1.5 * 2**23 * 2**(ew - 128) (ew: the
-//   row's smallest exponent), so the int32 sum lands in the mantissa and float(bits) - start is
-//   the sum times the row's factor, exactly; one fma with the token's multiplier adds the term.
-//   Elsewhere each block is its own term, scaled by both multipliers (as the mma.sync kernel does).
+// mxfp4_gemm_wgmma: one CTA per 128 weight rows x TN tokens; one thread of warpgroup 0 streams each
+//   segment's three blobs (A, weight codes, weight meta) into a ring of STAGES stages; warpgroups 1
+//   and 2 each own 64 weight rows. A warpgroup converts its weight codes to int8 in registers (the
+//   row operand), four blocks at a time, and wgmma reads the tokens' int8 operand from shared
+//   memory (m64nTNk32, s32 accumulation, exact). Where the segment is whole and the tile's tokens
+//   and the warpgroup's weight rows all fold, the weight's values are shifted like A's, the eight
+//   blocks accumulate in one int32 sum, and the sum is scaled once: the accumulator starts at the
+//   bits of 1.5 * 2**23 * 2**(ew - 128) (ew: the row's smallest exponent), so the int32 sum lands
+//   in the mantissa and float(bits) - start is the sum times the row's factor, exactly; one fma with
+//   the token's multiplier adds the term. Elsewhere each block is its own term, scaled by both
+//   multipliers (as the mma.sync kernel does). A row's path depends on the other rows of its tile:
+//   its output can differ in the last bits with them, always inside the bound.
 //
-// Exactness: every term is exact; a float32 run of <= 8 terms is added into float64, rounded once
-// to bf16 at the end. Domain: -147 <= ea + ew <= 112 for every block (a run of 8 terms of 4 blocks
-// of |d| <= 4608 at 2**(ea + ew - 2) stays finite).
+// Exactness: every term is exact; a float32 run of <= 8 terms and <= 32 blocks is added into
+// float64, rounded once to bf16 at the end. Domain: -147 <= ea + ew <= 112 for every block (a run of
+// 32 blocks of |d| <= 4608 at 2**(ea + ew - 2) stays finite).
 #include "mxfp4.cuh"
 
 #ifndef TN
@@ -44,13 +46,13 @@
 
 #define SEG 8                              // blocks per segment
 #define TW 128                             // weight rows per CTA
-#define META (TN * (4 + 4 * SEG) + 16)     // fold[TN], blk[SEG][TN] floats, flag
+#define META (TN * (4 + 4 * SEG) + 16)     // fold[TN], blk[SEG][TN] floats, the tile's flag
 #define ABLOB (TN * 128 * (SEG / 4) + META) // one token tile's segment: values, then meta
 #define WMETA (TW * 8 + 16)                // one weight tile's segment: exponents, flags
 #define S_A 0                              // stage: the A blob (values: SEG / 4 swizzle atoms of
                                            // [TN][128], 1024-aligned)
 #define S_M (TN * 128 * (SEG / 4))         //   its meta
-#define S_W ((ABLOB + 1023) / 1024 * 1024) // weight codes: 8 groups of 16 rows x 4 blocks x 256 B
+#define S_W ((ABLOB + 1023) / 1024 * 1024) // weight codes: 8 groups of 16 rows x SEG blocks x 256 B
 #define S_WM (S_W + 8 * SEG * 256)         // the weight tile's meta blob
 #define STAGE_BYTES ((S_WM + WMETA + 1023) / 1024 * 1024)
 #define SMEM_BYTES (1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8)
@@ -58,7 +60,7 @@
 #define RUN_LIMIT 32                       // float32 run: <= 8 terms of <= 32 blocks (weights below)
 #define C_PITCH (TW + 8)                   // bf16 per token row of the staged output tile
 
-static_assert(TN % 16 == 0 && TN >= 64 && TN <= 128, "token tile");
+static_assert(TN == 64 || TN == 96, "token tile");
 
 #if TN == 64
 // D (64 x 64, s32) += A (64 x 32 s8, registers) * B (64 x 32 s8, shared memory, descriptor).
@@ -75,15 +77,6 @@ __device__ __forceinline__ void wgmma_s8(int (&d)[48], const u32 (&a)[4], u64 de
   asm volatile(
       "wgmma.mma_async.sync.aligned.m64n96k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, {%48,%49,%50,%51}, %52, 1;"
       : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
-}
-#endif
-#if TN == 128
-// D (64 x 128, s32) += A (64 x 32 s8, registers) * B (128 x 32 s8, shared memory, descriptor).
-__device__ __forceinline__ void wgmma_s8(int (&d)[64], const u32 (&a)[4], u64 desc) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64,%65,%66,%67}, %68, 1;"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
 }
 #endif
