@@ -120,11 +120,11 @@ mxfp4_gemm_a4w4(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, co
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mx::mbar_init(&full[s], 1);
-      mx::mbar_init(&empty[s], NCW);
+      mx::mbar_init(&empty[s], NCT);  // every consumer thread releases its own reads
     }
     for (int s = 0; s < 2; ++s) {
       mx::mbar_init(&a_full[s], 1);
-      mx::mbar_init(&a_empty[s], 1);
+      mx::mbar_init(&a_empty[s], NCT);
     }
     mx::fence_barrier_init();
   }
@@ -251,15 +251,14 @@ mxfp4_gemm_a4w4(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, co
           }
         }
         run += min(SB, kc - b0);
-        __syncwarp();
-        if (lane == 0) mx::mbar_arrive(&empty[stage]);
+        mx::mbar_arrive(&empty[stage]);
         if (++stage == STAGES) {
           stage = 0;
           phase ^= 1;
         }
       }
       mx::named_barrier(1, NCT);  // the buffer and sw are free for the next chunks
-      if (tid == 0) mx::mbar_arrive(&a_empty[c & 1]);
+      mx::mbar_arrive(&a_empty[c & 1]);
     }
     flush();
   }

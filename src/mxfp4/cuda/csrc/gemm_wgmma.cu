@@ -235,7 +235,7 @@ mxfp4_gemm_wgmma(const u8 *__restrict__ ablob, const u8 *__restrict__ wmeta, con
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mx::mbar_init(&full[s], 1);
-      mx::mbar_init(&empty[s], 8);
+      mx::mbar_init(&empty[s], 256);  // every consumer thread releases its own reads
     }
     mx::fence_barrier_init();
   }
@@ -377,8 +377,7 @@ mxfp4_gemm_wgmma(const u8 *__restrict__ ablob, const u8 *__restrict__ wmeta, con
         run += 4;
       }
     }
-    __syncwarp();
-    if (lane == 0) mx::mbar_arrive(&empty[stage]);
+    mx::mbar_arrive(&empty[stage]);
     if (++stage == STAGES) {
       stage = 0;
       phase ^= 1;
