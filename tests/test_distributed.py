@@ -15,8 +15,8 @@ from mxfp4 import distributed as tp, formats, reference
 from mxfp4.nn import MXFP4Linear
 from mxfp4.tensor import MXFP4Tensor
 
-SHAPES = ((64, 256, False), (320, 512, True), (192, 1536, False))
-"""(N, K, bias): N % (4 * 16) == 0 and K % (4 * 64) == 0, so world sizes 2 and 4 both shard them."""
+SHAPES = ((256, 256, False), (512, 512, True), (256, 1536, False))
+"""(N, K, bias): N % (4 * 64) == 0 and K % (4 * 64) == 0, so world sizes 2 and 4 both shard them."""
 
 MS = (1, 7, 16, 100)
 MLP = (256, 512)  # hidden, intermediate
@@ -157,7 +157,7 @@ def test_quantizing_the_k_shard_gives_the_whole_rows_codes():
 
 
 def test_shards_reassemble_the_weight():
-    w = mxfp4.quantize(torch.randn(128, 512))
+    w = mxfp4.quantize(torch.randn(256, 512))
     plain = w.to_layout(mxfp4.Layout.PLAIN)
     cols = [tp.shard_columns(w, r, 4) for r in range(4)]
     rows = [tp.shard_rows(w, r, 4) for r in range(4)]
@@ -209,7 +209,7 @@ def test_documented_limit_is_real():
 def test_errors_name_the_argument_and_rule():
     w = mxfp4.quantize(torch.randn(96, 384))
     with pytest.raises(ValueError,
-                       match=r"column parallel: weight N \(96\) must be a multiple of world_size \* 16 = 64"):
+                       match=r"column parallel: weight N \(96\) must be a multiple of world_size \* 64 = 256"):
         tp.shard_columns(w, 0, 4)
     with pytest.raises(ValueError,
                        match=r"row parallel: weight K \(384\) must be a multiple of world_size \* 64 = 256"):
@@ -218,8 +218,9 @@ def test_errors_name_the_argument_and_rule():
         tp.shard_rows(w, 2, 2)
     with pytest.raises(TypeError, match="weight must be an MXFP4Tensor"):
         tp.shard_rows(torch.zeros(4, 4), 0, 1)
-    with pytest.raises(ValueError, match=r"bias must be a tensor of shape \(96,\)"):
-        tp.ColumnParallelMXFP4Linear.from_mxfp4(w, torch.zeros(3), rank=0, world_size=2)
+    with pytest.raises(ValueError, match=r"bias must be a tensor of shape \(128,\)"):
+        tp.ColumnParallelMXFP4Linear.from_mxfp4(mxfp4.quantize(torch.randn(128, 384)), torch.zeros(3), rank=0,
+                                                world_size=2)
     with pytest.raises(TypeError, match="layer must be a mxfp4.nn.MXFP4Linear"):
         tp.RowParallelMXFP4Linear.from_layer(torch.nn.Linear(64, 64), rank=0, world_size=1)
     row = tp.RowParallelMXFP4Linear.from_mxfp4(w, rank=0, world_size=1, partial_gemm=lambda a, w: torch.zeros(1))

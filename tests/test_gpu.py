@@ -108,8 +108,9 @@ def test_nothing_kept_between_calls(m, n, k):
     assert layer.kept_bytes() == data[3].numel() + data[4].numel()
 
 
-def test_prepared_module_graph_and_compile():
-    data = task.generate_input(64, 3072, 1536, 45, "cuda")
+@pytest.mark.parametrize("m", [64, 256])  # the mma.sync kernel, the large-M kernel (two launches, a tensor map)
+def test_prepared_module_graph_and_compile(m):
+    data = task.generate_input(m, 3072, 1536, 45, "cuda")
     layer = MXFP4Linear.from_mxfp4(MXFP4Tensor(data[3], data[4], (3072, 1536), Layout.AITER_SHUFFLED))
     a = data[0]
     want = task.custom_kernel(data)

@@ -58,8 +58,10 @@ from .tensor import Layout, MXFP4Tensor, prepare
 PartialGemm = Callable[[torch.Tensor, MXFP4Tensor], torch.Tensor]
 """``(a [..., K_shard], w [N, K_shard]) -> float64 [..., N]``: the unrounded sum of the shard's block products."""
 
-COLUMN_MULTIPLE = 16
-"""Rows of the weight per rank must be a multiple of this (the kernels' (16, 16) weight shuffle)."""
+COLUMN_MULTIPLE = 64
+"""Rows of the weight per rank must be a multiple of this: the large-M kernel decides per 64-row
+group of the weight whether a segment takes one scaling or one per block (which changes the float32
+rounding), so a shard's groups must be the unsharded weight's for its outputs to keep their bits."""
 
 ROW_MULTIPLE = 64
 """Inputs per rank must be a multiple of this (two 32-element blocks: one packed 32-byte chunk)."""
@@ -109,14 +111,15 @@ def _slice(w: MXFP4Tensor, n0: int, n1: int, k0: int, k1: int) -> MXFP4Tensor:
 def shard_columns(w: MXFP4Tensor, rank: int, world_size: int) -> MXFP4Tensor:
     """Rows ``[rank*N/W, (rank+1)*N/W)`` of a weight [N, K] (the output features of one rank), prepared.
 
-    Needs N % (world_size * 16) == 0, so each shard keeps the kernels' (16, 16) layout.
+    Needs N % (world_size * 64) == 0 (``COLUMN_MULTIPLE``), so each shard's 64-row groups are the
+    unsharded weight's.
     """
     _check_weight(w)
     _check_rank(rank, world_size)
     n, k = w.shape
     if n % (world_size * COLUMN_MULTIPLE):
         raise ValueError(f"column parallel: weight N ({n}) must be a multiple of world_size * {COLUMN_MULTIPLE} "
-                         f"= {world_size * COLUMN_MULTIPLE} (each rank's rows in the kernels' (16, 16) layout)")
+                         f"= {world_size * COLUMN_MULTIPLE} (each rank's rows whole 64-row groups of the weight)")
     return _slice(w, rank * n // world_size, (rank + 1) * n // world_size, 0, k)
 
 

@@ -172,6 +172,11 @@ def main(argv: list[str] | None = None) -> int:
         checks = []
         if not args.no_task_shapes:
             for m, n, k, seed in task.BENCHMARK_SHAPES + task.TEST_SHAPES:
+                if n % (world * tp.COLUMN_MULTIPLE) or k % (world * tp.ROW_MULTIPLE):
+                    if rank == 0:
+                        print(f"task {m}x{n}x{k}: not shardable {world} ways (N % {world * tp.COLUMN_MULTIPLE}, "
+                              f"K % {world * tp.ROW_MULTIPLE}); skipped")
+                    continue
                 a, _b, _bq, b_shuffle, b_scale = task.generate_input(m, n, k, seed, device)
                 checks.append(check_layer("task", task.weight_from_task(b_shuffle, b_scale, k), a, rank, world))
         for name, (n, k) in (("gate", (args.intermediate, args.hidden)), ("down", (args.hidden, args.intermediate))):
