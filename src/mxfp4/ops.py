@@ -116,19 +116,20 @@ def _warn_once(message: str) -> None:
     warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
-def params_for(problem: plan.Problem, device: torch.device) -> plan.GemmParams:
-    """The kernel parameters a call of shape ``problem`` on ``device`` gets (tuned table, else heuristic)."""
+def params_for(problem: plan.Problem, device: torch.device) -> plan.GemmParams | plan.WgmmaParams:
+    """The kernel parameters a call of shape ``problem`` on ``device`` gets (``plan.choose``)."""
     index = device.index if device.index is not None else torch.cuda.current_device()
     return plan.choose(problem, _table(), _device_facts(index)[1])
 
 
 def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, *, backend: str = "auto",
-              params: plan.GemmParams | None = None) -> torch.Tensor:
+              params: plan.GemmParams | plan.WgmmaParams | None = None) -> torch.Tensor:
     """C = dequant(quant(a)) @ dequant(w)^T, bf16 [..., N]; ``a`` [..., K] quantized per 1x32 block.
 
-    On a Hopper GPU: one launch of the CUDA kernel, which reads ``w`` as stored (aiter's shuffled
-    layout, see :func:`mxfp4.prepare`) and keeps nothing between calls. Elsewhere the exact
-    reference. ``params`` forces a kernel variant; by default the tuned table or the heuristic picks.
+    On a Hopper GPU: the CUDA kernels (one launch up to 64 rows, two from 65), which read ``w`` as
+    stored (aiter's shuffled layout, see :func:`mxfp4.prepare`) and keep nothing between calls. Elsewhere the exact
+    reference. ``params`` forces a kernel variant (``GemmParams``: the small-M kernel, ``WgmmaParams``:
+    the large-M kernel); by default ``plan.choose`` picks.
     """
     m, n, k = validate(a, w, out)
     if params is not None and not isinstance(params, (plan.GemmParams, plan.WgmmaParams)):

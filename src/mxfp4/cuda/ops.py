@@ -21,9 +21,7 @@ def gemm_a4w4(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: to
     m, k = a.shape
     n = data.shape[0]
     _check_rows(a)
-    if not (data.is_contiguous() and scales.is_contiguous() and data.data_ptr() % 16 == 0
-            and scales.data_ptr() % 16 == 0):
-        raise ValueError("the weight's data and scales must be contiguous and 16-byte aligned")
+    _check_weight(data, scales)
     if out.stride(1) != 1:
         raise ValueError("out must have unit stride along N")
     kernel, config = runtime.gemm_launch(params, (-(-n // params.bn), -(-m // params.bm)), a.device)
@@ -39,9 +37,7 @@ def gemm_a4w4_wgmma(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, o
     m, k = a.shape
     n = data.shape[0]
     _check_rows(a)
-    if not (data.is_contiguous() and scales.is_contiguous() and data.data_ptr() % 16 == 0
-            and scales.data_ptr() % 16 == 0):
-        raise ValueError("the weight's data and scales must be contiguous and 16-byte aligned")
+    _check_weight(data, scales)
     if out.stride(1) != 1 or out.stride(0) % 8 or out.data_ptr() % 16:
         raise ValueError("out must have unit stride along N, a row stride that is a multiple of 8 and a "
                          "16-byte aligned start")
@@ -69,6 +65,12 @@ def rows_for_kernel(a: torch.Tensor) -> torch.Tensor:
     """``a`` [M, K] itself when the kernels can read its rows, else a copy in new storage (unit
     stride, aligned)."""
     return a if _rows_ok(a) else a.clone(memory_format=torch.contiguous_format)
+
+
+def _check_weight(data: torch.Tensor, scales: torch.Tensor) -> None:
+    if not (data.is_contiguous() and scales.is_contiguous() and data.data_ptr() % 16 == 0
+            and scales.data_ptr() % 16 == 0):
+        raise ValueError("the weight's data and scales must be contiguous and 16-byte aligned")
 
 
 def _check_rows(a: torch.Tensor) -> None:
