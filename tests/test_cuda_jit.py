@@ -1,5 +1,7 @@
-"""The CUDA backend without a GPU: every shipped variant compiles for sm_90a with NVRTC, and the
-device functions' arithmetic, emulated here, matches mxfp4.formats bit for bit."""
+"""The CUDA backend without a GPU: every shipped variant of both GEMM kernels compiles for sm_90a with
+NVRTC, the device functions' arithmetic, emulated here, matches mxfp4.formats bit for bit, and the
+large-M kernel's packed shift and biased accumulator start are exact (tests/test_wgmma_model.py
+checks its whole arithmetic)."""
 import pytest
 import torch
 
@@ -87,3 +89,37 @@ def test_in_kernel_quantizer_formula_every_bf16_pattern():
     assert torch.equal(c[finite].to(torch.uint8), codes[finite])
     assert torch.equal((e.squeeze(-1) + 127)[finite].to(torch.uint8), scales.squeeze(-1)[finite])
     assert (scales[~finite] == 255).all()
+
+
+# ---- emulation of gemm_wgmma.cu's integer and float tricks ----------------------------------------
+
+def shl_s8x4(x: int, s: int) -> int:
+    return ((x << s) & 0xFFFFFFFF) & (0x01010101 * ((0xFF << s) & 0xFF))
+
+
+def test_packed_int8_shift_every_value_and_shift():
+    """shl_s8x4 shifts four packed int8 (twice e2m1 values, |v| <= 12) by 0..3, no carry between them."""
+    import itertools
+
+    values = [int(2 * v) for v in E2M1_VALUES]
+    for s in range(4):
+        for quad in itertools.product(values, repeat=4):
+            word = int.from_bytes(bytes(v & 0xFF for v in quad), "little")
+            got = shl_s8x4(word, s).to_bytes(4, "little")
+            assert [int.from_bytes(got[j:j + 1], "little", signed=True) for j in range(4)] == [v << s for v in quad]
+
+
+def test_biased_accumulator_start_gives_the_scaled_sum_exactly():
+    """The fast path starts the int32 accumulator at the bits of 1.5 * 2**23 * 2**(e - 128) (e <= 232,
+    the prep's fold bound); after the int32 sum i is added, float(bits) - start is i * 2**(e - 128),
+    exactly, for every |i| < 2**22 (a folded segment's sum is at most 256 * 96 * 96)."""
+    import numpy as np
+
+    e = np.arange(0, 233, dtype=np.int64)[:, None]
+    i = np.array([0, 1, -1, 3, -7, 12345, -98765, 2 ** 21 + 17, -(2 ** 22 - 1), 2 ** 22 - 1], dtype=np.int64)[None, :]
+    start = (0x4B400000 + (e - 128) * (1 << 23)).astype(np.uint32)
+    x = (start.astype(np.int64) + i).astype(np.uint32).view(np.float32)
+    got = x.astype(np.float64) - start.view(np.float32).astype(np.float64)
+    assert ((got.astype(np.float32) - got) == 0).all()  # the float32 subtraction is exact
+    assert (got == i * np.ldexp(1.0, (e - 128).astype(np.int32))).all()
+    assert 256 * 96 * 96 < 2 ** 22
