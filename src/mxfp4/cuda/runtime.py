@@ -88,14 +88,14 @@ def gemm_launch(params, tiles: tuple[int, int], device: torch.device):
     return hit
 
 
-_wgmma: dict[tuple, tuple] = {}  # (params, m, n, k, device index) -> (prep, its config, gemm, its config, geometry)
+_wgmma: dict[tuple, tuple] = {}  # (params, token tiles, n, k, device index) -> (prep, config, gemm, config, geometry)
 
 
 def wgmma_launch(params, m: int, n: int, k: int, device: torch.device):
     """The large-M kernels of ``params`` (prep and GEMM) and their launch configurations for a shape,
-    looked up once per parameter set, shape and device."""
+    looked up once per parameter set, token-tile count (M enters only through it), N, K and device."""
     index = device.index if device.index is not None else torch.cuda.current_device()
-    key = (params, m, n, k, index)
+    key = (params, -(-m // params.tn), n, k, index)
     hit = _wgmma.get(key)
     if hit is None:
         defines = params.defines()
