@@ -196,8 +196,7 @@ mxfp4_gemm_a4w4(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, co
       for (int it = tid; it < BN * kc; it += NCT) {
         const int b = it / BN, n = it % BN;
         const int cb = cb0 + b, grp = n >> 5, rr = n & 31;
-        const int off = grp * (SUNITS * 256) + ((cb >> 3) - u0) * 256 + (rr >> 4) + 2 * ((cb & 7) >> 2) +
-                        4 * (rr & 15) + 64 * (cb & 3);
+        const int off = grp * (SUNITS * 256) + ((cb >> 3) - u0) * 256 + mx::shuffled_scale_offset(rr, cb);
         sw[b * BN + n] = mx::half_scale(wsb[off]);
       }
       mx::named_barrier(1, NCT);

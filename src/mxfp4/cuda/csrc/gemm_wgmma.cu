@@ -107,12 +107,6 @@ __device__ __forceinline__ u32 shl_s8x4(u32 x, u32 s) {
 
 __device__ __forceinline__ u32 swz(int r, int o) { return (u32)((((o >> 4) ^ (r & 7)) << 4) | (o & 15)); }
 
-// Byte of the e8m0 scale of weight row n (0..31 within its 32-row unit), block cb, in a 256-byte
-// unit of aiter's shuffled scale layout (32 rows x 8 blocks).
-__device__ __forceinline__ int wsc_off(int rr, int cb) {
-  return ((rr & 31) >> 4) + 2 * ((cb & 7) >> 2) + 4 * (rr & 15) + 64 * (cb & 3);
-}
-
 // The 128-byte CUtensorMap, passed by value (__grid_constant__) and used by address.
 struct __align__(64) TensorMap {
   u64 opaque[16];
@@ -189,7 +183,7 @@ mxfp4_wgmma_prep(const u16 *__restrict__ A, int lda, int M, int K, const u8 *__r
       for (int b = 0; b < SEG; ++b) {
         const int cb = s * SEG + b;
         if (cb < nblk) {
-          const int e = Wsc[(long long)(n >> 5) * 32 * ldsc + (cb >> 3) * 256 + wsc_off(n, cb)];
+          const int e = Wsc[(long long)(n >> 5) * 32 * ldsc + (cb >> 3) * 256 + mx::shuffled_scale_offset(n, cb)];
           ex |= (u64)e << (8 * b);
           ok &= e != 255;
           emin = min(emin, e);

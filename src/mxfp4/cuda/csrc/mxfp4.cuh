@@ -109,6 +109,12 @@ __device__ __forceinline__ u16 double_to_bf16(double x) {
   return (u16)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
 }
 
+// Byte of the e8m0 scale of weight row rr (its row within a 32-row unit) and block cb in a 256-byte
+// unit (32 rows x 8 blocks) of aiter's shuffled scale layout (layouts.py states the layout).
+__device__ __forceinline__ int shuffled_scale_offset(int rr, int cb) {
+  return ((rr & 31) >> 4) + 2 * ((cb & 7) >> 2) + 4 * (rr & 15) + 64 * (cb & 3);
+}
+
 // ---- Hopper primitives -------------------------------------------------------------------------
 
 __device__ __forceinline__ u32 smem_addr(const void *p) {
