@@ -161,3 +161,26 @@ def test_ci_run():
     assert rc == 0, text.getvalue()
     summary = text.getvalue().splitlines()[-1]
     assert "5000 cases" in summary and " 0 failed cases" in summary
+
+
+def test_large_m_cases_reach_the_large_m_kernel():
+    from mxfp4 import plan
+
+    cases = [fuzz.draw_case(9, i, large_m=True) for i in range(400)]
+    for c in cases:
+        m = int(torch.Size(c.lead).numel())
+        assert m >= plan.WGMMA_MIN_M and c.shuffled and c.dtype == "bf16" and not c.floor_rule, c
+        assert c.n % 16 == 0 and c.k % 64 == 0 and c.entry not in ("quantize", "gemm_params"), c
+    assert {c.entry for c in cases} == {"gemm", "gemm_out", "linear", "from_linear", "op", "task"}
+    assert {c.profile for c in cases} == {"randn", "wide", "mixed", "cancel"}
+    tiles = {plan.wgmma_params(plan.Problem(int(torch.Size(c.lead).numel()), c.n, c.k)).tn for c in cases}
+    assert tiles == {64, 96}
+    assert fuzz.draw_case(9, 3, large_m=True) == cases[3] != fuzz.draw_case(9, 3)
+    assert fuzz.reproducer(cases[3], "cuda").endswith("--case 3 --backend cuda --large-m")
+
+
+def test_large_m_run_on_this_machine():
+    text = io.StringIO()
+    rc = fuzz.fuzz(24, 5, "auto", jobs=2, out=text, large_m=True)
+    assert rc == 0, text.getvalue()
+    assert "24 cases drawn for the large-M kernel" in text.getvalue() and " 0 failed cases" in text.getvalue()

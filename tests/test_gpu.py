@@ -262,3 +262,7 @@ def test_fuzz_on_the_kernels():
     rc = fuzz.fuzz(3000, 31, "cuda", jobs=1, out=text)
     print(text.getvalue())
     assert rc == 0, text.getvalue()
+    text = io.StringIO()
+    rc = fuzz.fuzz(1000, 32, "cuda", jobs=1, out=text, large_m=True)
+    print(text.getvalue())
+    assert rc == 0 and "1000 cases drawn for the large-M kernel (0 that" in text.getvalue(), text.getvalue()

@@ -97,7 +97,7 @@ def _compile(args) -> int:
 def _fuzz(args) -> int:
     from . import fuzz
 
-    return fuzz.fuzz(args.cases, args.seed, args.backend, args.case, args.jobs)
+    return fuzz.fuzz(args.cases, args.seed, args.backend, args.case, args.jobs, large_m=args.large_m)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -73,9 +73,12 @@ def _exact_where_float64_is_not(acc: torch.Tensor, sums: torch.Tensor, e: torch.
     redo = ~float64_sum_exact(sums, e) & ~torch.isnan(acc)
     if not bool(redo.any()):
         return acc
-    acc = acc.clone()
-    for r, n in redo.nonzero().tolist():
-        terms = [(int(s), int(x)) for s, x in zip(sums[:, r, n].tolist(), e[:, r, n].tolist()) if s]
+    rows, cols = redo.nonzero().unbind(1)
+    # one device-to-host copy for all of them (not two synchronizations an element on a GPU)
+    all_sums, all_exps = sums[:, rows, cols].t().cpu().tolist(), e[:, rows, cols].t().cpu().tolist()
+    values = []
+    for block_sums, exps in zip(all_sums, all_exps):
+        terms = [(int(s), int(x)) for s, x in zip(block_sums, exps) if s]
         lo = min(x for _, x in terms)
         total = sum(s << (x - lo) for s, x in terms)
         mag = abs(total)
@@ -83,7 +86,9 @@ def _exact_where_float64_is_not(acc: torch.Tensor, sums: torch.Tensor, e: torch.
         if extra:  # keep 53 bits, the last one sticky (round to odd): exact in float64, rounded once later
             mag = (mag >> extra) | (1 if mag & ((1 << extra) - 1) else 0)
         value = math.ldexp(float(mag), lo + extra)
-        acc[r, n] = -value if total < 0 else value
+        values.append(-value if total < 0 else value)
+    acc = acc.clone()
+    acc[rows, cols] = torch.tensor(values, dtype=torch.float64).to(acc.device)
     return acc
 
 

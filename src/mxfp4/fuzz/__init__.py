@@ -49,12 +49,11 @@ class Result:
 
 @functools.lru_cache(maxsize=1)
 def _shipped_variants():
+    """The variants ``mxfp4 compile`` builds, both kernels: the forced-variant entry takes no other."""
     from .. import plan
     from ..bench.shapes import shape_set
 
-    variants = set(plan.load_table().values())
-    variants |= {plan.heuristic(plan.Problem(s.m, s.n, s.k)) for s in shape_set("all")}
-    return sorted(variants, key=str)
+    return sorted(plan.shipped_variants([(s.m, s.n, s.k) for s in shape_set("all")]), key=str)
 
 
 def _kernel_accepts(case: Case) -> bool:
@@ -196,7 +195,8 @@ def _check_quantize(case: Case, x: torch.Tensor, rule, device: torch.device, res
 # ---- the command ----------------------------------------------------------------------------------
 
 def reproducer(case: Case, backend: str) -> str:
-    return f"mxfp4 fuzz --seed {case.seed} --case {case.index} --backend {backend}"
+    return (f"mxfp4 fuzz --seed {case.seed} --case {case.index} --backend {backend}"
+            f"{' --large-m' if case.large_m else ''}")
 
 
 def resolve(backend: str) -> tuple[str, torch.device]:
@@ -223,10 +223,11 @@ class Totals:
     deviation_lines: list = dataclasses.field(default_factory=list)
 
 
-def run(seed: int, indices, backend: str, device: torch.device, verbose: bool = False) -> Totals:
+def run(seed: int, indices, backend: str, device: torch.device, verbose: bool = False,
+        large_m: bool = False) -> Totals:
     t = Totals()
     for i in indices:
-        case = draw_case(seed, i)
+        case = draw_case(seed, i, large_m)
         try:
             r = run_case(case, backend, device)
         except Exception as e:  # an entry point raising on a valid input is a failure too
@@ -249,36 +250,45 @@ def run(seed: int, indices, backend: str, device: torch.device, verbose: bool = 
 
 
 def _worker(job):
-    seed, indices, backend, device = job
+    seed, indices, backend, device, large_m = job
     torch.set_num_threads(1)
-    return run(seed, indices, backend, torch.device(device))
+    return run(seed, indices, backend, torch.device(device), large_m=large_m)
+
+
+_CHUNK = 250
+"""Cases a worker runs between progress lines."""
 
 
 def fuzz(cases: int, seed: int, backend: str = "auto", case: int | None = None, jobs: int = 1,
-         out=None) -> int:
+         out=None, large_m: bool = False) -> int:
     """Runs the cases, prints the failures (one reproducer a line) and the counts; returns 1 on failure.
-    ``jobs`` 0: half the CPUs, at most 8 (the host side, case generation and the oracle, is the cost)."""
+    ``jobs`` 0: the CPUs less one, at most 16 (the host side, case generation and the oracle, is the
+    cost). With ``jobs`` > 1 a progress line goes to stderr every ``_CHUNK`` cases a worker finishes.
+    ``large_m``: every case drawn for the large-M kernel (see ``draw_case``)."""
     import os
 
     out = out or sys.stdout
     chosen, device = resolve(backend)
     if jobs <= 0:
-        jobs = max(1, min(8, (os.cpu_count() or 2) // 2))
+        jobs = max(1, min(16, (os.cpu_count() or 2) - 1))
     jobs = min(jobs, max(cases, 1))
     start = time.perf_counter()
     if case is not None:
-        t = run(seed, [case], chosen, device, verbose=True)
+        t = run(seed, [case], chosen, device, verbose=True, large_m=large_m)
     elif jobs > 1:
         import multiprocessing as mp
 
-        chunks = [(seed, range(j, cases, jobs), chosen, str(device)) for j in range(jobs)]
+        chunks = [(seed, range(s, min(s + _CHUNK, cases)), chosen, str(device), large_m)
+                  for s in range(0, cases, _CHUNK)]
         t = Totals()
         with mp.get_context("spawn").Pool(jobs) as pool:
             for part in pool.imap_unordered(_worker, chunks):
                 for f in dataclasses.fields(Totals):
                     setattr(t, f.name, getattr(t, f.name) + getattr(part, f.name))
+                print(f"mxfp4 fuzz: {t.cases} of {cases} cases, {t.failed_cases} failed, "
+                      f"{time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
     else:
-        t = run(seed, range(cases), chosen, device)
+        t = run(seed, range(cases), chosen, device, large_m=large_m)
     for line in t.lines:
         print(line, file=out)
     if t.deviation_lines:
@@ -286,7 +296,8 @@ def fuzz(cases: int, seed: int, backend: str = "auto", case: int | None = None, 
         for line in t.deviation_lines[:10]:
             print(f"  {line}", file=out)
     where = "CUDA kernels" if chosen == "cuda" else "reference"
-    print(f"mxfp4 fuzz seed {seed} on the {where} ({device}): {t.cases} cases "
+    drawn = " drawn for the large-M kernel" if large_m else ""
+    print(f"mxfp4 fuzz seed {seed} on the {where} ({device}): {t.cases} cases{drawn} "
           f"({t.on_reference} that the kernel does not take ran on the reference), {t.elements} elements, "
           f"{100.0 * t.identical / max(t.elements, 1):.4f}% bit-identical to the exact result rounded to bf16, "
           f"{t.outside_domain} outputs off the contract outside its stated domain, {t.failed_cases} failed cases "
@@ -300,7 +311,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=("auto", "cuda", "reference"), default="auto")
     p.add_argument("--case", type=int, help="replay one case of the seed, verbosely")
     p.add_argument("--jobs", type=int, default=0,
-                   help="worker processes, each with its own CUDA context (default: half the CPUs, at most 8)")
+                   help="worker processes, each with its own CUDA context (default: the CPUs less one, at most 16)")
+    p.add_argument("--large-m", action="store_true",
+                   help="draw every case for the large-M kernel (M >= 65, shuffled bf16, each GEMM entry point)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -313,4 +326,4 @@ def main(argv: list[str] | None = None) -> int:
 
         print(markdown_table(), end="")
         return 0
-    return fuzz(args.cases, args.seed, args.backend, args.case, args.jobs)
+    return fuzz(args.cases, args.seed, args.backend, args.case, args.jobs, large_m=args.large_m)

@@ -20,6 +20,9 @@ _N_SHUFFLED = (16, 16, 32, 48, 64, 64, 80, 96, 128, 160, 256)
 _N_PLAIN = (1, 8, 16, 24, 40, 48, 64, 100)
 _K64 = (64, 64, 128, 128, 192, 256, 320, 512, 768, 1024)
 _K32 = (32, 96, 160, 224, 64, 128, 288)
+# --large-m: rows of A the large-M kernel takes (plan.WGMMA_MIN_M on), both token tiles, partial tiles
+_M_LARGE = (65, 66, 95, 96, 100, 127, 128, 129, 160, 191, 192, 200, 255, 256, 257, 288, 300, 333, 384, 449, 512)
+_N_LARGE = (16, 48, 64, 112, 128, 144, 192, 256, 272, 384)
 _MAX_MNK = 1 << 22  # keeps a case to a few milliseconds of oracle time
 
 
@@ -36,6 +39,7 @@ class Case:
     k: int
     profile: str    # randn | wide | mixed | cancel
     strided: bool   # A a column slice of a wider tensor
+    large_m: bool = False  # drawn for the large-M kernel (``mxfp4 fuzz --large-m``)
 
     def describe(self) -> str:
         return (f"entry={self.entry} {'AITER_SHUFFLED' if self.shuffled else 'PLAIN'} {self.dtype} "
@@ -43,7 +47,11 @@ class Case:
                 f"profile={self.profile}{' strided' if self.strided else ''}")
 
 
-def draw_case(seed: int, index: int) -> Case:
+def draw_case(seed: int, index: int, large_m: bool = False) -> Case:
+    """Case ``index`` of ``seed``; ``large_m`` draws only what the large-M kernel takes (shuffled bf16
+    A with the aiter rule, M from ``plan.WGMMA_MIN_M`` on) through every entry point that reaches it."""
+    if large_m:
+        return _draw_large_m(seed, index)
     r = random.Random(f"{seed}:{index}")
     entry = r.choices(("gemm", "gemm_out", "gemm_params", "linear", "from_linear", "op", "task", "quantize"),
                       (25, 10, 10, 8, 7, 12, 10, 18))[0]
@@ -67,6 +75,27 @@ def draw_case(seed: int, index: int) -> Case:
         lead = (2, m // 2)
     strided = entry != "quantize" and r.random() < 0.15
     return Case(seed, index, entry, shuffled, dtype, floor_rule, lead, n, k, profile, strided)
+
+
+def _draw_large_m(seed: int, index: int) -> Case:
+    r = random.Random(f"large-m {seed}:{index}")
+    entry = r.choices(("gemm", "gemm_out", "linear", "from_linear", "op", "task"), (30, 12, 10, 8, 15, 25))[0]
+    profile = r.choices(("randn", "wide", "mixed", "cancel"), (30, 25, 35, 10))[0]
+    m, n, k = r.choice(_M_LARGE), r.choice(_N_LARGE), r.choice(_K64 + (1536, 2048))
+    if profile == "cancel":
+        k = max(k, 128)
+    while m * n * k > _MAX_MNK:  # shrink K, then N: M stays on the large-M kernel
+        if k > 256:
+            k = (k // 2) // 64 * 64
+        elif n > 64:
+            n = max(16, (n // 2) // 16 * 16)
+        else:
+            break
+    lead = (m,)
+    if entry not in ("task",) and m % 2 == 0 and r.random() < 0.15:
+        lead = (2, m // 2)
+    strided = r.random() < 0.15
+    return Case(seed, index, entry, True, "bf16", False, lead, n, k, profile, strided, True)
 
 
 def _blocks(g: torch.Generator, rows: int, nb: int, dtype: str, profile: str, narrow: bool,
