@@ -92,7 +92,7 @@ def _draw_large_m(seed: int, index: int) -> Case:
         else:
             break
     lead = (m,)
-    if entry not in ("task",) and m % 2 == 0 and r.random() < 0.15:
+    if entry != "task" and m % 2 == 0 and r.random() < 0.15:
         lead = (2, m // 2)
     strided = r.random() < 0.15
     return Case(seed, index, entry, True, "bf16", False, lead, n, k, profile, strided, True)
