@@ -153,7 +153,7 @@ def test_reference_cancellation_far_above_the_result():
     assert "1024 elements, 100.0000% bit-identical" in text.getvalue()
 
 
-def test_ci_run():
+def test_ci_run(capsys):
     # 5,000 cases: about 30 s of CPU time, 16 s on 2 cores (the H200 runs 10**5: see README)
     text = io.StringIO()
     rc = fuzz.fuzz(5000, 2026, "auto", jobs=2, out=text)
@@ -161,6 +161,8 @@ def test_ci_run():
     assert rc == 0, text.getvalue()
     summary = text.getvalue().splitlines()[-1]
     assert "5000 cases" in summary and " 0 failed cases" in summary
+    progress = [x for x in capsys.readouterr().err.splitlines() if x.startswith("mxfp4 fuzz: ")]
+    assert len(progress) == 20 and progress[-1].startswith("mxfp4 fuzz: 5000 of 5000 cases, 0 failed")
 
 
 def test_large_m_cases_reach_the_large_m_kernel():

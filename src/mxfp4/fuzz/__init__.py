@@ -266,7 +266,7 @@ def fuzz(cases: int, seed: int, backend: str = "auto", case: int | None = None, 
          out=None, large_m: bool = False) -> int:
     """Runs the cases, prints the failures (one reproducer a line) and the counts; returns 1 on failure.
     ``jobs`` 0: the CPUs less one, at most 16 (the host side, case generation and the oracle, is the
-    cost). With ``jobs`` > 1 a progress line goes to stderr every ``_CHUNK`` cases a worker finishes.
+    cost). Past ``_CHUNK`` cases a progress line goes to stderr every ``_CHUNK`` cases finished.
     ``large_m``: every case drawn for the large-M kernel (see ``draw_case``)."""
     import os
 
@@ -278,20 +278,27 @@ def fuzz(cases: int, seed: int, backend: str = "auto", case: int | None = None, 
     start = time.perf_counter()
     if case is not None:
         t = run(seed, [case], chosen, device, verbose=True, large_m=large_m)
-    elif jobs > 1:
-        import multiprocessing as mp
-
+    else:
         chunks = [(seed, range(s, min(s + _CHUNK, cases)), chosen, str(device), large_m)
                   for s in range(0, cases, _CHUNK)]
         t = Totals()
-        with mp.get_context("spawn").Pool(jobs) as pool:
-            for part in pool.imap_unordered(_worker, chunks):
+        if jobs > 1:
+            import multiprocessing as mp
+
+            pool = mp.get_context("spawn").Pool(jobs)
+            parts = pool.imap_unordered(_worker, chunks)
+        else:
+            pool, parts = None, (run(seed, job[1], chosen, device, large_m=large_m) for job in chunks)
+        try:
+            for part in parts:
                 for f in dataclasses.fields(Totals):
                     setattr(t, f.name, getattr(t, f.name) + getattr(part, f.name))
-                print(f"mxfp4 fuzz: {t.cases} of {cases} cases, {t.failed_cases} failed, "
-                      f"{time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
-    else:
-        t = run(seed, range(cases), chosen, device, large_m=large_m)
+                if len(chunks) > 1:
+                    print(f"mxfp4 fuzz: {t.cases} of {cases} cases, {t.failed_cases} failed, "
+                          f"{time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+        finally:
+            if pool is not None:
+                pool.terminate()
     for line in t.lines:
         print(line, file=out)
     if t.deviation_lines:
