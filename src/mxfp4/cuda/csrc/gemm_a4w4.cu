@@ -98,6 +98,10 @@ mxfp4_gemm_a4w4(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, co
   }
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  // A consumer warp's place in the tile (wn, wm) and its lane's place in an MMA fragment: row
+  // group g, thread-in-group t. The MMA loop and the partial-tile write-out share them.
+  const int wn = warp % WARPS_N, wm = warp / WARPS_N;
+  const int g = lane >> 2, t = lane & 3;
   const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
   const u32 S = mx::cluster_size(), rank = mx::cluster_rank();
   const int nblk = K >> 5;
@@ -146,8 +150,8 @@ mxfp4_gemm_a4w4(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, co
       mx::fence_proxy_async();  // the consumers' reads of this buffer come before the copies
       if (lane == 0) mx::mbar_arrive_expect_tx(&a_full[c & 1], NSG * sbytes);
       __syncwarp();
-      for (int g = lane; g < NSG; g += 32)
-        mx::bulk_copy(wsb + g * (SUNITS * 256), Wsc + (long long)(n0 / 32 + g) * 32 * ldsc + u0 * 256, sbytes,
+      for (int q = lane; q < NSG; q += 32)
+        mx::bulk_copy(wsb + q * (SUNITS * 256), Wsc + (long long)(n0 / 32 + q) * 32 * ldsc + u0 * 256, sbytes,
                       &a_full[c & 1]);
       for (int b = 0; b < kc; b += SB) {
         const int nb = min(SB, kc - b);
@@ -155,9 +159,9 @@ mxfp4_gemm_a4w4(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, co
         mx::fence_proxy_async();
         if (lane == 0) mx::mbar_arrive_expect_tx(&full[stage], (u32)(grps_valid * nb * 256));
         __syncwarp();
-        for (int g = lane; g < grps_valid; g += 32)
-          mx::bulk_copy(ring + stage * W_STAGE + g * (SB * 256),
-                        W + (long long)(n0 / 16 + g) * 8 * K + (cb0 + b) * 256, (u32)nb * 256u, &full[stage]);
+        for (int q = lane; q < grps_valid; q += 32)
+          mx::bulk_copy(ring + stage * W_STAGE + q * (SB * 256),
+                        W + (long long)(n0 / 16 + q) * 8 * K + (cb0 + b) * 256, (u32)nb * 256u, &full[stage]);
         if (++stage == STAGES) {
           stage = 0;
           phase ^= 1;
@@ -166,8 +170,6 @@ mxfp4_gemm_a4w4(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, co
     }
   } else {
     // ---- consumers ----
-    const int wn = warp % WARPS_N, wm = warp / WARPS_N;
-    const int g = lane >> 2, t = lane & 3;
     float acc[TI][TJ][4] = {};
     auto flush = [&]() {  // the float32 run into float64
 #pragma unroll
@@ -266,8 +268,6 @@ mxfp4_gemm_a4w4(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, co
   __syncthreads();  // the partial tile aliases the ring and the A buffers
   double *P = (double *)smem;
   if (warp < NCW) {
-    const int wn = warp % WARPS_N, wm = warp / WARPS_N;
-    const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int i = 0; i < TI; ++i)
 #pragma unroll
