@@ -126,7 +126,7 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
               params: plan.GemmParams | plan.WgmmaParams | None = None) -> torch.Tensor:
     """C = dequant(quant(a)) @ dequant(w)^T, bf16 [..., N]; ``a`` [..., K] quantized per 1x32 block.
 
-    On a Hopper GPU: the CUDA kernels (one launch up to 64 rows, two from 65), which read ``w`` as
+    On a Hopper GPU: the CUDA kernels (one launch up to 32 rows, two from 33), which read ``w`` as
     stored (aiter's shuffled layout, see :func:`mxfp4.prepare`) and keep nothing between calls. Elsewhere the exact
     reference. ``params`` forces a kernel variant (``GemmParams``: the small-M kernel, ``WgmmaParams``:
     the large-M kernel); by default ``plan.choose`` picks.

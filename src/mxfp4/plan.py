@@ -18,9 +18,12 @@ SMEM_LIMIT = 227 * 1024
 
 TABLE_PATH = pathlib.Path(__file__).with_name("configs") / "h200.json"
 
-WGMMA_MIN_M = 65
-"""From this many rows of A on, the large-M kernel (wgmma) runs: at 128 rows it takes 31 us where
-the mma.sync kernel takes 82 (7168 x 2048 weight, H200); at 64 rows the two are within 10%."""
+WGMMA_MIN_M = 33
+"""From this many rows of A on, the large-M kernel (wgmma) runs. H200, ten model projections, L2
+flushed, against four mma.sync tilings: at 48 and 64 rows it is the fastest on six at both sizes
+(64x4608x7168: 67 us against 117), within 4% of the best on two more (2112x7168, 3072x1536), and
+23-58% slower at K = 512, where its two launches take 17-21 us at any M; at 24 and 32 rows it is
+the fastest on five of the ten."""
 
 SEGMENT_BLOCKS = 8
 """Blocks of 32 elements in a segment of the large-M kernel (SEG in gemm_wgmma.cu)."""
@@ -158,12 +161,14 @@ def wgmma_params(p: Problem) -> WgmmaParams:
 
 def heuristic(p: Problem, sm_count: int = 132) -> GemmParams:
     """An mma.sync launch for any shape: a tile by M, K split over a cluster until the SMs are
-    covered (``choose`` takes it below ``WGMMA_MIN_M`` rows)."""
+    covered (``choose`` takes it below ``WGMMA_MIN_M`` rows). Above 8 rows, 16-row tiles 128 weight
+    rows wide on 8 warps: on the H200 faster than 16..64-row tiles 64 wide on 4 x 2 warps at every
+    one of 40 measured shapes (10 model projections at 16, 24, 32, 48 and 64 rows; 50.6 against
+    73.1 us at 16x4608x7168)."""
     if p.m <= 8:
         bm, bn, warps_n, warps_m = 8, 64, 4, 1
     else:
-        bm = 16 if p.m <= 16 else (32 if p.m <= 32 else 64)
-        bn, warps_n, warps_m = 64, 4, 2
+        bm, bn, warps_n, warps_m = 16, 128, 8, 1
     tiles = math.ceil(p.n / bn) * math.ceil(p.m / bm)
     split = max(1, min(8, p.blocks // 4, math.ceil(sm_count / tiles)))
     per_cta = math.ceil(p.blocks / split)

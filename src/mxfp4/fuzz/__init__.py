@@ -313,6 +313,8 @@ def fuzz(cases: int, seed: int, backend: str = "auto", case: int | None = None, 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from .. import plan
+
     p.add_argument("--cases", type=int, default=2000, help="number of cases (default 2000)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--backend", choices=("auto", "cuda", "reference"), default="auto")
@@ -320,7 +322,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, default=0,
                    help="worker processes, each with its own CUDA context (default: the CPUs less one, at most 16)")
     p.add_argument("--large-m", action="store_true",
-                   help="draw every case for the large-M kernel (M >= 65, shuffled bf16, each GEMM entry point)")
+                   help=f"draw every case for the large-M kernel (M >= {plan.WGMMA_MIN_M}, shuffled bf16, each GEMM entry point)")
 
 
 def main(argv: list[str] | None = None) -> int:
