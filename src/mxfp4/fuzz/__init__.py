@@ -322,7 +322,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, default=0,
                    help="worker processes, each with its own CUDA context (default: the CPUs less one, at most 16)")
     p.add_argument("--large-m", action="store_true",
-                   help=f"draw every case for the large-M kernel (M >= {plan.WGMMA_MIN_M}, shuffled bf16, each GEMM entry point)")
+                   help=f"draw every case for the large-M kernel (M >= {plan.WGMMA_MIN_M}, shuffled bf16, "
+                        "each GEMM entry point)")
 
 
 def main(argv: list[str] | None = None) -> int:
