@@ -108,6 +108,15 @@ def _slice(w: MXFP4Tensor, n0: int, n1: int, k0: int, k1: int) -> MXFP4Tensor:
     return prepare(shard) if (n1 - n0) % 16 == 0 and (k1 - k0) % 64 == 0 else shard
 
 
+def _rank_range(size: int, name: str, multiple: int, rank: int, world_size: int, why: str = "") -> tuple[int, int]:
+    """``[rank*size/W, (rank+1)*size/W)``, after checking the rank and that size % (W * multiple) == 0."""
+    _check_rank(rank, world_size)
+    if size % (world_size * multiple):
+        raise ValueError(f"{name} ({size}) must be a multiple of world_size * {multiple} = {world_size * multiple}"
+                         + (f" ({why})" if why else ""))
+    return rank * size // world_size, (rank + 1) * size // world_size
+
+
 def shard_columns(w: MXFP4Tensor, rank: int, world_size: int) -> MXFP4Tensor:
     """Rows ``[rank*N/W, (rank+1)*N/W)`` of a weight [N, K] (the output features of one rank), prepared.
 
@@ -115,12 +124,10 @@ def shard_columns(w: MXFP4Tensor, rank: int, world_size: int) -> MXFP4Tensor:
     unsharded weight's.
     """
     _check_weight(w)
-    _check_rank(rank, world_size)
     n, k = w.shape
-    if n % (world_size * COLUMN_MULTIPLE):
-        raise ValueError(f"column parallel: weight N ({n}) must be a multiple of world_size * {COLUMN_MULTIPLE} "
-                         f"= {world_size * COLUMN_MULTIPLE} (each rank's rows whole 64-row groups of the weight)")
-    return _slice(w, rank * n // world_size, (rank + 1) * n // world_size, 0, k)
+    n0, n1 = _rank_range(n, "column parallel: weight N", COLUMN_MULTIPLE, rank, world_size,
+                         "each rank's rows whole 64-row groups of the weight")
+    return _slice(w, n0, n1, 0, k)
 
 
 def shard_rows(w: MXFP4Tensor, rank: int, world_size: int) -> MXFP4Tensor:
@@ -130,22 +137,16 @@ def shard_rows(w: MXFP4Tensor, rank: int, world_size: int) -> MXFP4Tensor:
     the layout's 64-element (32-byte) chunks.
     """
     _check_weight(w)
-    _check_rank(rank, world_size)
     n, k = w.shape
-    if k % (world_size * ROW_MULTIPLE):
-        raise ValueError(f"row parallel: weight K ({k}) must be a multiple of world_size * {ROW_MULTIPLE} "
-                         f"= {world_size * ROW_MULTIPLE} (each rank's K on block and 32-byte chunk boundaries)")
-    return _slice(w, 0, n, rank * k // world_size, (rank + 1) * k // world_size)
+    k0, k1 = _rank_range(k, "row parallel: weight K", ROW_MULTIPLE, rank, world_size,
+                         "each rank's K on block and 32-byte chunk boundaries")
+    return _slice(w, 0, n, k0, k1)
 
 
 def shard_input(x: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
     """The K-shard ``x[..., rank*K/W:(rank+1)*K/W]`` a row-parallel rank takes (a view)."""
-    _check_rank(rank, world_size)
-    k = x.shape[-1]
-    if k % (world_size * ROW_MULTIPLE):
-        raise ValueError(f"x.shape[-1] ({k}) must be a multiple of world_size * {ROW_MULTIPLE} = "
-                         f"{world_size * ROW_MULTIPLE}")
-    return x[..., rank * k // world_size:(rank + 1) * k // world_size]
+    k0, k1 = _rank_range(x.shape[-1], "x.shape[-1]", ROW_MULTIPLE, rank, world_size)
+    return x[..., k0:k1]
 
 
 def split_k_exact(a: torch.Tensor, w: MXFP4Tensor) -> torch.Tensor:
@@ -263,7 +264,8 @@ class ColumnParallelMXFP4Linear(_ShardedMXFP4Linear):
         n = weight.shape[0]
         _check_bias(bias, n)
         if bias is not None:
-            bias = bias[rank * n // world_size:(rank + 1) * n // world_size]
+            rows = shard.shape[0]  # N / world_size, checked by shard_columns
+            bias = bias[rank * rows:(rank + 1) * rows]
         return cls(shard, bias, out_features=n, rank=rank, world_size=world_size, gather_output=gather_output,
                    group=group)
 
