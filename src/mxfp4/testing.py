@@ -24,13 +24,20 @@ class ExactnessReport:
 
     elements: int
     identical_fraction: float  # bit-identical to the float64 product rounded to bf16
-    violations: int            # elements outside ulp_bf16(exact) + 2**-20 * sum|a_k w_k|
+    violations: int            # elements outside kernel_bound (the kernels' contract)
     max_excess: float          # largest |out - exact| / bound (<= 1 passes)
     nonfinite_mismatch: int    # NaN/Inf where the exact product rounded to bf16 has none, or the reverse
 
     @property
     def passed(self) -> bool:
         return self.violations == 0 and self.nonfinite_mismatch == 0 and self.identical_fraction >= 0.999
+
+
+def kernel_bound(exact: torch.Tensor, magnitude: torch.Tensor, k: int) -> torch.Tensor:
+    """The kernels' error bound per output: ``ulp_bf16(exact) + (K/32) * 2**-24 * sum|a_k w_k|``, the
+    error of adding the K/32 exact block products in float32 (as aiter's MFMA does) and rounding to
+    bf16."""
+    return ulp_bf16(exact) + (k // formats.BLOCK) * 2.0 ** -24 * magnitude.to(torch.float64)
 
 
 def sample_rows(m: int, limit: int = 1024, stride: int = 29) -> torch.Tensor | None:
@@ -64,17 +71,17 @@ def check_gemm(out: torch.Tensor, a: torch.Tensor, w: MXFP4Tensor, rows: torch.T
     ``rows`` of the flattened output only, when given; ``elements`` counts what was checked)."""
     if rows is not None:
         out = out.reshape(-1, out.shape[-1])[rows.to(out.device)]
-    return compare_with_exact(out, *exact_product(a, w, rows))
+    return compare_with_exact(out, *exact_product(a, w, rows), w.shape[-1])
 
 
-def compare_with_exact(out: torch.Tensor, exact: torch.Tensor, magnitude: torch.Tensor) -> ExactnessReport:
+def compare_with_exact(out: torch.Tensor, exact: torch.Tensor, magnitude: torch.Tensor, k: int) -> ExactnessReport:
     """check_gemm's comparison, given :func:`exact_product`'s (exact, magnitude) for ``out``'s
     elements (so a caller checking several outputs of one problem computes the oracle once)."""
     out64 = out.to(torch.float64)
     rounded = round_to_bf16(exact)
     finite = torch.isfinite(rounded)  # an exact value past bf16's largest rounds to Inf: so must out
     nonfinite_mismatch = int((torch.isfinite(out64) != finite).sum())
-    bound = ulp_bf16(exact) + 2.0 ** -20 * magnitude
+    bound = kernel_bound(exact, magnitude, k)
     err = (out64 - exact).abs()
     ok = finite & torch.isfinite(out64)
     violations = int((err[ok] > bound[ok]).sum())

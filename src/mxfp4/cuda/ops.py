@@ -1,6 +1,7 @@
 """The CUDA backend's entry points: argument checks that the kernels rely on, and the launches."""
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from .. import plan
@@ -33,7 +34,8 @@ def gemm_a4w4(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: to
 def gemm_a4w4_wgmma(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor,
                     params: plan.WgmmaParams) -> torch.Tensor:
     """The large-M path of :func:`gemm_a4w4`: two launches on the current stream (A quantized into
-    the GEMM's int8 operand in a workspace allocated for the call, then the wgmma GEMM)."""
+    the GEMM's int8 operand in a workspace allocated for the call, with, for ``params.int8_weight``,
+    the weight as int8 beside it; then the wgmma GEMM). The workspace is freed with the call."""
     m, k = a.shape
     n = data.shape[0]
     _check_rows(a)
@@ -45,10 +47,27 @@ def gemm_a4w4_wgmma(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, o
     ws = torch.empty(g["ablob"] + g["wmeta"], dtype=torch.uint8, device=a.device)
     ablob = ws.data_ptr()
     wmeta = ablob + g["ablob"]
-    runtime.launch(prep, prep_cfg, a.device, a.data_ptr(), i32(_lda(a)), i32(m), i32(k), scales.data_ptr(),
-                   i32(scales.shape[1]), i32(n), ablob, wmeta, i32(g["ntile"]), i32(g["a_ctas"]))
-    runtime.launch(gemm, gemm_cfg, a.device, ablob, wmeta, runtime.weight_map(data, k), out.data_ptr(),
-                   i32(out.stride(0)), i32(m), i32(n), i32(k), i32(g["ntile"]), i32(g["nwt"]))
+    runtime.launch(prep, prep_cfg, a.device, a.data_ptr(), i32(_lda(a)), i32(m), i32(k), data.data_ptr(),
+                   scales.data_ptr(), i32(scales.shape[1]), i32(n), ablob, wmeta, i32(g["ntile"]), i32(g["a_ctas"]),
+                   i32(1 if params.int8_weight else 0))
+    weight = () if params.int8_weight else (runtime.weight_map(data, k),)
+    runtime.launch(gemm, gemm_cfg, a.device, ablob, wmeta, *weight, out.data_ptr(), i32(out.stride(0)), i32(m),
+                   i32(n), i32(k), i32(g["ntile"]), i32(g["nwt"]))
+    return out
+
+
+FLOOR_GRIDS = (132, 264, 528, 1056)
+"""CTA counts the stream-floor launch is timed at (the bench keeps the fastest): one to eight per SM."""
+
+
+def stream_floor(data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, ctas: int) -> torch.Tensor:
+    """One launch that reads the weight's bytes (codes and scales) once and writes ``out`` (C's size):
+    the floor a GEMM launch on this backend cannot beat. ``out``'s contents are meaningless."""
+    _check_weight(data, scales)
+    k_ = runtime.kernel("stream_floor.cu", "mxfp4_stream_floor", None, out.device)
+    config = runtime.config((ctas, 1, 1), 256, 0, None)
+    runtime.launch(k_, config, out.device, data.data_ptr(), np.int64(data.numel() // 16), scales.data_ptr(),
+                   np.int64(scales.numel() // 16), out.data_ptr(), np.int64(out.numel() * out.element_size() // 4))
     return out
 
 

@@ -7,6 +7,9 @@ import numpy as np
 import torch
 
 from ..plan import SEGMENT_BLOCKS
+
+PREP_THREADS = 1024
+"""Threads of a large-M prep CTA (PREP_THREADS in gemm_wgmma.cu)."""
 from . import jit
 
 _lock = threading.Lock()
@@ -101,9 +104,9 @@ def wgmma_launch(params, m: int, n: int, k: int, device: torch.device):
         defines = params.defines()
         smem = params.smem_bytes()
         prep = kernel(params.source, "mxfp4_wgmma_prep", defines, device)
-        gemm = kernel(params.source, "mxfp4_gemm_wgmma", defines, device, smem)
+        gemm = kernel(params.source, params.gemm_name, defines, device, smem)
         g = wgmma_geometry(params, m, n, k)
-        hit = _wgmma[key] = (prep, config((g["a_ctas"] + g["w_ctas"], 1, 1), 256, 0, None),
+        hit = _wgmma[key] = (prep, config((g["a_ctas"] + g["w_ctas"], 1, 1), PREP_THREADS, 0, None),
                              gemm, config((g["ntile"] * g["nwt"], 1, 1), 384, smem, None), g)
     return hit
 
@@ -125,8 +128,9 @@ def wgmma_geometry(params, m: int, n: int, k: int) -> dict[str, int]:
     ntile = -(-m // params.tn)
     nwt = -(-n // 128)
     ablob = nseg * ntile * params.ablob_bytes
+    w_ctas = nwt * nseg if params.int8_weight else nwt * -(-nseg // (PREP_THREADS // 128))
     return dict(nseg=nseg, ntile=ntile, nwt=nwt, ablob=ablob, wmeta=nwt * nseg * params.wmeta_bytes,
-                a_ctas=nseg * ntile, w_ctas=nwt * -(-nseg // 2))
+                a_ctas=nseg * ntile, w_ctas=w_ctas)
 
 
 def launch(k, cfg, device: torch.device, *args) -> None:

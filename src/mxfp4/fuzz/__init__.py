@@ -15,7 +15,8 @@ over the whole e8m0 range) and rounds once to bf16. The contract checked (README
 
 * quantize / dequantize: bit-exact.
 * reference backend: bit-exact, NaN exactly where a block of the row or column has the NaN scale.
-* CUDA kernel: within ``ulp_bf16(exact) + 2**-20 * sum|a w|``, NaN/Inf exactly where the exact
+* CUDA kernel: within ``ulp_bf16(exact) + (K/32) * 2**-24 * sum|a w|`` (adding the K/32 exact block
+  products in float32), NaN/Inf exactly where the exact
   product rounded to bf16 has them, for outputs whose blocks all have ``-147 <= ea + ew <= 112``
   (the kernel's stated domain, docs/design.md). Deviations outside that domain are counted
   and listed, not failed.
@@ -135,10 +136,10 @@ def run_case(case: Case, backend: str, device: torch.device) -> Result:
     a_codes, a_scales = oracle_quantize(a.reshape(-1, case.k), case.floor_rule)
     exact = oracle_gemm(a_codes, a_scales, w_codes, w_scales)  # the product of the weight as quantized
     on_cuda = call_backend == "cuda" or (backend == "cuda" and entry in ("linear", "from_linear", "op", "task"))
-    return _compare(out.reshape(-1, case.n).cpu(), exact, on_cuda, res)
+    return _compare(out.reshape(-1, case.n).cpu(), exact, case.k, on_cuda, res)
 
 
-def _compare(out: torch.Tensor, exact: Exact, cuda: bool, res: Result) -> Result:
+def _compare(out: torch.Tensor, exact: Exact, k: int, cuda: bool, res: Result) -> Result:
     o = out.to(torch.float64)
     want = exact.bf16.to(torch.float64)
     same = (o == want) | (torch.isnan(o) & torch.isnan(want))
@@ -147,7 +148,7 @@ def _compare(out: torch.Tensor, exact: Exact, cuda: bool, res: Result) -> Result
     nan_bad = torch.isnan(o) != torch.isnan(exact.value)
     inf_bad = torch.isinf(o) != torch.isinf(want)
     both = torch.isfinite(o) & torch.isfinite(want)
-    bound = ulp_bf16(exact.value) + 2.0 ** -20 * exact.magnitude
+    bound = ulp_bf16(exact.value) + (k // 32) * 2.0 ** -24 * exact.magnitude
     err = (o - exact.value).abs()
     over = both & (err > bound)
     if cuda:  # the bound and NaN/Inf, inside the kernel's stated domain

@@ -109,6 +109,13 @@ __device__ __forceinline__ u16 double_to_bf16(double x) {
   return (u16)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
 }
 
+// Round a float to bf16 bits, to nearest even (NaN stays NaN, overflow rounds to Inf).
+__device__ __forceinline__ u16 float_to_bf16(float x) {
+  const u32 b = __float_as_uint(x);
+  if ((b & 0x7fffffffu) > 0x7f800000u) return (u16)0x7fc0u;
+  return (u16)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+
 // Byte of the e8m0 scale of weight row rr (its row within a 32-row unit) and block cb in a 256-byte
 // unit (32 rows x 8 blocks) of aiter's shuffled scale layout (layouts.py states the layout).
 __device__ __forceinline__ int shuffled_scale_offset(int rr, int cb) {
