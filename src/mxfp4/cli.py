@@ -46,7 +46,8 @@ def _shapes(args):
 def _bench(args) -> int:
     from .bench import harness
 
-    text = harness.run(_shapes(args), pathlib.Path(args.record) if args.record else None)
+    data_sets = ("randn", "model") if args.data == "both" else (args.data,)
+    text = harness.run(_shapes(args), pathlib.Path(args.record) if args.record else None, data_sets=data_sets)
     print(text)
     if args.out:
         pathlib.Path(args.out).write_text(text)
@@ -113,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         p.set_defaults(fn=fn)
     sub.choices["bench"].add_argument("--record", help="append the rows to this CSV")
     sub.choices["bench"].add_argument("--out", help="also write the report (markdown) here")
+    sub.choices["bench"].add_argument("--data", choices=("randn", "model", "both"), default="randn",
+                                      help="input data (default randn, the task's): model = model-like "
+                                           "activations and weights with outliers (bench/data.py)")
     sub.choices["tune"].add_argument("--table", help="table to merge into (default: the shipped one)")
     p = sub.add_parser("bench-model", help="greedy generation of a Llama-style decoder: bf16 against MXFP4")
     p.add_argument("--tiny", action="store_true", help="the test-sized model (hidden 128, 2 layers) instead of "

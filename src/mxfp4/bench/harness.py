@@ -1,8 +1,11 @@
 """The benchmark: what users run, beside cuBLAS bf16, under the competition's timing rule.
 
-Per shape, on a GPU: ``mxfp4.task.custom_kernel(data)`` (the weight as the task stores it),
+Per shape and data set (``data.py``: the task's randn inputs, or model-like ones), on a GPU:
+``mxfp4.task.custom_kernel(data)`` (the weight as the task stores it),
 ``MXFP4Linear`` (the weight prepared once at construction) and ``torch.mm`` on bf16 operands
-(cuBLAS), each timed with L2 flushed before every call (``timing.ColdTimer``); the host time of
+(cuBLAS), each timed with L2 flushed before every call (``timing.ColdTimer``); the stream floor (one
+launch that only reads the weight's bytes once and writes C, ``cuda.ops.stream_floor``, fastest of
+``FLOOR_GRIDS``) and our time as a multiple of it; the host time of
 one eager call of each; the bytes each path keeps per weight; and the exactness of both mxfp4
 outputs against the float64 oracle. On a machine without a usable GPU the same shapes run the
 CPU reference path, timed by wall clock, and the table says so.
@@ -20,10 +23,11 @@ import torch
 from .. import ops, task, testing
 from ..nn import MXFP4Linear
 from ..tensor import Layout, MXFP4Tensor
+from .data import task_data
 from .shapes import Shape
 from .timing import ColdTimer, geomean
 
-COLUMNS = ("shape", "mxfp4_us", "prepared_us", "cublas_bf16_us", "ratio", "tflops", "host_us", "host_prepared_us",
+COLUMNS = ("shape", "data", "mxfp4_us", "prepared_us", "cublas_bf16_us", "ratio", "floor_us", "x_floor", "tflops", "host_us", "host_prepared_us",
            "host_mm_us", "kept_bytes", "bitident", "violations")
 
 INT8_REFERENCE = 8192
@@ -43,19 +47,26 @@ def _host_us(fn, calls: int = 50) -> float:
     return elapsed / calls * 1e6
 
 
-def bench_gpu(shapes: tuple[Shape, ...], progress=print) -> list[dict]:
+def bench_gpu(shapes: tuple[Shape, ...], progress=print, data_set: str = "randn") -> list[dict]:
+    from ..cuda import ops as cuda_ops
+
     timer = ColdTimer()
     rows = []
     for i, s in enumerate(shapes):
-        data = task.generate_input(s.m, s.n, s.k, s.seed, "cuda")
+        data = task_data(s.m, s.n, s.k, s.seed, data_set, "cuda")
         a, b, _, b_shuffle, b_scale = data
         w = MXFP4Tensor(b_shuffle, b_scale, (s.n, s.k), Layout.AITER_SHUFFLED)
         layer = MXFP4Linear.from_mxfp4(w)
         out = task.custom_kernel(data)
         report = testing.check_gemm(out, a, w, testing.sample_rows(s.m))
         same_layer = torch.equal(layer(a), out)
+        scratch = torch.empty(s.m, s.n, dtype=torch.bfloat16, device="cuda")
+        floor = min(timer.time(lambda: cuda_ops.stream_floor(b_shuffle, b_scale, scratch, c)).mean_us
+                    for c in cuda_ops.FLOOR_GRIDS)
         row = {
             "shape": s.label,
+            "data": data_set,
+            "floor_us": floor,
             "mxfp4_us": timer.time(lambda: task.custom_kernel(data)).mean_us,
             "prepared_us": timer.time(lambda: layer(a)).mean_us,
             "cublas_bf16_us": timer.time(lambda: torch.mm(a, b.t())).mean_us,
@@ -67,10 +78,11 @@ def bench_gpu(shapes: tuple[Shape, ...], progress=print) -> list[dict]:
             "violations": report.violations + report.nonfinite_mismatch + (0 if same_layer else 1),
         }
         row["ratio"] = row["mxfp4_us"] / row["cublas_bf16_us"]
+        row["x_floor"] = row["mxfp4_us"] / floor
         row["tflops"] = s.flops / row["mxfp4_us"] / 1e6
         rows.append(row)
-        progress(f"[{i + 1}/{len(shapes)}] {s.label}: {row['mxfp4_us']:.2f} us (cuBLAS bf16 "
-                 f"{row['cublas_bf16_us']:.2f})")
+        progress(f"[{i + 1}/{len(shapes)}] {s.label} {data_set}: {row['mxfp4_us']:.2f} us (cuBLAS bf16 "
+                 f"{row['cublas_bf16_us']:.2f}, floor {floor:.2f})")
     return rows
 
 
@@ -83,7 +95,7 @@ def bench_cpu(shapes: tuple[Shape, ...], progress=print) -> list[dict]:
         wall = (time.perf_counter() - start) * 1e6
         w = MXFP4Tensor(data[3], data[4], (s.n, s.k), Layout.AITER_SHUFFLED)
         report = testing.check_gemm(out, data[0], w, testing.sample_rows(s.m))
-        rows.append({"shape": s.label, "mxfp4_us": wall, "bitident": report.identical_fraction,
+        rows.append({"shape": s.label, "data": "randn", "mxfp4_us": wall, "bitident": report.identical_fraction,
                      "violations": report.violations + report.nonfinite_mismatch})
         progress(f"[{i + 1}/{len(shapes)}] {s.label}: reference path {wall / 1e3:.1f} ms")
     return rows
@@ -106,17 +118,22 @@ def format_table(rows: list[dict], gpu: bool) -> str:
         lines += [f"| {r['shape']} | {r['mxfp4_us'] / 1e3:.1f} | {r['bitident']:.4%} | {r['violations']} |"
                   for r in rows]
         return "\n".join(lines)
-    lines = ["| shape | custom_kernel us | prepared (MXFP4Linear) us | cuBLAS bf16 us | ratio | TFLOP/s | host us "
-             "(custom / prepared / torch.mm) | bytes kept per weight | bit-identical | violations |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| shape | data | custom_kernel us | prepared (MXFP4Linear) us | cuBLAS bf16 us | ratio | floor us | "
+             "x floor | TFLOP/s | host us (custom / prepared / torch.mm) | bytes kept per weight | bit-identical | "
+             "violations |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['shape']} | {r['mxfp4_us']:.2f} | {r['prepared_us']:.2f} | {r['cublas_bf16_us']:.2f} | "
-                     f"{r['ratio']:.2f} | {r['tflops']:.1f} | {r['host_us']:.1f} / {r['host_prepared_us']:.1f} / "
+        lines.append(f"| {r['shape']} | {r['data']} | {r['mxfp4_us']:.2f} | {r['prepared_us']:.2f} | "
+                     f"{r['cublas_bf16_us']:.2f} | {r['ratio']:.2f} | {r['floor_us']:.2f} | {r['x_floor']:.2f} | "
+                     f"{r['tflops']:.1f} | {r['host_us']:.1f} / {r['host_prepared_us']:.1f} / "
                      f"{r['host_mm_us']:.1f} | {r['kept_bytes']:,} | {r['bitident']:.4%} | {r['violations']} |")
-    lines.append(f"| geomean | {geomean([r['mxfp4_us'] for r in rows]):.2f} | "
-                 f"{geomean([r['prepared_us'] for r in rows]):.2f} | "
-                 f"{geomean([r['cublas_bf16_us'] for r in rows]):.2f} | "
-                 f"{geomean([r['ratio'] for r in rows]):.2f} | | | | | |")
+    for data_set in dict.fromkeys(r["data"] for r in rows):
+        sel = [r for r in rows if r["data"] == data_set]
+        lines.append(f"| geomean | {data_set} | {geomean([r['mxfp4_us'] for r in sel]):.2f} | "
+                     f"{geomean([r['prepared_us'] for r in sel]):.2f} | "
+                     f"{geomean([r['cublas_bf16_us'] for r in sel]):.2f} | "
+                     f"{geomean([r['ratio'] for r in sel]):.2f} | {geomean([r['floor_us'] for r in sel]):.2f} | "
+                     f"{geomean([r['x_floor'] for r in sel]):.2f} | | | | | |")
     return "\n".join(lines)
 
 
@@ -147,12 +164,14 @@ def environment() -> dict:
     return env
 
 
-def run(shapes: tuple[Shape, ...], record: pathlib.Path | None = None, progress=print) -> str:
-    """Benchmark ``shapes``; returns the report (markdown). ``record`` appends the rows to a CSV."""
+def run(shapes: tuple[Shape, ...], record: pathlib.Path | None = None, progress=print,
+        data_sets: tuple[str, ...] = ("randn",)) -> str:
+    """Benchmark ``shapes`` on each of ``data_sets`` ('randn', 'model'; GPU only: the CPU path runs the
+    task's randn data); returns the report (markdown). ``record`` appends the rows to a CSV."""
     gpu = torch.cuda.is_available() and ops.cuda_supported(torch.device("cuda"))
     env = environment()
     progress(f"mxfp4 bench on {'the GPU (' + env['device'] + ')' if gpu else 'the CPU reference path (no Hopper GPU)'}")
-    rows = bench_gpu(shapes, progress) if gpu else bench_cpu(shapes, progress)
+    rows = [r for d in data_sets for r in bench_gpu(shapes, progress, d)] if gpu else bench_cpu(shapes, progress)
     head = ", ".join(f"{k} {v}" for k, v in env.items())
     text = f"{head}\n\n{format_table(rows, gpu)}\n"
     if gpu and any(s.m >= 1024 for s in shapes):

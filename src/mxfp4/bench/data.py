@@ -1,0 +1,55 @@
+"""The bench's two data sets: the task's randn inputs, and model-like inputs.
+
+"randn" is the task's ``generate_input``. "model" imitates what real LLM layers hold: activations
+with per-token scales (log-normal, sigma 1) and a few outlier channels (one in 512, at least 2,
+20 to 200 times the rest), weights with per-row scales (log-normal, sigma 0.5) and a few outlier
+input columns (one in 512, at least 2, 8 to 50 times the rest). There the block exponents of a
+256-element segment spread over more than 3 binary orders wherever an outlier falls, which is what
+a kernel that folds block scales must survive.
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import layouts, task
+from ..tensor import Layout, MXFP4Tensor, quantize
+
+DATA_SETS = ("randn", "model")
+
+
+def _outliers(g: torch.Generator, k: int, low: float, high: float, device) -> tuple[torch.Tensor, torch.Tensor]:
+    count = max(2, k // 512)
+    cols = torch.randperm(k, generator=g, device="cpu")[:count].to(device)
+    gain = torch.exp(torch.empty(count).uniform_(float(torch.log(torch.tensor(low))),
+                                                 float(torch.log(torch.tensor(high))), generator=g)).to(device)
+    return cols, gain
+
+
+def model_like(m: int, n: int, k: int, seed: int, device: str | torch.device = "cuda"):
+    """(A, B) bf16 [m, k] and [n, k] drawn as described in the module docstring."""
+    device = torch.device(device)
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(m, k, generator=g) * torch.exp(torch.randn(m, 1, generator=g))
+    cols, gain = _outliers(g, k, 20.0, 200.0, "cpu")
+    a[:, cols] *= gain
+    b = torch.randn(n, k, generator=g) * torch.exp(0.5 * torch.randn(n, 1, generator=g))
+    cols, gain = _outliers(g, k, 8.0, 50.0, "cpu")
+    b[:, cols] *= gain
+    return a.to(torch.bfloat16).to(device), b.to(torch.bfloat16).to(device)
+
+
+def task_data(m: int, n: int, k: int, seed: int, data: str = "randn", device: str | torch.device = "cuda"):
+    """The task's tuple (A, B, B_q, B_shuffle, B_scale_sh) on data set ``data`` ('randn' or 'model')."""
+    if data == "randn":
+        return task.generate_input(m, n, k, seed, device)
+    if data != "model":
+        raise ValueError(f"data must be one of {DATA_SETS}, got {data!r}")
+    a, b = model_like(m, n, k, seed, device)
+    bq = quantize(b)
+    return a, b, bq.data, layouts.shuffle_weight(bq.data), layouts.shuffle_scales(bq.scales)
+
+
+def shuffled_weight(data) -> MXFP4Tensor:
+    """The task tuple's weight (B_shuffle, B_scale_sh) as an MXFP4Tensor (no copy)."""
+    _, b, _, b_shuffle, b_scale = data
+    return MXFP4Tensor(b_shuffle, b_scale, tuple(b.shape), Layout.AITER_SHUFFLED)
