@@ -167,24 +167,35 @@ def _plan(model: nn.Module, ckpt: Checkpoint, device: torch.device, strict: bool
     return _Plan(swaps, fills, rebuild, move, unused, kv_note)
 
 
-def _assign(module: nn.Module, attr: str, value: torch.Tensor, old: torch.Tensor) -> None:
-    if attr in module._parameters:
-        module._parameters[attr] = nn.Parameter(value, requires_grad=old.requires_grad)
-    else:
-        module._buffers[attr] = value
+def _assign(refs: list, value: torch.Tensor, old: torch.Tensor) -> None:
+    # One object for every name of a tied tensor, as the model had it.
+    if isinstance(old, nn.Parameter):
+        value = nn.Parameter(value, requires_grad=old.requires_grad)
+    for module, attr in refs:
+        (module._parameters if attr in module._parameters else module._buffers)[attr] = value
 
 
 def _rebuild_buffers(module: nn.Module, device: torch.device) -> None:
+    # The dtype each buffer had on meta: a model built and then cast (model.to(torch.bfloat16)) casts its
+    # float buffers too, and the recomputed ones must be what that model holds.
+    dtypes = {b: module._buffers[b].dtype for b in module._non_persistent_buffers_set
+              if module._buffers.get(b) is not None}
     if callable(getattr(module, "init_buffers", None)):
         module.init_buffers(device)
-        return
-    # Built on the CPU, as the model builds it (and as transformers recomputes it after a meta load), then
-    # moved: inv_freq computed on a GPU could differ in the last bit.
-    with torch.device("cpu"):
-        fresh = type(module)(config=module.config)
-    for b in module._non_persistent_buffers_set:
-        if b in fresh._buffers and fresh._buffers[b] is not None:
-            module._buffers[b] = fresh._buffers[b].to(device)
+    else:
+        # Built on the CPU, as the model builds it (and as transformers recomputes it after a meta load),
+        # then moved: inv_freq computed on a GPU could differ in the last bit.
+        with torch.device("cpu"):
+            fresh = type(module)(config=module.config)
+        for b in dtypes:
+            if fresh._buffers.get(b) is not None:
+                module._buffers[b] = fresh._buffers[b]
+    for b, dtype in dtypes.items():
+        t = module._buffers[b]
+        if t.is_meta:
+            raise ValueError(f"buffer {b!r} of {type(module).__name__} is still on the meta device after its "
+                             "module recomputed its buffers")
+        module._buffers[b] = t.to(device, dtype if t.dtype.is_floating_point and dtype.is_floating_point else None)
 
 
 def _group(name: str) -> str:
@@ -212,9 +223,7 @@ def load_into(model: nn.Module, ckpt: Checkpoint, *, device=None, strict: bool =
         for fill in plan.fills:
             t = fill.old
             if t.is_meta or t.device != target:
-                value = ckpt.tensor(fill.key).to(target, t.dtype)
-                for module, attr in fill.refs:
-                    _assign(module, attr, value, t)
+                _assign(fill.refs, ckpt.tensor(fill.key).to(target, t.dtype), t)
             else:
                 t.copy_(ckpt.tensor(fill.key))
         for module in plan.rebuild:
