@@ -223,3 +223,55 @@ def test_gptoss_experts_load_per_expert(tmp_path):
               str(tmp_path / "model.safetensors"))
     with pytest.raises(ValueError, match=r"'x_scales' has shape \[3, 32, 3\], must be \[3, 32, 4\]"):
         checkpoint.load_gptoss_experts(tmp_path)
+
+
+def _header_file(path, header, data=b""):
+    """A safetensors file whose header is ``header`` (a JSON-able value, or raw bytes) followed by ``data``."""
+    text = header if isinstance(header, bytes) else json.dumps(header).encode()
+    path.mkdir(exist_ok=True)
+    (path / "model.safetensors").write_bytes(len(text).to_bytes(8, "little") + text + data)
+    return path
+
+
+MALFORMED = {
+    "bad_json": (b"{not json", r"model.safetensors: the safetensors header is not valid JSON"),
+    "not_a_dict": ([1, 2], r"model.safetensors: the safetensors header must be a JSON object, got list"),
+    "entry_not_a_dict": ({"w": 3}, r"tensor 'w': header entry must be an object with dtype, shape and data_offsets"),
+    "negative_offset": ({"w": {"dtype": "U8", "shape": [4], "data_offsets": [-4, 0]}},
+                        r"tensor 'w': data_offsets \[-4, 0\] must be \[start, end\] with 0 <= start <= end"),
+    "overlap": ({"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},
+                 "b": {"dtype": "U8", "shape": [4], "data_offsets": [2, 6]}},
+                r"data_offsets of tensors 'a' and 'b' overlap \(bytes 2 to 4 of the data\)"),
+    "bad_shape": ({"w": {"dtype": "U8", "shape": [-1], "data_offsets": [0, 0]}},
+                  r"tensor 'w': shape \[-1\] must be a list of non-negative integers"),
+    "bad_dtype": ({"w": {"dtype": "Q4", "shape": [1], "data_offsets": [0, 1]}},
+                  r"tensor 'w': dtype 'Q4' is not a safetensors dtype"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_safetensors_names_the_file_and_field(tmp_path, case):
+    header, message = MALFORMED[case]
+    path = _header_file(tmp_path / case, header, bytes(8))
+    with pytest.raises(ValueError, match=message):
+        mxfp4.load(path)
+
+
+def test_malformed_index_and_config_name_the_file(tmp_path):
+    path = _header_file(tmp_path / "index", {"w": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]}}, bytes(4))
+    (path / "model.safetensors.index.json").write_text('{"metadata": {}}')
+    with pytest.raises(ValueError, match=r"model.safetensors.index.json: 'weight_map' is missing"):
+        mxfp4.load(path)
+    (path / "model.safetensors.index.json").write_text('{"weight_map": {"w": "model.safetensors", "v": "model.safetensors"}')
+    with pytest.raises(ValueError, match=r"model.safetensors.index.json: the index is not valid JSON"):
+        mxfp4.load(path)
+    (path / "model.safetensors.index.json").write_text('{"weight_map": {"w": "model.safetensors", "v": "model.safetensors"}}')
+    with pytest.raises(ValueError, match=r"weight_map puts tensor 'v' in model.safetensors, whose header lacks it"):
+        mxfp4.load(path)
+    (path / "model.safetensors.index.json").write_text('{"weight_map": {"w": "../model.safetensors"}}')
+    with pytest.raises(ValueError, match=r"weight_map\['w'\] = '../model.safetensors' must be a file name"):
+        mxfp4.load(path)
+    (path / "model.safetensors.index.json").unlink()
+    (path / "config.json").write_text("{")
+    with pytest.raises(ValueError, match=r"config.json: the model config is not valid JSON"):
+        mxfp4.load(path)
