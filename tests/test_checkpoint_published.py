@@ -2,7 +2,9 @@
 (biases, tied embeddings), checkpoints written in AMD's layout by tests/quark_export.py (not by
 mxfp4.save): 2 shards, an index, FP8 KV-cache scales, float32 norms. The loaded logits must equal,
 bit for bit, those of the same bf16 weights quantized in memory (a wrong rotary inv_freq changes them)."""
+import copy
 import logging
+import re
 
 import pytest
 import torch
@@ -132,3 +134,48 @@ def test_loaded_model_saves_back_with_the_kv_scales(published, tmp_path):
     assert ckpt.tensor(name).item() == mxfp4.load(path).tensor(name).item()
     again = mxfp4.quantize_(tiny(kind, device="meta"), checkpoint=out)
     assert torch.equal(logits(again), want)
+
+
+def _published(**changes):
+    qc = copy.deepcopy(quark_export.PUBLISHED)
+    for path, value in changes.items():
+        node, keys = qc, path.split("/")
+        for key in keys[:-1]:
+            node = node[key]
+        node[keys[-1]] = value
+    return {"quantization_config": qc}
+
+
+def test_published_config_and_its_newer_fields_are_accepted():
+    config = mxfp4.checkpoint.quark_config(_published(**{"global_quant_config/weight/block_size": 32,
+                                                         "kv_cache_post_rope": False}))
+    assert config.kv_cache_group == ("*k_proj", "*v_proj") and config.kv_cache["dtype"] == "fp8_e4m3"
+    k = config.rule("model.layers.7.self_attn.k_proj")
+    assert k.kind is mxfp4.checkpoint.LayerKind.MXFP4 and k.kv_output
+    assert not config.rule("model.layers.7.self_attn.q_proj").kv_output
+
+
+KV = "quantization_config.layer_quant_config['*k_proj']"
+BAD_PUBLISHED = {
+    "kv_int8": ({"layer_quant_config/*k_proj/output_tensors/dtype": "int8"},
+                rf"{re.escape(KV)}.output_tensors.dtype: 'int8' is not supported \(must be 'fp8_e4m3'\)"),
+    "kv_differ": ({"layer_quant_config/*v_proj/output_tensors": {**quark_export.PUBLISHED["layer_quant_config"]
+                                                                  ["*v_proj"]["output_tensors"], "symmetric": False}},
+                  r"the entries \['\*k_proj', '\*v_proj'\] of kv_cache_group have different output_tensors"),
+    "kv_group_names_nothing": ({"export/kv_cache_group": ["*k_proj", "*kv_a_proj"]},
+                               r"export.kv_cache_group: '\*kv_a_proj' names no layer_quant_config entry"),
+    "output_outside_kv": ({"export/kv_cache_group": ["*k_proj"]},
+                          r"\['\*v_proj'\].output_tensors: .* is not supported \(must be null, or the FP8 KV-cache"),
+    "merge_groups": ({"export/weight_merge_groups": [["*q_proj", "*k_proj"]]},
+                     r"export.weight_merge_groups: .* is not supported"),
+    "unknown_top": ({"pre_quant_opt_config": {"name": "x"}}, r"quantization_config.pre_quant_opt_config: unknown field"),
+    "w4a8": ({"global_quant_config/input_tensors/dtype": "fp8_e4m3"},
+             r"input_tensors.dtype: 'fp8_e4m3' is not supported \(must be 'fp4'\)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_PUBLISHED))
+def test_published_config_variants_refused_by_field(case):
+    changes, message = BAD_PUBLISHED[case]
+    with pytest.raises(ValueError, match=message):
+        mxfp4.checkpoint.quark_config(_published(**changes))
