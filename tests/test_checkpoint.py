@@ -262,10 +262,11 @@ def test_malformed_index_and_config_name_the_file(tmp_path):
     (path / "model.safetensors.index.json").write_text('{"metadata": {}}')
     with pytest.raises(ValueError, match=r"model.safetensors.index.json: 'weight_map' is missing"):
         mxfp4.load(path)
-    (path / "model.safetensors.index.json").write_text('{"weight_map": {"w": "model.safetensors", "v": "model.safetensors"}')
+    both = '"w": "model.safetensors", "v": "model.safetensors"'
+    (path / "model.safetensors.index.json").write_text('{"weight_map": {' + both + '}')
     with pytest.raises(ValueError, match=r"model.safetensors.index.json: the index is not valid JSON"):
         mxfp4.load(path)
-    (path / "model.safetensors.index.json").write_text('{"weight_map": {"w": "model.safetensors", "v": "model.safetensors"}}')
+    (path / "model.safetensors.index.json").write_text('{"weight_map": {' + both + '}}')
     with pytest.raises(ValueError, match=r"weight_map puts tensor 'v' in model.safetensors, whose header lacks it"):
         mxfp4.load(path)
     (path / "model.safetensors.index.json").write_text('{"weight_map": {"w": "../model.safetensors"}}')

@@ -69,8 +69,9 @@ def _checkpoint(path):
 @pytest.mark.skipif(not os.access("/proc/self/clear_refs", os.W_OK), reason="needs Linux /proc peak-RSS reset")
 def test_meta_load_holds_one_tensor_at_a_time(tmp_path):
     path = _checkpoint(tmp_path / "big")
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(2**20), "PYTHONPATH": os.pathsep.join([os.path.join(os.path.dirname(__file__), "..", "src"),
-                                                        os.environ.get("PYTHONPATH", "")])}
+    src = os.path.join(os.path.dirname(__file__), "..", "src")
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(2**20),
+           "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
     out = subprocess.run([sys.executable, "-c", SCRIPT, str(path), json.dumps(CONFIG)], env=env, check=True,
                          capture_output=True, text=True, timeout=120)
     r = json.loads(out.stdout.strip().splitlines()[-1])

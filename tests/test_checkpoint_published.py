@@ -168,7 +168,8 @@ BAD_PUBLISHED = {
                           r"\['\*v_proj'\].output_tensors: .* is not supported \(must be null, or the FP8 KV-cache"),
     "merge_groups": ({"export/weight_merge_groups": [["*q_proj", "*k_proj"]]},
                      r"export.weight_merge_groups: .* is not supported"),
-    "unknown_top": ({"pre_quant_opt_config": {"name": "x"}}, r"quantization_config.pre_quant_opt_config: unknown field"),
+    "unknown_top": ({"pre_quant_opt_config": {"name": "x"}},
+                    r"quantization_config.pre_quant_opt_config: unknown field"),
     "w4a8": ({"global_quant_config/input_tensors/dtype": "fp8_e4m3"},
              r"input_tensors.dtype: 'fp8_e4m3' is not supported \(must be 'fp4'\)"),
 }

@@ -155,8 +155,8 @@ class Checkpoint:
             for name, file in weight_map.items():
                 info = self.tensors.get(name)
                 if info is None or info.file.name != file:
-                    raise ValueError(f"{index}: weight_map puts tensor {name!r} in {file}, whose header "
-                                     f"{'lacks it' if info is None else 'does not hold it (it is in ' + info.file.name + ')'}")
+                    where = "lacks it" if info is None else f"does not hold it (it is in {info.file.name})"
+                    raise ValueError(f"{index}: weight_map puts tensor {name!r} in {file}, whose header {where}")
 
     def __contains__(self, name: str) -> bool:
         return name in self.tensors
@@ -174,9 +174,6 @@ class Checkpoint:
         if got != info.nbytes:
             raise ValueError(f"{info.file}: truncated while reading tensor {name!r} ({got} of {info.nbytes} bytes)")
         return buf.view(dtype).reshape(info.shape)
-
-    def close(self) -> None:
-        """Nothing stays open between reads; kept so callers may release a checkpoint explicitly."""
 
     def check(self, name: str, dtypes: tuple[str, ...], shape: tuple[int, ...], rule: str) -> TensorInfo:
         """The tensor's header, or ValueError naming ``name`` and ``rule`` unless it exists with one of
