@@ -276,3 +276,21 @@ def test_malformed_index_and_config_name_the_file(tmp_path):
     (path / "config.json").write_text("{")
     with pytest.raises(ValueError, match=r"config.json: the model config is not valid JSON"):
         mxfp4.load(path)
+
+
+def test_shard_sizes(saved, tmp_path):
+    from mxfp4.checkpoint.safetensors import parse_size
+
+    assert [parse_size(s) for s in ("5GB", "500MiB", "1.5KB", 123)] == [5 * 10**9, 500 * 2**20, 1500, 123]
+    for bad in ("5XB", 0, -1, "GB", None, True):
+        with pytest.raises(ValueError, match="max_shard_size must be a positive number of bytes"):
+            parse_size(bad)
+    model = saved[2]
+    out = mxfp4.save(model, tmp_path / "shards", max_shard_size=50_000)
+    files = sorted(out.glob("model-*.safetensors"))
+    assert len(files) > 2 and not (out / "model.safetensors").exists()
+    assert all(f.stat().st_size < 50_000 + 64 * 2**10 for f in files)  # a shard's data, plus its header
+    assert torch.equal(logits(mxfp4.quantize_(tiny_llama(1), checkpoint=out)), saved[1])
+    one = mxfp4.save(model, out)  # a later save into the same directory leaves no stale shard behind
+    assert sorted(p.name for p in one.glob("*.safetensors")) == ["model.safetensors"]
+    assert not (one / "model.safetensors.index.json").exists()
