@@ -37,3 +37,17 @@ def test_bench_model_tiny_on_cpu(tmp_path):
     assert all(r["tokens_equal_eager"] == "True" for r in rows)
     assert int(rows[1]["weight_bytes"]) < int(rows[0]["weight_bytes"]) / 2
     assert ", 0 outside the stated bound, 0 NaN/Inf mismatches" in text
+
+
+def test_bench_model_from_a_checkpoint_on_cpu(tmp_path, capsys):
+    """--make-checkpoint then --checkpoint: the model built on meta, loaded, byte-identical to the in-memory one."""
+    pytest = __import__("pytest")
+    pytest.importorskip("safetensors")
+    assert cli.main(["bench-model", "--tiny", "--device", "cpu", "--make-checkpoint", str(tmp_path / "ck")]) == 0
+    assert cli.main(["bench-model", "--tiny", "--device", "cpu", "--checkpoint", str(tmp_path / "ck"), "--batch", "2",
+                     "--prompt", "4", "--new-tokens", "3", "--modes", "eager"]) == 0
+    out = capsys.readouterr().out
+    assert "| mxfp4 | eager |" in out and "| bf16 |" not in out
+    assert "model built on meta and loaded onto cpu" in out
+    assert "state_dict byte-identical to the in-memory quantized model's: True" in out
+    assert ", 0 outside the stated bound, 0 NaN/Inf mismatches" in out

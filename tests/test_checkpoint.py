@@ -98,8 +98,8 @@ BAD_TENSORS = {
               rf"'{Q}.weight' is I16, must be U8"),
     "shape": (lambda t: t.update({f"{Q}.weight_scale": t[f"{Q}.weight_scale"][:, :3].contiguous()}),
               rf"'{Q}.weight_scale' has shape \[64, 3\], must be \[64, 4\]"),
-    "norm_dtype": (lambda t: t.update({"model.norm.weight": t["model.norm.weight"].float()}),
-                   r"'model.norm.weight' is F32, must be the model's torch.bfloat16"),
+    "norm_dtype": (lambda t: t.update({"model.norm.weight": t["model.norm.weight"].to(torch.int32)}),
+                   r"'model.norm.weight' is I32, must be the model's torch.bfloat16"),
     "norm_missing": (lambda t: t.pop("model.layers.0.input_layernorm.weight"),
                      r"'model.layers.0.input_layernorm.weight' is missing"),
     "unexpected": (lambda t: t.update({"model.extra": torch.zeros(3)}),
@@ -148,8 +148,18 @@ BAD_CONFIGS = {
     "method": (("quant_method",), "awq", r"quantization_config.quant_method: 'awq' is not supported"),
     "fake_quantized": (("export", "weight_format"), "fake_quantized",
                        r"quantization_config.export.weight_format: 'fake_quantized' is not supported"),
-    "layer_override": (("layer_quant_config",), {"model.layers.0.mlp.up_proj": {"weight": None}},
-                       r"layer_quant_config\['model.layers.0.mlp.up_proj'\].weight: None is not supported"),
+    "layer_override": (("layer_quant_config",), {"model.layers.0.mlp.up_proj": {"weight": {"group_size": 16}}},
+                       r"layer_quant_config\['model.layers.0.mlp.up_proj'\].weight.group_size: 16 is not supported"),
+    "layer_unquantized": (("layer_quant_config",), {"*up_proj": {"weight": None, "input_tensors": None}},
+                          r"'model.layers.0.mlp.up_proj.weight' is U8, must be the model's torch.bfloat16"),
+    "fp8_layer": (("layer_quant_config",), {"*down_proj": {"weight": {"dtype": "fp8_e4m3", "qscheme": "per_tensor"},
+                                                           "input_tensors": None}},
+                  r"layer 'model.layers.0.mlp.down_proj': quantization_config.layer_quant_config\['\*down_proj'\]"
+                  r".weight.dtype is FP8; FP8 layers are not supported"),
+    "online_rotation": (("algo_config",), [{"name": "rotation", "online_r1_rotation": True}],
+                        r"algo_config\[0\]: the 'rotation' algorithm rotates activations at run time"),
+    "bad_regex": (("exclude",), ["lm_head", "re:model.(layers"],
+                  r"quantization_config.exclude\[1\]: 're:model.\(layers' is not a valid regular expression"),
 }
 
 
@@ -170,21 +180,20 @@ def test_unsupported_config_names_the_field_and_model_unchanged(saved, tmp_path,
     assert_unchanged(model, before)
 
 
-def test_quark_config_as_exported_is_accepted_and_exclude_patterns_match():
-    spec = {"dtype": "fp4", "is_dynamic": False, "qscheme": "per_group", "ch_axis": -1, "group_size": 32,
-            "block_size": None, "symmetric": None, "round_method": "half_even", "scale_type": "float",
-            "scale_format": "e8m0", "scale_calculation_mode": "even", "mx_element_dtype": None,
-            "observer_cls": "PerBlockMXObserver", "is_scale_quant": False}
-    qc = {"quant_method": "quark",
-          "global_quant_config": {"weight": spec, "input_tensors": {**spec, "is_dynamic": True},
-                                  "output_tensors": None, "bias": None},
-          "exclude": ["lm_head", "*.mlp.gate", "re:model\\.layers\\.[01]\\.self_attn\\..*"]}
-    scheme = checkpoint.quark_scheme({"quantization_config": qc})
-    assert [scheme.quantizes(n) for n in ("lm_head", "model.layers.3.mlp.gate", "model.layers.1.self_attn.q_proj",
-                                          "model.layers.2.self_attn.q_proj", "model.layers.3.mlp.gate_proj")] \
-        == [False, False, False, True, True]
+def test_exclude_matches_as_vllm_and_sglang_do():
+    """Exact names, or 're:' with re.match (a prefix match); a glob is a name like any other."""
+    qc = {"quant_method": "quark", "global_quant_config": {"weight": {"dtype": "fp4", "group_size": 32,
+                                                                      "scale_format": "e8m0"},
+                                                           "input_tensors": {"dtype": "fp4", "group_size": 32,
+                                                                             "scale_format": "e8m0",
+                                                                             "is_dynamic": True}},
+          "exclude": ["lm_head", "*.mlp.gate", "re:model\\.layers\\.[01]\\.self_attn"]}
+    config = checkpoint.quark_config({"quantization_config": qc})
+    names = ("lm_head", "model.lm_head", "model.layers.3.mlp.gate", "*.mlp.gate", "model.layers.1.self_attn.q_proj",
+             "model.layers.2.self_attn.q_proj", "model.layers.10.self_attn.q_proj")
+    assert [config.excluded(n) for n in names] == [True, False, False, True, True, False, False]
     with pytest.raises(ValueError, match="has no quantization_config"):
-        checkpoint.quark_scheme({})
+        checkpoint.quark_config({})
 
 
 def test_filter_and_checkpoint_together_refused(saved):
@@ -214,3 +223,74 @@ def test_gptoss_experts_load_per_expert(tmp_path):
               str(tmp_path / "model.safetensors"))
     with pytest.raises(ValueError, match=r"'x_scales' has shape \[3, 32, 3\], must be \[3, 32, 4\]"):
         checkpoint.load_gptoss_experts(tmp_path)
+
+
+def _header_file(path, header, data=b""):
+    """A safetensors file whose header is ``header`` (a JSON-able value, or raw bytes) followed by ``data``."""
+    text = header if isinstance(header, bytes) else json.dumps(header).encode()
+    path.mkdir(exist_ok=True)
+    (path / "model.safetensors").write_bytes(len(text).to_bytes(8, "little") + text + data)
+    return path
+
+
+MALFORMED = {
+    "bad_json": (b"{not json", r"model.safetensors: the safetensors header is not valid JSON"),
+    "not_a_dict": ([1, 2], r"model.safetensors: the safetensors header must be a JSON object, got list"),
+    "entry_not_a_dict": ({"w": 3}, r"tensor 'w': header entry must be an object with dtype, shape and data_offsets"),
+    "negative_offset": ({"w": {"dtype": "U8", "shape": [4], "data_offsets": [-4, 0]}},
+                        r"tensor 'w': data_offsets \[-4, 0\] must be \[start, end\] with 0 <= start <= end"),
+    "overlap": ({"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},
+                 "b": {"dtype": "U8", "shape": [4], "data_offsets": [2, 6]}},
+                r"data_offsets of tensors 'a' and 'b' overlap \(bytes 2 to 4 of the data\)"),
+    "bad_shape": ({"w": {"dtype": "U8", "shape": [-1], "data_offsets": [0, 0]}},
+                  r"tensor 'w': shape \[-1\] must be a list of non-negative integers"),
+    "bad_dtype": ({"w": {"dtype": "Q4", "shape": [1], "data_offsets": [0, 1]}},
+                  r"tensor 'w': dtype 'Q4' is not a safetensors dtype"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_safetensors_names_the_file_and_field(tmp_path, case):
+    header, message = MALFORMED[case]
+    path = _header_file(tmp_path / case, header, bytes(8))
+    with pytest.raises(ValueError, match=message):
+        mxfp4.load(path)
+
+
+def test_malformed_index_and_config_name_the_file(tmp_path):
+    path = _header_file(tmp_path / "index", {"w": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]}}, bytes(4))
+    (path / "model.safetensors.index.json").write_text('{"metadata": {}}')
+    with pytest.raises(ValueError, match=r"model.safetensors.index.json: 'weight_map' is missing"):
+        mxfp4.load(path)
+    both = '"w": "model.safetensors", "v": "model.safetensors"'
+    (path / "model.safetensors.index.json").write_text('{"weight_map": {' + both + '}')
+    with pytest.raises(ValueError, match=r"model.safetensors.index.json: the index is not valid JSON"):
+        mxfp4.load(path)
+    (path / "model.safetensors.index.json").write_text('{"weight_map": {' + both + '}}')
+    with pytest.raises(ValueError, match=r"weight_map puts tensor 'v' in model.safetensors, whose header lacks it"):
+        mxfp4.load(path)
+    (path / "model.safetensors.index.json").write_text('{"weight_map": {"w": "../model.safetensors"}}')
+    with pytest.raises(ValueError, match=r"weight_map\['w'\] = '../model.safetensors' must be a file name"):
+        mxfp4.load(path)
+    (path / "model.safetensors.index.json").unlink()
+    (path / "config.json").write_text("{")
+    with pytest.raises(ValueError, match=r"config.json: the model config is not valid JSON"):
+        mxfp4.load(path)
+
+
+def test_shard_sizes(saved, tmp_path):
+    from mxfp4.checkpoint.safetensors import parse_size
+
+    assert [parse_size(s) for s in ("5GB", "500MiB", "1.5KB", 123)] == [5 * 10**9, 500 * 2**20, 1500, 123]
+    for bad in ("5XB", 0, -1, "GB", None, True):
+        with pytest.raises(ValueError, match="max_shard_size must be a positive number of bytes"):
+            parse_size(bad)
+    model = saved[2]
+    out = mxfp4.save(model, tmp_path / "shards", max_shard_size=50_000)
+    files = sorted(out.glob("model-*.safetensors"))
+    assert len(files) > 2 and not (out / "model.safetensors").exists()
+    assert all(f.stat().st_size < 50_000 + 64 * 2**10 for f in files)  # a shard's data, plus its header
+    assert torch.equal(logits(mxfp4.quantize_(tiny_llama(1), checkpoint=out)), saved[1])
+    one = mxfp4.save(model, out)  # a later save into the same directory leaves no stale shard behind
+    assert sorted(p.name for p in one.glob("*.safetensors")) == ["model.safetensors"]
+    assert not (one / "model.safetensors.index.json").exists()

@@ -61,8 +61,14 @@ def _bench_model(args) -> int:
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     shape = llama.TINY if args.tiny else llama.REALISTIC
+    if args.make_checkpoint:
+        from .bench import checkpoint
+
+        print(checkpoint.make(shape, args.make_checkpoint, device))
+        return 0
     text = model.run(shape, args.batch, args.prompt, args.new_tokens, device,
-                     pathlib.Path(args.record) if args.record else None, tuple(args.modes) if args.modes else None)
+                     pathlib.Path(args.record) if args.record else None, tuple(args.modes) if args.modes else None,
+                     checkpoint=pathlib.Path(args.checkpoint) if args.checkpoint else None)
     print(text)
     return 0
 
@@ -127,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--modes", nargs="*", choices=("eager", "compile", "graph"), help="default: all the device has")
     p.add_argument("--device", help="default: cuda if present, else cpu")
     p.add_argument("--record", help="append the rows to this CSV")
+    p.add_argument("--make-checkpoint", metavar="DIR", help="write the model (quantized in memory) as a Quark "
+                   "MXFP4 checkpoint in DIR and stop")
+    p.add_argument("--checkpoint", metavar="DIR", help="the MXFP4 model only, built on meta and loaded from DIR "
+                   "(written by --make-checkpoint)")
     p.set_defaults(fn=_bench_model)
     sub.add_parser("compile", help="compile every shipped kernel variant (sm_90a, no GPU needed)").set_defaults(
         fn=_compile)

@@ -86,23 +86,29 @@ def default_filter(module: nn.Module, name: str) -> bool:
 
 def quantize_(model: nn.Module, filter_fn: Callable[[nn.Module, str], bool] | None = None, *,
               checkpoint: "str | pathlib.Path | None" = None, scale_rule: ScaleRule = ScaleRule.AITER,
-              strict: bool = True) -> nn.Module:
+              device: "str | torch.device | None" = None, strict: bool = True) -> nn.Module:
     """Swaps ``nn.Linear`` layers of ``model`` for :class:`MXFP4Linear` in place; returns ``model``.
 
     Without ``checkpoint``: the layers ``filter_fn(module, name)`` selects (default
     :func:`default_filter`) are quantized from their own weights.
     With ``checkpoint`` (a directory or :class:`mxfp4.checkpoint.Checkpoint`, Quark W4A4 MXFP4):
-    its ``quantization_config`` decides (every ``nn.Linear`` not excluded); their MXFP4 weights and
-    biases, and every other tensor of ``model.state_dict()``, come from the checkpoint, one tensor at
-    a time. ``strict``: a checkpoint tensor the model has no place for is an error too.
+    its ``quantization_config`` decides which layers are MXFP4 (the others stay the model's own,
+    their weights read as stored and cast to the model's float dtype); every tensor of the model
+    comes from the checkpoint, one at a time, onto ``device`` (default: where the model is; CPU for a
+    model on the meta device). The model may be built on the meta device: its weights are then
+    created from the checkpoint only, and buffers checkpoints do not hold (rotary frequencies) are
+    computed as the model defines them. ``strict``: a checkpoint tensor the model has no place for
+    (e.g. DeepSeek's MTP layer) is an error; ``strict=False`` skips them with a logged note.
     Everything is checked before anything changes: on an error (naming the tensor or the layer and
-    the rule) the model is as it was.
+    the rule) the model is as it was. See :mod:`mxfp4.checkpoint.loader`.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if isinstance(model, nn.Linear):
         raise TypeError("model is itself an nn.Linear: use MXFP4Linear.from_linear(model)")
     if checkpoint is None:
+        if device is not None:
+            raise TypeError("device= goes with checkpoint= (quantizing in place keeps each layer where it is)")
         keep = filter_fn or default_filter
         chosen = [(name, m) for name, m in model.named_modules() if isinstance(m, nn.Linear) and keep(m, name)]
         for name, m in chosen:
@@ -117,73 +123,11 @@ def quantize_(model: nn.Module, filter_fn: Callable[[nn.Module, str], bool] | No
     if filter_fn is not None:
         raise TypeError("pass filter_fn or checkpoint, not both: a checkpoint's quantization_config decides "
                         "which layers are MXFP4")
-    from . import checkpoint as ckpt_mod
+    from . import checkpoint as ckpt_mod  # checkpoint builds on this module; imported when used
+    from .checkpoint.loader import load_into
 
     ckpt = checkpoint if isinstance(checkpoint, ckpt_mod.Checkpoint) else ckpt_mod.load(checkpoint)
-    layers, copies = _plan_from_checkpoint(model, ckpt, strict)
-    with torch.no_grad():
-        for name, m in layers:
-            w = ckpt.mxfp4_weight(name, m.out_features, m.in_features)
-            device = m.weight.device if m.weight.device.type != "meta" else torch.device("cpu")
-            w = MXFP4Tensor(w.data.to(device), w.scales.to(device), w.shape, w.layout, w.scale_rule)
-            bias = ckpt.tensor(f"{name}.bias").to(device) if m.bias is not None else None
-            _set_module(model, name, MXFP4Linear(w, bias))
-        for target, key in copies:
-            target.copy_(ckpt.tensor(key))
-    ckpt.close()
-    return model
-
-
-def _plan_from_checkpoint(model: nn.Module, ckpt, strict: bool):
-    """(layers to swap, (model tensor, checkpoint name) pairs to copy), after checking every tensor."""
-    from .checkpoint import quark_scheme
-
-    scheme = quark_scheme(ckpt.config)
-    layers = [(name, m) for name, m in model.named_modules() if isinstance(m, nn.Linear) and scheme.quantizes(name)]
-    used = set()
-    for name, m in layers:
-        if m.in_features % BLOCK:
-            raise ValueError(f"layer {name!r}: in_features ({m.in_features}) is not a multiple of {BLOCK}, yet "
-                             "the checkpoint's quantization_config does not exclude it")
-        n, k = m.out_features, m.in_features
-        ckpt.check(f"{name}.weight", ("U8",), (n, k // 2), "Quark MXFP4 weight: uint8 [N, K/2]")
-        ckpt.check(f"{name}.weight_scale", ("U8", "F8_E8M0"), (n, k // BLOCK), "Quark MXFP4 scales: e8m0 [N, K/32]")
-        used |= {f"{name}.weight", f"{name}.weight_scale"}
-        if m.bias is not None:
-            info = ckpt.tensors.get(f"{name}.bias")
-            if info is None or info.shape != (n,) or not (info.torch_dtype and info.torch_dtype.is_floating_point):
-                raise ValueError(f"checkpoint tensor {name + '.bias'!r} must exist as a float [{n}] tensor (layer "
-                                 f"{name!r} has a bias), got {info and (info.dtype, list(info.shape))}")
-            used.add(f"{name}.bias")
-    prefixes = tuple(f"{name}." for name, _ in layers)
-    copies, groups = [], {}
-    for key, t in model.state_dict(keep_vars=True).items():
-        if key.startswith(prefixes):
-            continue
-        groups.setdefault((t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape)) if t.numel()
-                          else key, []).append((key, t))
-    for members in groups.values():  # tied tensors: one name is enough
-        present = [(key, t) for key, t in members if key in ckpt]
-        if not present:
-            raise ValueError(f"checkpoint tensor {members[0][0]!r} is missing (every tensor of the model's "
-                             "state_dict outside its MXFP4 layers must be in the checkpoint)")
-        for key, t in present:
-            info = ckpt.tensors[key]
-            if info.torch_dtype != t.dtype:
-                raise ValueError(f"checkpoint tensor {key!r} is {info.dtype}, must be the model's {t.dtype}")
-            if info.shape != tuple(t.shape):
-                raise ValueError(f"checkpoint tensor {key!r} has shape {list(info.shape)}, must be the model's "
-                                 f"{list(t.shape)}")
-            if t.device.type == "meta":
-                raise ValueError(f"model tensor {key!r} is on the meta device: build the model on a real device")
-            used.add(key)
-        copies.append((present[0][1], present[0][0]))
-    if strict:
-        extra = sorted(set(ckpt.tensors) - used)
-        if extra:
-            raise ValueError(f"checkpoint tensors the model has no place for (strict=True): {extra[:8]}"
-                             f"{' ...' if len(extra) > 8 else ''}")
-    return layers, copies
+    return load_into(model, ckpt, device=device, strict=strict)
 
 
 def _set_module(model: nn.Module, name: str, module: nn.Module) -> None:

@@ -98,14 +98,22 @@ class Decoder(nn.Module):
         self.layers = nn.ModuleList(Layer(s) for _ in range(s.layers))
         self.norm = RMSNorm(s.hidden, s.eps)
         self.lm_head = nn.Linear(s.hidden, s.vocab, bias=False)
-        inv_freq = 1.0 / s.rope_theta ** (torch.arange(0, s.head_dim, 2, dtype=torch.float32) / s.head_dim)
-        angles = torch.outer(torch.arange(s.max_seq, dtype=torch.float32), inv_freq)
+        self.batch = batch
+        self.init_buffers()
+
+    def init_buffers(self, device: torch.device | None = None) -> None:
+        """The rotary tables and the KV cache (non-persistent: no checkpoint holds them), on ``device``
+        (default: the current default device); ``mxfp4.quantize_`` calls it for a model built on meta."""
+        s = self.s
+        inv_freq = 1.0 / s.rope_theta ** (torch.arange(0, s.head_dim, 2, dtype=torch.float32, device=device)
+                                         / s.head_dim)
+        angles = torch.outer(torch.arange(s.max_seq, dtype=torch.float32, device=device), inv_freq)
         angles = torch.cat((angles, angles), dim=-1)
         self.register_buffer("cos", angles.cos(), persistent=False)
         self.register_buffer("sin", angles.sin(), persistent=False)
-        cache = (s.layers, batch, s.kv_heads, s.max_seq, s.head_dim)
-        self.register_buffer("k_cache", torch.zeros(cache), persistent=False)
-        self.register_buffer("v_cache", torch.zeros(cache), persistent=False)
+        cache = (s.layers, self.batch, s.kv_heads, s.max_seq, s.head_dim)
+        self.register_buffer("k_cache", torch.zeros(cache, device=device), persistent=False)
+        self.register_buffer("v_cache", torch.zeros(cache, device=device), persistent=False)
 
     def forward(self, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         x = self.embed_tokens(ids)

@@ -22,6 +22,7 @@ import torch
 
 from .. import reference, testing
 from ..nn import MXFP4Linear, quantize_
+from . import checkpoint as bench_checkpoint
 from . import llama
 
 COLUMNS = ("model", "mode", "batch", "prompt", "new_tokens", "tokens_per_s", "ms_per_step", "weight_bytes",
@@ -167,21 +168,31 @@ def exactness(model: llama.Decoder, prompt: torch.Tensor) -> dict:
 
 
 def run(shape: llama.LlamaShape, batch: int, prompt_len: int, new_tokens: int, device: str,
-        record: pathlib.Path | None = None, modes: tuple[str, ...] | None = None, progress=print) -> str:
-    """Benchmarks bf16 then MXFP4 generation; returns the report (markdown) and appends rows to ``record``."""
+        record: pathlib.Path | None = None, modes: tuple[str, ...] | None = None, progress=print,
+        checkpoint: pathlib.Path | None = None) -> str:
+    """Benchmarks bf16 then MXFP4 generation; returns the report (markdown) and appends rows to ``record``.
+    With ``checkpoint`` (written by :func:`mxfp4.bench.checkpoint.make`): the MXFP4 model only, built on
+    meta and loaded from it (its shape, not ``shape``)."""
     dev = torch.device(device)
     cuda = dev.type == "cuda"
     if min(batch, prompt_len, new_tokens) < 1:
         raise ValueError(f"batch, prompt and new_tokens must be positive, got {batch}, {prompt_len}, {new_tokens}")
-    shape = dataclasses.replace(shape, max_seq=-(-(prompt_len + new_tokens) // 64) * 64)  # the cache holds them all
+    max_seq = -(-(prompt_len + new_tokens) // 64) * 64  # the cache holds them all
     modes = modes or (("eager", "compile", "graph") if cuda else ("eager", "compile"))
-    model = llama.build(shape, batch, dev)
+    runs, loaded = [], ""
+    if checkpoint is None:
+        shape = dataclasses.replace(shape, max_seq=max_seq)
+        model = llama.build(shape, batch, dev)
+    else:
+        model, loaded = bench_checkpoint.load(checkpoint, batch, max_seq, device)
+        shape = model.s
+        progress(loaded)
     prompt = torch.randint(0, shape.vocab, (batch, prompt_len), generator=torch.Generator().manual_seed(1)).to(dev)
-    runs = []
-    for mode in [m for m in modes if m != "compile"]:  # bf16: eager and graph (compile adds nothing to cuBLAS)
+    for mode in [m for m in modes if m != "compile" and checkpoint is None]:  # bf16: eager and graph
         runs.append(_run("bf16", mode, model, prompt, new_tokens))
         progress(f"bf16 {mode}: {_rate(runs[-1]):.1f} tok/s")
-    quantize_(model)
+    if checkpoint is None:
+        quantize_(model)
     if cuda:
         torch.cuda.empty_cache()
     for mode in modes:
@@ -204,7 +215,8 @@ def run(shape: llama.LlamaShape, batch: int, prompt_len: int, new_tokens: int, d
             name = torch.cuda.get_device_name(dev) if cuda else "cpu"
             for row in rows:
                 writer.writerow({**row, "device": name, "shape": _label(shape)})
-    return report(shape, rows, check, "cuda: " + torch.cuda.get_device_name(dev) if cuda else "cpu")
+    text = report(shape, rows, check, "cuda: " + torch.cuda.get_device_name(dev) if cuda else "cpu")
+    return f"{text}\n{loaded}" if loaded else text
 
 
 def _rate(r: Run) -> float:
