@@ -217,39 +217,46 @@ mxfp4_gemm_a4w4(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, co
           run = 0;
         }
         const u8 *ws = ring + stage * W_STAGE + g * 16 + t * 4 + wn * TI * (SB * 256);
-#pragma unroll
-        for (int bs = 0; bs < SB; ++bs) {
+        // One block of the stage: its codes to int8, TJ x TI MMAs, each block sum scaled into the run.
+        auto block = [&](int bs) {
           const int b = b0 + bs;
-          if (b < kc) {
-            u32 af[TI][4];
-            float swv[TI][2];
+          u32 af[TI][4];
+          float swv[TI][2];
+#pragma unroll
+          for (int i = 0; i < TI; ++i) {
+            const u8 *p = ws + i * (SB * 256) + bs * 256;
+            const u32 lo = *(const u32 *)p, hi = *(const u32 *)(p + 128);
+            af[i][0] = mx::e2m1x4_to_s8x4(lo);
+            af[i][1] = mx::e2m1x4_to_s8x4(hi);
+            af[i][2] = mx::e2m1x4_to_s8x4(lo >> 16);
+            af[i][3] = mx::e2m1x4_to_s8x4(hi >> 16);
+            swv[i][0] = sw_t[b * BN + i * 16];
+            swv[i][1] = sw_t[b * BN + i * 16 + 8];
+          }
+#pragma unroll
+          for (int j = 0; j < TJ; ++j) {
+            const uint2 bv = *(const uint2 *)(a_t + (b * BM + j * 8) * 32);
+            const float2 sav = *(const float2 *)(sa_t + b * BM + j * 8);
 #pragma unroll
             for (int i = 0; i < TI; ++i) {
-              const u8 *p = ws + i * (SB * 256) + bs * 256;
-              const u32 lo = *(const u32 *)p, hi = *(const u32 *)(p + 128);
-              af[i][0] = mx::e2m1x4_to_s8x4(lo);
-              af[i][1] = mx::e2m1x4_to_s8x4(hi);
-              af[i][2] = mx::e2m1x4_to_s8x4(lo >> 16);
-              af[i][3] = mx::e2m1x4_to_s8x4(hi >> 16);
-              swv[i][0] = sw_t[b * BN + i * 16];
-              swv[i][1] = sw_t[b * BN + i * 16 + 8];
-            }
-#pragma unroll
-            for (int j = 0; j < TJ; ++j) {
-              const uint2 bv = *(const uint2 *)(a_t + (b * BM + j * 8) * 32);
-              const float2 sav = *(const float2 *)(sa_t + b * BM + j * 8);
-#pragma unroll
-              for (int i = 0; i < TI; ++i) {
-                int d[4];
-                mx::mma_s8(d, af[i], bv.x, bv.y, 0x4B400000);
-                const float k = 12582912.0f;  // the accumulator starts at 1.5 * 2**23: d's bits are k + sum
-                acc[i][j][0] = fmaf(__int_as_float(d[0]) - k, swv[i][0] * sav.x, acc[i][j][0]);
-                acc[i][j][1] = fmaf(__int_as_float(d[1]) - k, swv[i][0] * sav.y, acc[i][j][1]);
-                acc[i][j][2] = fmaf(__int_as_float(d[2]) - k, swv[i][1] * sav.x, acc[i][j][2]);
-                acc[i][j][3] = fmaf(__int_as_float(d[3]) - k, swv[i][1] * sav.y, acc[i][j][3]);
-              }
+              int d[4];
+              mx::mma_s8(d, af[i], bv.x, bv.y, 0x4B400000);
+              const float k = 12582912.0f;  // the accumulator starts at 1.5 * 2**23: d's bits are k + sum
+              acc[i][j][0] = fmaf(__int_as_float(d[0]) - k, swv[i][0] * sav.x, acc[i][j][0]);
+              acc[i][j][1] = fmaf(__int_as_float(d[1]) - k, swv[i][0] * sav.y, acc[i][j][1]);
+              acc[i][j][2] = fmaf(__int_as_float(d[2]) - k, swv[i][1] * sav.x, acc[i][j][2]);
+              acc[i][j][3] = fmaf(__int_as_float(d[3]) - k, swv[i][1] * sav.y, acc[i][j][3]);
             }
           }
+        };
+        // A whole stage runs without a test per block, so the compiler interleaves its SB blocks'
+        // loads, conversions, MMAs and epilogues (a guarded block was a basic block of its own:
+        // one block's dependency chain at a time); only K's last stage may be short.
+        if (b0 + SB <= kc) {
+#pragma unroll
+          for (int bs = 0; bs < SB; ++bs) block(bs);
+        } else {
+          for (int bs = 0; bs < kc - b0; ++bs) block(bs);
         }
         run += min(SB, kc - b0);
         mx::mbar_arrive(&empty[stage]);
