@@ -19,7 +19,12 @@ BASE_OPTIONS = ("-std=c++17", "-default-device", "--ftz=false", "--prec-div=true
 
 
 class CompileError(RuntimeError):
-    """NVRTC rejected a kernel source; the message holds its log."""
+    """NVRTC rejected a kernel source, or ptxas serialized its wgmma; the message holds its log."""
+
+
+SERIALIZED_WGMMA = "wgmma.mma_async instructions are serialized"
+"""ptxas's note (C7519/C7520) that it made every wgmma of a kernel wait for the one before, e.g.
+for a branch around wgmma on a value it cannot prove warp-uniform: treated as a compile error."""
 
 
 def cache_dir() -> pathlib.Path:
@@ -40,16 +45,21 @@ def _nvrtc():
     return nvrtc
 
 
+def _log(prog) -> str:
+    nvrtc = _nvrtc()
+    _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+    if size <= 1:  # only the terminator; and b" " * 1 is CPython's shared one-byte object, which
+        return ""  # NVRTC would overwrite for the whole process
+    buf = b" " * size
+    nvrtc.nvrtcGetProgramLog(prog, buf)
+    return buf.decode(errors="replace")
+
+
 def _check(result, prog=None):
     nvrtc = _nvrtc()
     err = result[0]
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-        log = ""
-        if prog is not None:
-            _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-            buf = b" " * size
-            nvrtc.nvrtcGetProgramLog(prog, buf)
-            log = buf.decode(errors="replace")
+        log = _log(prog) if prog is not None else ""
         raise CompileError(f"NVRTC: {nvrtc.nvrtcGetErrorString(err)[1].decode()}\n{log}")
     return result[1:] if len(result) > 2 else (result[1] if len(result) == 2 else None)
 
@@ -86,6 +96,9 @@ def compile_cubin(source_name: str, defines: dict[str, int] | None = None) -> by
     try:
         opts = [o.encode() for o in options]
         _check(nvrtc.nvrtcCompileProgram(prog, len(opts), opts), prog)
+        log = _log(prog)
+        if SERIALIZED_WGMMA in log:  # a kernel that runs, slowly: never cached, never shipped
+            raise CompileError(f"ptxas serialized the wgmma of {source_name} {defines}:\n{log}")
         size = _check(nvrtc.nvrtcGetCUBINSize(prog))
         cubin = b" " * size
         _check(nvrtc.nvrtcGetCUBIN(prog, cubin))

@@ -1,39 +1,42 @@
 // C[M, N] (bf16) = dequant(quant(A)) @ dequant(W)^T for large M, on the int8 warpgroup tensor cores
-// (wgmma). Two launches, chained on one stream:
+// (wgmma). Two launches, chained on one stream: the prep, then one of two GEMMs.
 //
-// mxfp4_wgmma_prep: quantizes A (aiter's rule, quantize8, as everywhere) into int8 operands laid out
-//   for the GEMM, and marks which segments (8 blocks of 32 elements) can be multiplied with one
-//   scale per row. A row's segment "folds" when the e8m0 exponents of its nonzero blocks differ by
-//   at most 3: each block's int8 values (twice the e2m1 value, at most 12) are shifted left by its
-//   exponent minus the smallest (at most 96, still int8), and one multiplier, 2**(smallest - 128),
-//   serves the whole segment. Otherwise the values stay unshifted and each block keeps its own
-//   multiplier. Workspace, per call, nothing kept:
+// Bands: a segment is 8 blocks of 32 elements. A token's band is the window [lo, lo + 3] of e8m0
+//   exponents holding the most of its nonzero blocks (ties: the lowest lo); a token tile's mask holds
+//   the blocks inside every token's band. A weight row's band and a weight tile's (or 64-row group's)
+//   mask are chosen alike. A band's blocks are shifted left by their exponent minus the band's
+//   smallest (<= 3: twice an e2m1 value, <= 12, stays int8) and share one multiplier, 2**(smallest -
+//   128); the others keep their own. The blocks in both masks add into one int32 sum, scaled once;
+//   every other block is a term of its own. An outlier channel's block leaves the band and the rest
+//   of its segment still folds.
+//
+// mxfp4_wgmma_prep (PREP_THREADS a CTA), workspace per call, nothing kept:
 //     ablob [nseg][ntile] blobs of ABLOB bytes, one bulk copy per stage: the tile's int8 values as
 //          two swizzle atoms (blocks 0-3, then 4-7), each one 128-byte row per token with its
 //          16-byte chunks swizzled (chunk ^ row % 8: the 128-byte swizzle of the shared-memory
 //          operand) and a block's 32 values permuted so that position 4t + j holds element 8t + j
 //          and position 16 + 4t + j holds 8t + 4 + j (the order in which the weight's codes reach
-//          a thread's registers); then the fold multiplier per token (TN floats), the per-block
-//          multipliers [8][TN] and an int, 1 when every token of the tile folds;
-//     wmeta [ceil(N / 128)][nseg] blobs of WMETA bytes: the weight rows' eight e8m0 bytes (one u64
-//          a row), then a byte per 64-row group: 1 when every row of the group folds (exponents
-//          within 3, no NaN scale, smallest exponent <= 105 so that the row's factor fits the
-//          float32 accumulator trick below).
-//   The weight's codes are read as stored (aiter's shuffled layout) through a tensor map over its
-//   16-row groups: one TMA copy a stage brings 8 groups x 8 blocks.
+//          a thread's registers); then the band multiplier per token (TN floats), the per-block
+//          multipliers [8][TN] and the tile's mask;
+//     wmode 0: wmeta [ceil(N / 128)][nseg] blobs of WMETA bytes: the weight rows' eight e8m0 bytes
+//          (one u64 a row), then a mask byte per 64-row group (a row's band topping out at 232 or
+//          less: the accumulator trick below needs a normal float);
+//     wmode 1: [ceil(N / 128)][nseg] blobs of WBLOB bytes: the weight's values as int8 in A's layout
+//          (its band's blocks shifted), multipliers [8][128], each row's accumulator start, the
+//          tile's mask.
 //
-// mxfp4_gemm_wgmma: one CTA per 128 weight rows x TN tokens; one thread of warpgroup 0 streams each
-//   segment's three blobs (A, weight codes, weight meta) into a ring of STAGES stages; warpgroups 1
-//   and 2 each own 64 weight rows. A warpgroup converts its weight codes to int8 in registers (the
-//   row operand), four blocks at a time, and wgmma reads the tokens' int8 operand from shared
-//   memory (m64nTNk32, s32 accumulation, exact). Where the segment is whole and the tile's tokens
-//   and the warpgroup's weight rows all fold, the weight's values are shifted like A's, the eight
-//   blocks accumulate in one int32 sum, and the sum is scaled once: the accumulator starts at the
-//   bits of 1.5 * 2**23 * 2**(ew - 128) (ew: the row's smallest exponent), so the int32 sum lands
-//   in the mantissa and float(bits) - start is the sum times the row's factor, exactly; one fma with
-//   the token's multiplier adds the term. Elsewhere each block is its own term, scaled by both
-//   multipliers (as the mma.sync kernel does). A row's path depends on the other rows of its tile:
-//   its output can differ in the last bits with them, always inside the bound.
+// mxfp4_gemm_wgmma (wmode 0): one CTA per 128 weight rows x TN tokens; one thread streams each
+//   segment's three blobs (A, the weight's codes as stored through a tensor map over its 16-row
+//   groups, the weight meta) into a ring; warpgroups 1 and 2 each own 64 weight rows, convert their
+//   codes to int8 in registers (the row operand, shifted for the fold) and wgmma reads the tokens
+//   from shared memory (m64nTNk32, s32 accumulation, exact).
+// mxfp4_gemm_i8 (wmode 1, TN 128): one CTA per 128 tokens x 128 weight rows, both operands from
+//   shared memory (m64n128k32), nothing converted.
+// The fold: the int32 accumulator starts at the bits of 1.5 * 2**23 * 2**(ew - 128) (ew: the row's
+//   band minimum), so the sum lands in the mantissa and float(bits) - start is the sum times the
+//   row's factor, exactly; one fma with the token's multiplier adds the term. A row's path depends on
+//   the other rows of its tiles: its output can differ in the last bits with them, always inside
+//   the bound.
 //
 // Numerics: every term is exact; the terms (at most K/32) are added in float32 in a fixed order and
 // the total is rounded once to bf16 (error <= (K/32 - 1) * 2**-24 of the sum of magnitudes). Domain:
@@ -438,6 +441,9 @@ mxfp4_gemm_wgmma(const u8 *__restrict__ ablob, const u8 *__restrict__ wmeta, con
     // int32 sum; every other block is a term of its own.
     u32 fmask = (u32)*(const int *)(blk + SEG * TN) & (u32)st[S_WM + TW * 8 + c];
     if (__popc(fmask) < 2) fmask = 0;
+    // Warp-uniform as ptxas can see it: a branch on a value it takes for divergent around wgmma
+    // serializes every wgmma of the kernel (warning C7520).
+    fmask = __shfl_sync(0xffffffffu, fmask, 0);
     const u64 ex0 = *(const u64 *)(st + S_WM + rl0 * 8), ex1 = *(const u64 *)(st + S_WM + rl1 * 8);
     const u8 *wf = st + S_W + (4 * c + wq) * (SEG * 256) + g * 16 + t * 4;
     const u32 a_base = mx::smem_addr(st + S_A);
@@ -498,8 +504,9 @@ mxfp4_gemm_wgmma(const u8 *__restrict__ ablob, const u8 *__restrict__ wmeta, con
       fold_segment(Flag<false>());
     else if (fmask)
       fold_segment(Flag<true>());
-    for (int b = 0; b < nb; ++b) {
-      if ((fmask >> b) & 1u) continue;
+    // The blocks outside the fold, one term each.
+    for (u32 rest = ((1u << nb) - 1u) & ~fmask; rest; rest &= rest - 1) {
+      const int b = __ffs(rest) - 1;
       u32 af[4];
       const u32 lo = *(const u32 *)(wf + b * 256), hi = *(const u32 *)(wf + b * 256 + 128);
       af[0] = mx::e2m1x4_to_s8x4(lo);
@@ -638,6 +645,9 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, u16 *_
     const u32 *wmagic = (const u32 *)(wst + W_MAGIC);
     u32 fmask = (u32)*(const int *)(blk + SEG * TN) & *(const u32 *)(wst + W_MASK) & 0xFFu;
     if (__popc(fmask) < 2) fmask = 0;
+    // Warp-uniform as ptxas can see it: a branch on a value it takes for divergent around wgmma
+    // serializes every wgmma of the kernel (warning C7520).
+    fmask = __shfl_sync(0xffffffffu, fmask, 0);
     const u32 a_base = mx::smem_addr(st) + 64 * c * 128, w_base = mx::smem_addr(wst);
     if (fmask) {
 #pragma unroll
@@ -666,8 +676,9 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, u16 *_
         acc[4 * j + 3] = fmaf(__int_as_float(d[4 * j + 3]) - k1, fa1, acc[4 * j + 3]);
       }
     }
-    for (int b = 0; b < nb; ++b) {
-      if ((fmask >> b) & 1u) continue;
+    // The blocks outside the fold, one term each.
+    for (u32 rest = ((1u << nb) - 1u) & ~fmask; rest; rest &= rest - 1) {
+      const int b = __ffs(rest) - 1;
 #pragma unroll
       for (int j = 0; j < 64; ++j) d[j] = 0x4B400000;
       wgmma_fence();
