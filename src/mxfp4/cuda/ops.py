@@ -8,6 +8,7 @@ from . import runtime
 from .runtime import i32
 
 _QUANT_THREADS = 256
+_quant_configs: dict[int, runtime.LaunchConfig] = {}  # grid -> the quantize kernel's launch configuration
 
 
 def gemm_a4w4(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor,
@@ -87,7 +88,10 @@ def quantize(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     scales = torch.empty((m, k // 32), dtype=torch.uint8, device=a.device)
     if m:
         k_ = runtime.kernel("quantize.cu", "mxfp4_quantize", None, a.device)
-        config = runtime.config((-(-m * (k // 8) // _QUANT_THREADS), 1, 1), _QUANT_THREADS, 0, None)
+        grid = -(-m * (k // 8) // _QUANT_THREADS)
+        config = _quant_configs.get(grid)
+        if config is None:
+            config = _quant_configs[grid] = runtime.config((grid, 1, 1), _QUANT_THREADS, 0, None)
         runtime.launch(k_, config, a.device, a.data_ptr(), i32(_lda(a)), codes.data_ptr(), scales.data_ptr(),
                        i32(m), i32(k))
     return codes, scales
