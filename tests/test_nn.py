@@ -29,27 +29,31 @@ def test_from_linear_errors_name_the_layer():
 
 
 class Block(nn.Module):
-    """Layers the default filter keeps and drops: K % 64, N % 16, and the output head."""
+    """Layers the default filter keeps and drops: K % 32, and the output head."""
 
     def __init__(self):
         super().__init__()
         self.up = nn.Linear(128, 64, bias=True)
-        self.odd_k = nn.Linear(96, 32)      # K % 64 != 0: kept in bf16 (the kernels' layout needs K % 64)
-        self.odd_n = nn.Linear(64, 40)      # N % 16 != 0
+        self.odd_k = nn.Linear(96, 32)      # K % 64 != 0: padded in prepare
+        self.odd_n = nn.Linear(64, 40)      # N % 16 != 0: padded in prepare
+        self.not_blocks = nn.Linear(48, 16)  # K % 32 != 0: no MX blocks, kept
         self.inner = nn.Sequential(nn.Linear(64, 64), nn.ReLU())
         self.lm_head = nn.Linear(64, 32)
 
 
-def test_quantize_default_filter_swaps_kernel_shaped_layers_but_the_head():
+def test_quantize_default_filter_swaps_every_blocked_layer_but_the_head():
     torch.manual_seed(0)
     model = Block()
-    up = model.up
+    up, odd_n = model.up, model.odd_n
     mxfp4.quantize_(model)
     swapped = sorted(n for n, m in model.named_modules() if isinstance(m, MXFP4Linear))
-    assert swapped == ["inner.0", "up"]
-    assert type(model.odd_k) is nn.Linear and type(model.lm_head) is nn.Linear
+    assert swapped == ["inner.0", "odd_k", "odd_n", "up"]
+    assert type(model.not_blocks) is nn.Linear and type(model.lm_head) is nn.Linear
     x = torch.randn(3, 128).bfloat16()
     assert torch.equal(model.up(x), MXFP4Linear.from_linear(up)(x))
+    y = model.odd_n(x[:, :64])
+    assert y.shape == (3, 40) and y.is_contiguous()
+    assert torch.equal(y, reference.gemm_a4w4(x[:, :64], mxfp4.quantize(odd_n.weight.detach())) + model.odd_n.bias)
 
 
 def test_quantize_filter_and_its_errors_leave_the_model_unchanged():

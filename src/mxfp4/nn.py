@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from .formats import BLOCK, ScaleRule
-from .ops import gemm_a4w4_op
+from .ops import gemm_a4w4, gemm_a4w4_op
 from .tensor import Layout, MXFP4Tensor, prepare, quantize
 
 
@@ -17,8 +17,8 @@ class MXFP4Linear(nn.Module):
     """y = quant(x) @ dequant(W)^T (+ bias), bf16 out, with W stored as MXFP4 and nothing else.
 
     The weight lives in two buffers (``weight_data``, ``weight_scales``), prepared once at
-    construction in the kernels' layout (aiter's shuffled layouts) when N % 16 == 0 and
-    K % 64 == 0, so ``state_dict`` round-trips and ``.to()`` moves it. Build one with
+    construction in the kernels' layout (aiter's shuffled layouts, padded to N % 16 == 0 and
+    K % 64 == 0 where needed), so ``state_dict`` round-trips and ``.to()`` moves it. Build one with
     :meth:`from_linear` (quantizes a float weight) or :meth:`from_mxfp4` (an already quantized
     weight, e.g. an aiter-prepared checkpoint).
     """
@@ -28,12 +28,12 @@ class MXFP4Linear(nn.Module):
         if not isinstance(weight, MXFP4Tensor) or len(weight.shape) != 2:
             raise TypeError("weight must be a 2-D MXFP4Tensor [out_features, in_features]")
         self.out_features, self.in_features = weight.shape
-        if self.out_features % 16 == 0 and self.in_features % 64 == 0:
-            weight = prepare(weight)
+        weight = prepare(weight)
         self.layout = weight.layout
         self.scale_rule = weight.scale_rule
         self.register_buffer("weight_data", weight.data)
         self.register_buffer("weight_scales", weight.scales)
+        self._weight = weight
         if bias is not None:
             if not isinstance(bias, torch.Tensor) or tuple(bias.shape) != (self.out_features,):
                 raise ValueError(f"bias must be a tensor of shape ({self.out_features},), got "
@@ -60,15 +60,30 @@ class MXFP4Linear(nn.Module):
 
     @property
     def weight(self) -> MXFP4Tensor:
-        return MXFP4Tensor(self.weight_data, self.weight_scales, (self.out_features, self.in_features),
-                           self.layout, self.scale_rule)
+        """The weight as an MXFP4Tensor over the two buffers (built again only when they change:
+        its checks took 5 us a call)."""
+        w = self._weight
+        data, scales = self._buffers["weight_data"], self._buffers["weight_scales"]
+        if w is None or w.data is not data or w.scales is not scales:
+            w = self._weight = MXFP4Tensor(data, scales, (self.out_features, self.in_features), self.layout,
+                                           self.scale_rule)
+        return w
+
+    def _apply(self, fn, recurse=True):
+        self._weight = None  # .to() / .cuda() replace the buffers: let the old ones go
+        return super()._apply(fn, recurse)
 
     def kept_bytes(self) -> int:
         """Bytes this layer keeps for its weight: the MXFP4 codes and scale bytes, nothing more."""
         return self.weight_data.numel() + self.weight_scales.numel()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = gemm_a4w4_op(x, self.weight)
+        # eager calls skip the dispatcher (7 us of the op's Python kernel and autograd wrapper);
+        # torch.compile traces the op, and gemm_a4w4 takes the op itself when x requires grad
+        w = self.weight
+        y = gemm_a4w4_op(x, w) if torch.compiler.is_compiling() else gemm_a4w4(x, w)
+        if self.out_features % 16:
+            y = y.contiguous()  # a layer's output is dense, as nn.Linear's
         return y + self.bias if self.bias is not None else y
 
     def extra_repr(self) -> str:
@@ -77,11 +92,11 @@ class MXFP4Linear(nn.Module):
 
 
 def default_filter(module: nn.Module, name: str) -> bool:
-    """The layers :func:`quantize_` swaps by default: every ``nn.Linear`` whose weight fits the CUDA
-    kernels' layout (in_features % 64 == 0, out_features % 16 == 0), except the output head
-    (a module named ``lm_head``), which models keep in full precision (as Quark's exports do)."""
+    """The layers :func:`quantize_` swaps by default: every ``nn.Linear`` with in_features % 32 == 0
+    (one scale per 32 inputs; any shape runs on the kernels), except the output head (a module named
+    ``lm_head``), which models keep in full precision (as Quark's exports do)."""
     return (isinstance(module, nn.Linear) and name.rsplit(".", 1)[-1] != "lm_head"
-            and module.in_features % 64 == 0 and module.out_features % 16 == 0)
+            and module.in_features % BLOCK == 0)
 
 
 def quantize_(model: nn.Module, filter_fn: Callable[[nn.Module, str], bool] | None = None, *,
