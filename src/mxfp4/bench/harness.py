@@ -147,12 +147,17 @@ def environment() -> dict:
     return env
 
 
-def run(shapes: tuple[Shape, ...], record: pathlib.Path | None = None, progress=print) -> str:
-    """Benchmark ``shapes``; returns the report (markdown). ``record`` appends the rows to a CSV."""
+def run(shapes: tuple[Shape, ...], record: pathlib.Path | None = None, progress=print,
+        rows: list[dict] | None = None) -> str:
+    """Benchmark ``shapes``; returns the report (markdown). ``record`` appends the rows to a CSV;
+    ``rows``, a list, receives them (for :mod:`mxfp4.bench.plot`)."""
+    out_rows = rows
     gpu = torch.cuda.is_available() and ops.cuda_supported(torch.device("cuda"))
     env = environment()
     progress(f"mxfp4 bench on {'the GPU (' + env['device'] + ')' if gpu else 'the CPU reference path (no Hopper GPU)'}")
     rows = bench_gpu(shapes, progress) if gpu else bench_cpu(shapes, progress)
+    if out_rows is not None:
+        out_rows.extend(rows)
     head = ", ".join(f"{k} {v}" for k, v in env.items())
     text = f"{head}\n\n{format_table(rows, gpu)}\n"
     if gpu and any(s.m >= 1024 for s in shapes):
