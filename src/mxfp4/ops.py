@@ -131,10 +131,13 @@ def _warn_once(message: str) -> None:
 def params_for(problem: plan.Problem, device: torch.device) -> plan.GemmParams | plan.WgmmaParams:
     """The kernel parameters a call of shape ``problem`` on ``device`` gets (``plan.choose``)."""
     index = device.index if device.index is not None else torch.cuda.current_device()
-    key = (problem.m, problem.n, problem.k, index)
-    params = _chosen.get(key)
+    return _params(problem.m, problem.n, problem.k, index)
+
+
+def _params(m: int, n: int, k: int, index: int) -> plan.GemmParams | plan.WgmmaParams:
+    params = _chosen.get((m, n, k, index))
     if params is None:
-        params = _chosen[key] = plan.choose(problem, _table(), _device_facts(index)[1])
+        params = _chosen[(m, n, k, index)] = plan.choose(plan.Problem(m, n, k), _table(), _device_facts(index)[1])
     return params
 
 
@@ -191,11 +194,11 @@ def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None,
     if not bf16_out:
         buf = torch.empty((m, n16), dtype=torch.bfloat16, device=a.device)
     else:
-        buf = out.view(m, n)
+        buf = out if out.dim() == 2 else out.view(m, n)
     if m and n:
         from .cuda import ops as cuda_ops
 
-        a2 = a.reshape(m, k)
+        a2 = a if a.dim() == 2 else a.reshape(m, k)
         if a2.dtype is not torch.bfloat16:
             a2 = formats.quantized_values_bf16(a2)
         if k64 != k:  # zero blocks, as the weight's padding (one copy of A)
@@ -203,7 +206,7 @@ def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None,
         else:
             a2 = cuda_ops.rows_for_kernel(a2)
         if params is None:
-            params = params_for(plan.Problem(m, n16, k64), a.device)
+            params = _params(m, n16, k64, a.device.index)
         else:
             params.check()
             if not params.fits(plan.Problem(m, n16, k64)):
@@ -217,7 +220,7 @@ def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None,
             out.view(m, n).copy_(buf[:, :n])
         return out
     result = buf if n16 == n else buf[:, :n]
-    return result.view(*a.shape[:-1], n)
+    return result if a.dim() == 2 else result.view(*a.shape[:-1], n)
 
 
 # ---- torch.library: torch.compile sees one opaque op; CUDA graphs capture its launch -------------

@@ -38,15 +38,17 @@ class MXFP4Tensor:
     scale_rule: ScaleRule = ScaleRule.AITER
 
     def __post_init__(self) -> None:
-        if not isinstance(self.shape, (tuple, list, torch.Size)) or not all(
-                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in self.shape):
-            raise TypeError(f"MXFP4Tensor.shape must be a tuple of non-negative ints, got {self.shape!r}")
-        object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
-        for name in ("data", "scales"):
-            t = getattr(self, name)
+        # Built on every custom_kernel and torch-op call: the checks are written to cost about 2 us.
+        shape = self.shape
+        if type(shape) is not tuple or not all(type(d) is int and d >= 0 for d in shape):
+            if not isinstance(shape, (tuple, list, torch.Size)) or not all(
+                    isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+                raise TypeError(f"MXFP4Tensor.shape must be a tuple of non-negative ints, got {shape!r}")
+            object.__setattr__(self, "shape", tuple(int(s) for s in shape))
+        for name, t in (("data", self.data), ("scales", self.scales)):
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"MXFP4Tensor.{name} must be a torch.Tensor, got {type(t).__name__}")
-            if t.dtype != torch.uint8:
+            if t.dtype is not torch.uint8:
                 raise TypeError(f"MXFP4Tensor.{name} must be uint8, got {t.dtype}")
         if not isinstance(self.layout, Layout):
             raise TypeError(f"MXFP4Tensor.layout must be a Layout, got {self.layout!r}")
@@ -67,10 +69,10 @@ class MXFP4Tensor:
             n16, k64 = padded_shape(lead[0], k)
             want_data = (n16, k64 // 2)
             want_scales = layouts.shuffled_scale_shape(n16, k64 // BLOCK)
-        if tuple(self.data.shape) != want_data:
+        if self.data.shape != want_data:
             raise ValueError(f"MXFP4Tensor.data must have shape {want_data} for {self.layout.name} "
                              f"shape {self.shape}, got {tuple(self.data.shape)}")
-        if tuple(self.scales.shape) != tuple(want_scales):
+        if self.scales.shape != want_scales:
             raise ValueError(f"MXFP4Tensor.scales must have shape {tuple(want_scales)} for {self.layout.name} "
                              f"shape {self.shape}, got {tuple(self.scales.shape)} (too small or too large)")
 
