@@ -137,10 +137,22 @@ def test_compile_with_grad_enabled():
     from mxfp4.nn import MXFP4Linear
 
     torch.manual_seed(0)
-    model = nn.Sequential(MXFP4Linear.from_linear(nn.Linear(64, 32)), nn.ReLU(), nn.Linear(32, 8)).bfloat16()
-    x = torch.randn(4, 64, dtype=torch.bfloat16, requires_grad=True)
+    model = mxfp4.quantize_(nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 8)), lambda m, name: name == "0")
+    assert isinstance(model[0], MXFP4Linear) and model[0].dtype == torch.float32
+    x = torch.randn(4, 64, requires_grad=True)  # a float32 model, as the issue's
     eager = model(x).float().sum()
     (ge,) = torch.autograd.grad(eager, x)
     compiled = torch.compile(model, fullgraph=True)(x).float().sum()
     (gc,) = torch.autograd.grad(compiled, x)
     assert torch.equal(eager, compiled) and torch.allclose(ge, gc)
+
+
+def test_readme_cpu_snippet_runs_as_written():
+    import pathlib
+
+    text = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
+    api = text[text.index("## API"):]
+    snippet = api[api.index("```python") + len("```python"):]
+    snippet = snippet[:snippet.index("```")]
+    assert "cuda" not in snippet
+    exec(compile(snippet, "README.md", "exec"), {})

@@ -54,8 +54,9 @@ def validate(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None) -> tuple
         if not isinstance(out, torch.Tensor):
             raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
         want = (*a.shape[:-1], n)
-        if tuple(out.shape) != want or out.dtype is not torch.bfloat16:
-            raise ValueError(f"out must be bfloat16 of shape {want}, got {out.dtype} {tuple(out.shape)}")
+        if tuple(out.shape) != want or out.dtype not in _FLOATS:
+            raise ValueError(f"out must be bfloat16, float16 or float32 of shape {want}, got {out.dtype} "
+                             f"{tuple(out.shape)}")
         if out.device != a.device:
             raise ValueError(f"out ({out.device}) must be on a's device ({a.device})")
         if not out.is_contiguous():
@@ -146,12 +147,15 @@ _chosen: dict[tuple[int, int, int, int], plan.GemmParams | plan.WgmmaParams] = {
 device, remembered so an eager call does not rebuild it (3.7 us of Python per call)."""
 
 
-def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, *, backend: str = "auto",
+def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, *,
+              out_dtype: torch.dtype | None = None, backend: str = "auto",
               params: plan.GemmParams | plan.WgmmaParams | None = None) -> torch.Tensor:
-    """C = dequant(quant(a)) @ dequant(w)^T, bf16 [..., N]; ``a`` [..., K] quantized per 1x32 block.
+    """C = dequant(quant(a)) @ dequant(w)^T [..., N]; ``a`` [..., K] quantized per 1x32 block.
 
-    ``a`` may be bf16, fp16 or float32 (quantized by the same rule from its values); the output is
-    the exact product rounded once to bf16 (the kernels: within their bound, docs/design.md). On a Hopper GPU: the CUDA kernels (one launch up to 32 rows, two from 33), which
+    ``a`` may be bf16, fp16 or float32 (quantized by the same rule from its values). The output is
+    the exact product rounded once to bf16 (the kernels: within their bound, docs/design.md), in
+    ``out_dtype`` (bf16 by default; fp16 or float32: that bf16 value converted, docs/design.md) or
+    in ``out``'s dtype. On a Hopper GPU: the CUDA kernels (one launch up to 32 rows, two from 33), which
     read ``w`` as stored (aiter's shuffled layout, see :func:`mxfp4.prepare`; any N and K, padded
     there) and keep nothing between calls; fp16 and float32 ``a`` first become their quantized
     values in bf16 (exact, :func:`mxfp4.formats.quantized_values_bf16`). Elsewhere the exact
@@ -166,31 +170,35 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
     m, n, k = validate(a, w, out)
     if params is not None and not isinstance(params, (plan.GemmParams, plan.WgmmaParams)):
         raise TypeError(f"params must be a mxfp4.plan.GemmParams or WgmmaParams, got {type(params).__name__}")
+    if out_dtype is not None and out_dtype not in _FLOATS:
+        raise TypeError(f"out_dtype must be torch.bfloat16, float16 or float32, got {out_dtype!r}")
+    if out is not None and out_dtype is not None and out.dtype is not out_dtype:
+        raise ValueError(f"out ({out.dtype}) and out_dtype ({out_dtype}) disagree: pass one")
     if a.requires_grad and torch.is_grad_enabled():
         if out is not None or backend != "auto" or params is not None:
             raise ValueError("a requires grad: out=, backend= and params= are not differentiable; call under "
                              "torch.no_grad() or leave them out")
-        return gemm_a4w4_op(a, w)
-    return _run(a, w, out, backend, params, m, n, k)
+        return gemm_a4w4_op(a, w, out_dtype)
+    return _run(a, w, out, out_dtype or torch.bfloat16, backend, params, m, n, k)
 
 
-def _run(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, backend: str,
+def _run(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_dtype: torch.dtype, backend: str,
          params: plan.GemmParams | plan.WgmmaParams | None, m: int, n: int, k: int) -> torch.Tensor:
     """:func:`gemm_a4w4` after its checks (the op's implementation too)."""
     chosen = select_backend(a, w, backend)
     if chosen == "reference":
         result = reference.gemm_a4w4(a, w, scale_rule=w.scale_rule)
         if out is None:
-            return result
+            return result if out_dtype is torch.bfloat16 else result.to(out_dtype)
         return out.copy_(result)
-    return _on_kernels(a, w, out, params, m, n, k)
+    return _on_kernels(a, w, out, out_dtype, params, m, n, k)
 
 
-def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None,
+def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_dtype: torch.dtype,
                 params: plan.GemmParams | plan.WgmmaParams | None, m: int, n: int, k: int) -> torch.Tensor:
     n16, k2 = w.data.shape  # the weight as the kernels read it: N16 rows, K64 / 2 bytes
     k64 = 2 * k2
-    bf16_out = out is not None and n16 == n
+    bf16_out = out is not None and n16 == n and out.dtype is torch.bfloat16  # the kernel writes out itself
     if not bf16_out:
         buf = torch.empty((m, n16), dtype=torch.bfloat16, device=a.device)
     else:
@@ -220,6 +228,8 @@ def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None,
             out.view(m, n).copy_(buf[:, :n])
         return out
     result = buf if n16 == n else buf[:, :n]
+    if out_dtype is not torch.bfloat16:
+        result = result.to(out_dtype)
     return result if a.dim() == 2 else result.view(*a.shape[:-1], n)
 
 
@@ -229,7 +239,7 @@ def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None,
 
 _lib = torch.library.Library("mxfp4", "DEF")
 _lib.define("gemm_a4w4(Tensor a, Tensor w_data, Tensor w_scales, SymInt n, SymInt k, bool shuffled, "
-            "bool floor_rule) -> Tensor")
+            "bool floor_rule, ScalarType? out_dtype=None) -> Tensor")
 
 
 def _op_weight(w_data, w_scales, n, k, shuffled, floor_rule) -> MXFP4Tensor:
@@ -237,19 +247,21 @@ def _op_weight(w_data, w_scales, n, k, shuffled, floor_rule) -> MXFP4Tensor:
                        ScaleRule.FLOOR if floor_rule else ScaleRule.AITER)
 
 
-def _op_impl(a, w_data, w_scales, n, k, shuffled, floor_rule):
+def _op_impl(a, w_data, w_scales, n, k, shuffled, floor_rule, out_dtype=None):
     w = _op_weight(w_data, w_scales, n, k, shuffled, floor_rule)
     m, n, k = validate(a, w, None)
-    out = _run(a, w, None, "auto", None, m, n, k)
+    if out_dtype is not None and out_dtype not in _FLOATS:
+        raise TypeError(f"out_dtype must be torch.bfloat16, float16 or float32, got {out_dtype!r}")
+    out = _run(a, w, None, out_dtype or torch.bfloat16, "auto", None, m, n, k)
     return out if out.is_contiguous() else out.contiguous()  # the op's output is dense, as its fake
 
 
-def _op_fake(a, w_data, w_scales, n, k, shuffled, floor_rule):
-    return a.new_empty((*a.shape[:-1], n), dtype=torch.bfloat16)
+def _op_fake(a, w_data, w_scales, n, k, shuffled, floor_rule, out_dtype=None):
+    return a.new_empty((*a.shape[:-1], n), dtype=out_dtype or torch.bfloat16)
 
 
 def _op_setup_context(ctx, inputs, output):
-    a, w_data, w_scales, n, k, shuffled, floor_rule = inputs
+    a, w_data, w_scales, n, k, shuffled, floor_rule = inputs[:7]
     ctx.save_for_backward(w_data, w_scales)
     ctx.meta = (n, k, shuffled, floor_rule, a.dtype)
 
@@ -263,7 +275,7 @@ def _op_backward(ctx, grad):
     w_data, w_scales = ctx.saved_tensors
     n, k, shuffled, floor_rule, dtype = ctx.meta
     w = dequantize(_op_weight(w_data, w_scales, n, k, shuffled, floor_rule))  # float32 [N, K], exact
-    return (grad.to(torch.float32) @ w).to(dtype), None, None, None, None, None, None
+    return (grad.to(torch.float32) @ w).to(dtype), None, None, None, None, None, None, None
 
 
 _lib.impl("gemm_a4w4", _op_impl, "CompositeExplicitAutograd")
@@ -272,9 +284,9 @@ torch.library.register_autograd("mxfp4::gemm_a4w4", _op_backward, setup_context=
 _OP = torch.ops.mxfp4.gemm_a4w4.default
 
 
-def gemm_a4w4_op(a: torch.Tensor, w: MXFP4Tensor) -> torch.Tensor:
+def gemm_a4w4_op(a: torch.Tensor, w: MXFP4Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:
     """:func:`gemm_a4w4` through the registered op ``torch.ops.mxfp4.gemm_a4w4`` (torch.compile,
     autograd: the gradient with respect to ``a``, docs/design.md)."""
     validate(a, w, None)
     return _OP(a, w.data, w.scales, w.shape[0], w.shape[1], w.layout is Layout.AITER_SHUFFLED,
-               w.scale_rule is ScaleRule.FLOOR)
+               w.scale_rule is ScaleRule.FLOOR, out_dtype)
