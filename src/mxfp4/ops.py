@@ -61,23 +61,27 @@ def validate(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None) -> tuple
             raise ValueError(f"out ({out.device}) must be on a's device ({a.device})")
         if not out.is_contiguous():
             raise ValueError("out must be contiguous")
-        for name, t in (("a", a), ("w.data", w.data), ("w.scales", w.scales)):
-            if _overlaps(out, t):
-                raise ValueError(f"out must not overlap {name} (the kernel reads {name} while it writes out)")
+        if out.numel():
+            start = out.data_ptr()
+            end = start + out.nbytes
+            for name, t in (("a", a), ("w.data", w.data), ("w.scales", w.scales)):
+                if _overlaps(start, end, t):
+                    raise ValueError(f"out must not overlap {name} (the kernel reads {name} while it writes out)")
     return m, n, k
 
 
 _FLOATS = (torch.bfloat16, torch.float16, torch.float32)
 
 
-def _overlaps(x: torch.Tensor, y: torch.Tensor) -> bool:
-    """Whether the bytes x and y span intersect (x contiguous); address ranges, so no storage lookups."""
-    if x.numel() == 0 or y.numel() == 0:
+def _overlaps(start: int, end: int, y: torch.Tensor) -> bool:
+    """Whether the bytes [start, end) meet those ``y`` spans: address ranges, so no storage lookups."""
+    y0 = y.data_ptr()
+    if y.is_contiguous():
+        return y.numel() > 0 and start < y0 + y.nbytes and y0 < end
+    if y.numel() == 0:
         return False
-    x0, y0 = x.data_ptr(), y.data_ptr()
-    span = y.nbytes if y.is_contiguous() else (
-        sum((s - 1) * st for s, st in zip(y.shape, y.stride())) + 1) * y.element_size()
-    return x0 < y0 + span and y0 < x0 + x.nbytes
+    span = (sum((s - 1) * st for s, st in zip(y.shape, y.stride())) + 1) * y.element_size()
+    return start < y0 + span and y0 < end
 
 
 def select_backend(a: torch.Tensor, w: MXFP4Tensor, backend: str = "auto") -> str:
@@ -194,6 +198,19 @@ def _run(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_dtype: t
     return _on_kernels(a, w, out, out_dtype, params, m, n, k)
 
 
+_cuda_ops_module = None
+
+
+def _cuda_ops():
+    """mxfp4.cuda.ops, imported on the first kernel call (not at import: the CPU path never needs it)."""
+    global _cuda_ops_module
+    if _cuda_ops_module is None:
+        from .cuda import ops as module
+
+        _cuda_ops_module = module
+    return _cuda_ops_module
+
+
 def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_dtype: torch.dtype,
                 params: plan.GemmParams | plan.WgmmaParams | None, m: int, n: int, k: int) -> torch.Tensor:
     n16, k2 = w.data.shape  # the weight as the kernels read it: N16 rows, K64 / 2 bytes
@@ -204,8 +221,7 @@ def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_d
     else:
         buf = out if out.dim() == 2 else out.view(m, n)
     if m and n:
-        from .cuda import ops as cuda_ops
-
+        cuda_ops = _cuda_ops()
         a2 = a if a.dim() == 2 else a.reshape(m, k)
         if a2.dtype is not torch.bfloat16:
             a2 = formats.quantized_values_bf16(a2)
