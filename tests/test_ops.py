@@ -156,3 +156,53 @@ def test_readme_cpu_snippet_runs_as_written():
     snippet = snippet[:snippet.index("```")]
     assert "cuda" not in snippet
     exec(compile(snippet, "README.md", "exec"), {})
+
+
+@pytest.mark.parametrize("n, k", [(1000, 512), (40, 96), (7, 32), (64, 128)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_kernel_path_logic_on_the_cpu(monkeypatch, n, k, dtype):
+    """The kernel path's padding, slicing, out= and dtypes, with each launch replaced by the reference
+    on the padded problem the kernel would see (its inputs checked as the kernels need them)."""
+    import types
+
+    from mxfp4 import plan
+    from mxfp4.cuda import ops as cuda_ops
+    from mxfp4.tensor import Layout, MXFP4Tensor
+
+    launched = []
+
+    def kernel(a2, data, scales, out, params):
+        n16, k64 = data.shape[0], 2 * data.shape[1]
+        assert a2.dtype == torch.bfloat16 and a2.shape[1] == k64 and tuple(out.shape) == (a2.shape[0], n16)
+        assert out.dtype == torch.bfloat16 and out.stride(1) == 1 and cuda_ops._rows_ok(a2)
+        out.copy_(torch.full_like(out, float("nan")))  # poison, then write
+        out.copy_(reference.gemm_a4w4(a2, MXFP4Tensor(data, scales, (n16, k64), Layout.AITER_SHUFFLED)))
+        launched.append(params)
+
+    g = torch.Generator().manual_seed(n + k)
+    plain = mxfp4.quantize(torch.randn(n, k, generator=g).bfloat16())
+    w = mxfp4.prepare(plain)
+    fake = types.SimpleNamespace(gemm_a4w4=kernel, gemm_a4w4_wgmma=kernel, rows_for_kernel=cuda_ops.rows_for_kernel)
+    monkeypatch.setattr(ops, "_cuda_ops", lambda: fake)
+    monkeypatch.setattr(ops, "cuda_supported", lambda device: True)
+    monkeypatch.setattr(ops, "_params", lambda m, n, k, index: plan.heuristic(plan.Problem(m, n, k)))
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    for a in (torch.randn(5, k, generator=g).to(dtype), torch.randn(2, 3, k, generator=g).to(dtype)):
+        want = reference.gemm_a4w4(a, plain)
+        got = mxfp4.gemm_a4w4(a, w)
+        assert got.dtype == torch.bfloat16 and got.shape == want.shape and torch.equal(got, want)
+        assert torch.equal(mxfp4.gemm_a4w4(a, w, out_dtype=dtype), want.to(dtype))
+        for out_dtype in (torch.bfloat16, dtype):
+            out = torch.full(want.shape, float("nan"), dtype=out_dtype)
+            assert mxfp4.gemm_a4w4(a, w, out) is out and torch.equal(out, want.to(out_dtype))
+        assert torch.equal(ops.gemm_a4w4_op(a, w, dtype), want.to(dtype))
+    assert len(launched) == 2 * 5
+    if dtype is torch.float32:  # a value the kernels' bf16 input cannot carry: the reference, with a warning
+        a = torch.randn(3, k, generator=g)
+        a[1, 0] = 3.4e38
+        ops._warn_once.cache_clear()
+        with pytest.warns(RuntimeWarning, match="1.75 \\* 2\\*\\*127"):
+            got = mxfp4.gemm_a4w4(a, w)
+        assert torch.equal(got, reference.gemm_a4w4(a, plain)) and len(launched) == 10
+        with pytest.raises(ValueError, match="1.75 \\* 2\\*\\*127"):
+            mxfp4.gemm_a4w4(a, w, backend="cuda")
