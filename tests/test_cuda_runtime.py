@@ -49,3 +49,60 @@ def test_packer_lays_out_pointers_int32s_and_tensor_maps():
     assert struct.unpack("<Q", ctypes.string_at(slots[4], 8))[0] == 0xABC
     with pytest.raises(TypeError, match="kernel arguments must be"):
         runtime._Packer((float,))
+
+
+def test_gemm_launches_pass_their_arguments_in_order(monkeypatch):
+    """cuda.ops' launches through runtime.launch, the driver replaced by a recorder that reads back the
+    config and every argument slot: what cuLaunchKernelEx would get."""
+    import torch
+
+    from mxfp4 import plan
+    from mxfp4.cuda import ops as cuda_ops
+
+    seen = []
+
+    class Driver:
+        def cuLaunchKernelEx(self, cfg, function, params, extra):
+            c = runtime._LaunchConfig.from_address(cfg)
+            slots = (ctypes.c_void_p * 12).from_address(params)
+            seen.append((function, tuple(c.grid), tuple(c.block), c.shmem, c.stream, c.num_attrs, slots))
+            return 0
+
+    monkeypatch.setattr(runtime, "_driver", lambda: Driver())
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 0x5000, raising=False)
+    device = torch.device("cpu")
+    kernel = runtime.Kernel("mxfp4_gemm_a4w4", 0x1234, None)
+    params = plan.GemmParams(64, 8, 4, 1, 8, 4, 8, 2)
+    monkeypatch.setattr(runtime, "gemm_launch", lambda p, tiles, dev: (kernel, runtime.config(
+        (*tiles, p.split), p.threads, 5000, (1, 1, p.split))))
+    a = torch.zeros(3, 128, dtype=torch.bfloat16)
+    data = torch.zeros(64, 64, dtype=torch.uint8)
+    scales = torch.zeros(256, 8, dtype=torch.uint8)
+    out = torch.zeros(3, 64, dtype=torch.bfloat16)
+    cuda_ops.gemm_a4w4(a, data, scales, out, params)
+    function, grid, block, shmem, stream, attrs, slots = seen[-1]
+    assert (function, grid, block, shmem, stream, attrs) == (0x1234, (1, 1, 2), (160, 1, 1), 5000, 0x5000, 1)
+    q = lambda i: struct.unpack("<Q", ctypes.string_at(slots[i], 8))[0]  # noqa: E731
+    d = lambda i: struct.unpack("<i", ctypes.string_at(slots[i], 4))[0]  # noqa: E731
+    assert (q(0), d(1), q(2), q(3), d(4), q(5), d(6), d(7), d(8), d(9)) == (
+        a.data_ptr(), 128, data.data_ptr(), scales.data_ptr(), 8, out.data_ptr(), 64, 3, 64, 128)
+
+    # the large-M kernel: prep, then the GEMM with the tensor map by value
+    tmap = runtime.TensorMap()
+    ctypes.memmove(tmap.address, bytes(range(128)), 128)
+    monkeypatch.setattr(runtime, "weight_map", lambda d, k: tmap)
+    wg = plan.WgmmaParams(64, 5)
+    g = runtime.wgmma_geometry(wg, 3, 64, 128)
+    monkeypatch.setattr(runtime, "wgmma_launch", lambda p, m, n, k, dev: (
+        runtime.Kernel("prep", 1, None), runtime.config((g["a_ctas"] + g["w_ctas"], 1, 1), 256, 0, None),
+        runtime.Kernel("gemm", 2, None), runtime.config((g["ntile"] * g["nwt"], 1, 1), 384, 1000, None), g))
+    cuda_ops.gemm_a4w4_wgmma(a, data, scales, out, wg)
+    (f1, *_, s1), (f2, grid2, block2, shmem2, _, attrs2, s2) = seen[-2:]
+    assert (f1, f2, block2, shmem2, attrs2) == (1, 2, (384, 1, 1), 1000, 0)
+    assert struct.unpack("<Q", ctypes.string_at(s1[0], 8))[0] == a.data_ptr()
+    ablob = struct.unpack("<Q", ctypes.string_at(s1[7], 8))[0]
+    assert struct.unpack("<Q", ctypes.string_at(s2[0], 8))[0] == ablob
+    assert s2[2] % 64 == 0 and ctypes.string_at(s2[2], 128) == bytes(range(128))
+    assert struct.unpack("<Q", ctypes.string_at(s2[3], 8))[0] == out.data_ptr()
+    assert [struct.unpack("<i", ctypes.string_at(s2[i], 4))[0] for i in range(4, 10)] == [
+        64, 3, 64, 128, g["ntile"], g["nwt"]]
