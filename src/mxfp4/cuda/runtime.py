@@ -18,7 +18,8 @@ import torch
 from ..plan import SEGMENT_BLOCKS
 from . import jit
 
-_lock = threading.Lock()  # loading, and a launch's shared argument buffer and stream field
+_lock = threading.Lock()  # loading a kernel
+_launch_lock = threading.Lock()  # a launch's shared argument buffer and config stream field (not held while loading)
 _kernels: dict[tuple, "Kernel"] = {}  # (source, name, defines, device index) -> Kernel
 
 
@@ -215,7 +216,7 @@ def launch(k: Kernel, cfg: LaunchConfig, device: torch.device, *args) -> None:
     if packer is None:
         packer = _packers.setdefault(kinds, _Packer(kinds))
     stream = torch._C._cuda_getCurrentRawStream(device.index)
-    with _lock:  # the buffer and the config's stream field are shared by every thread
+    with _launch_lock:  # the buffer and the config's stream field are shared by every thread
         packer.pack(args)
         cfg.struct.stream = stream
         rc = _driver().cuLaunchKernelEx(ctypes.addressof(cfg.struct), k.function, ctypes.addressof(packer.params),
