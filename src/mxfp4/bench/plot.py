@@ -54,14 +54,16 @@ def write(rows: list[dict], path: pathlib.Path, title: str = "") -> pathlib.Path
         bars = ax.bar(xs, [y if math.isfinite(y) else 0 for y in ys], width, label=label, color=color)
         for bar, y in zip(bars, ys):
             if math.isfinite(y):
-                ax.annotate(f"{y:.3g}", (bar.get_x() + bar.get_width() / 2, y), ha="center", va="bottom",
-                            fontsize=7)
+                ax.annotate(f"{y:,.0f}" if y >= 100 else f"{y:.3g}", (bar.get_x() + bar.get_width() / 2, y),
+                            ha="center", va="bottom", fontsize=7)
     ax.set_yscale("log")
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
-    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    plain = FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 100 else f"{v:g}")
     ax.yaxis.set_major_formatter(plain)
-    ax.yaxis.set_minor_formatter(plain)
+    values = [y for key, _, _ in present for y in (_number(r.get(key)) for r in rows) if math.isfinite(y) and y > 0]
+    # minor ticks labelled only within a decade (else the labels overlap)
+    ax.yaxis.set_minor_formatter(plain if values and max(values) < 10 * min(values) else NullFormatter())
     ax.set_ylabel("time per call (us, log)")
     ax.set_title(title or "mxfp4 bench", fontsize=9)
     ax.legend(fontsize=8)
