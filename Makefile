@@ -1,4 +1,4 @@
-# Two entry points for a fresh clone:  make bench  and  make test.
+# Two entry points for a fresh clone:  make bench (build/bench.csv, build/bench.png)  and  make test.
 # Both install what is missing, then run from this checkout's src/. A python that already has
 # torch and cuda.core (a GPU box) is used directly; elsewhere .venv gets torch 2.13.0 (CPU) and
 # cuda-core with NVRTC (the kernels compile without a GPU; CI compiles every shipped variant).
@@ -16,6 +16,8 @@ $(STAMP): pyproject.toml
 	  || echo "pytest is missing and could not be installed: make test needs it"
 	@$(PY) -c "import safetensors, transformers" 2>/dev/null || $(PY) -m pip install -q safetensors transformers \
 	  || echo "safetensors / transformers could not be installed: the checkpoint tests will be skipped"
+	@$(PY) -c "import matplotlib" 2>/dev/null || $(PY) -m pip install -q matplotlib \
+	  || echo "matplotlib could not be installed: make bench's plot (build/bench.png) needs it"
 	@mkdir -p build && touch $(STAMP)
 else
 PY     := $(VENV)/bin/python
@@ -36,7 +38,7 @@ test: $(STAMP)
 	$(RUN) -m pytest -q -p no:cacheprovider
 
 bench: $(STAMP)
-	$(RUN) -m mxfp4 bench
+	$(RUN) -m mxfp4 bench --record build/bench.csv --plot build/bench.png
 
 check: $(STAMP)
 	$(RUN) -m mxfp4 check

@@ -1,4 +1,6 @@
 """The benchmark and the command line on the CPU reference path."""
+import pytest
+
 from mxfp4 import cli
 from mxfp4.bench import harness
 from mxfp4.bench.shapes import parse_shapes
@@ -41,7 +43,6 @@ def test_bench_model_tiny_on_cpu(tmp_path):
 
 def test_bench_model_from_a_checkpoint_on_cpu(tmp_path, capsys):
     """--make-checkpoint then --checkpoint: the model built on meta, loaded, byte-identical to the in-memory one."""
-    pytest = __import__("pytest")
     pytest.importorskip("safetensors")
     assert cli.main(["bench-model", "--tiny", "--device", "cpu", "--make-checkpoint", str(tmp_path / "ck")]) == 0
     assert cli.main(["bench-model", "--tiny", "--device", "cpu", "--checkpoint", str(tmp_path / "ck"), "--batch", "2",
@@ -51,3 +52,63 @@ def test_bench_model_from_a_checkpoint_on_cpu(tmp_path, capsys):
     assert "model built on meta and loaded onto cpu" in out
     assert "state_dict byte-identical to the in-memory quantized model's: True" in out
     assert ", 0 outside the stated bound, 0 NaN/Inf mismatches" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["fuzz", "--cases", "0"], "--cases must be at least 1, got 0"),
+    (["fuzz", "--cases", "-5"], "--cases must be at least 1, got -5"),
+    (["fuzz", "--cases", "3", "--jobs", "0"], "--jobs must be at least 1, got 0"),
+    (["bench", "--shapes"], "--shapes needs at least one m,n,k shape"),
+    (["bench", "--shapes", "4,64,128", "--plot", "out.svg"], "--plot must name a .png file"),
+    (["bench-model", "--tiny", "--device", "nosuch"], "--device must be cpu, cuda or cuda:N, got 'nosuch'"),
+    (["bench-model", "--tiny", "--batch", "0"], "--batch must be at least 1, got 0"),
+    (["bench-model", "--tiny", "--new-tokens", "0"], "--new-tokens must be at least 1, got 0"),
+])
+def test_cli_refuses_nonsense_with_exit_2(argv, message, capsys):
+    assert cli.main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_refuses_a_cuda_device_this_machine_lacks(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    assert cli.main(["bench-model", "--tiny", "--device", "cuda"]) == 2
+    assert "this machine has no CUDA device" in capsys.readouterr().err
+
+
+def test_cli_version_and_helps(capsys):
+    from mxfp4 import __version__
+
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"mxfp4 {__version__}"
+    for command, says in (("bench", "(default: bench)"), ("fuzz", "(default 2000)"), ("bench-model", "(default: 128)"),
+                          ("tune", "Hopper GPU only"), ("compile", "no GPU needed"), ("check", "exact oracle"),
+                          ("info", "backend")):
+        with pytest.raises(SystemExit) as e:
+            cli.main([command, "--help"])
+        assert e.value.code == 0
+        assert says in " ".join(capsys.readouterr().out.split()), command
+    with pytest.raises(SystemExit) as e:
+        cli.main(["fuzz", "--backend", "triton"])
+    assert e.value.code == 2
+
+
+def test_bench_plot_writes_a_png(tmp_path, capsys):
+    import torch
+
+    pytest.importorskip("matplotlib")
+    if torch.cuda.is_available():
+        pytest.skip("this machine benchmarks the GPU path")
+    png = tmp_path / "bench.png"
+    assert cli.main(["bench", "--shapes", "4,64,128", "--record", str(tmp_path / "b.csv"), "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from mxfp4.bench import plot
+
+    rows = [{"shape": "4x2880x512", "mxfp4_us": 9.1, "cublas_bf16_us": 5.2},
+            {"shape": "16x2112x7168", "mxfp4_us": 22.0, "cublas_bf16_us": 18.0, "floor_us": 10.1}]
+    assert plot.write(rows, tmp_path / "gpu.png").stat().st_size > 10_000
+    with pytest.raises(ValueError, match="no benchmark rows"):
+        plot.write([], tmp_path / "none.png")

@@ -29,27 +29,31 @@ def test_from_linear_errors_name_the_layer():
 
 
 class Block(nn.Module):
-    """Layers the default filter keeps and drops: K % 64, N % 16, and the output head."""
+    """Layers the default filter keeps and drops: K % 32, and the output head."""
 
     def __init__(self):
         super().__init__()
         self.up = nn.Linear(128, 64, bias=True)
-        self.odd_k = nn.Linear(96, 32)      # K % 64 != 0: kept in bf16 (the kernels' layout needs K % 64)
-        self.odd_n = nn.Linear(64, 40)      # N % 16 != 0
+        self.odd_k = nn.Linear(96, 32)      # K % 64 != 0: padded in prepare
+        self.odd_n = nn.Linear(64, 40)      # N % 16 != 0: padded in prepare
+        self.not_blocks = nn.Linear(48, 16)  # K % 32 != 0: no MX blocks, kept
         self.inner = nn.Sequential(nn.Linear(64, 64), nn.ReLU())
         self.lm_head = nn.Linear(64, 32)
 
 
-def test_quantize_default_filter_swaps_kernel_shaped_layers_but_the_head():
+def test_quantize_default_filter_swaps_every_blocked_layer_but_the_head():
     torch.manual_seed(0)
     model = Block()
-    up = model.up
+    up, odd_n = model.up, model.odd_n
     mxfp4.quantize_(model)
     swapped = sorted(n for n, m in model.named_modules() if isinstance(m, MXFP4Linear))
-    assert swapped == ["inner.0", "up"]
-    assert type(model.odd_k) is nn.Linear and type(model.lm_head) is nn.Linear
+    assert swapped == ["inner.0", "odd_k", "odd_n", "up"]
+    assert type(model.not_blocks) is nn.Linear and type(model.lm_head) is nn.Linear
     x = torch.randn(3, 128).bfloat16()
-    assert torch.equal(model.up(x), MXFP4Linear.from_linear(up)(x))
+    assert torch.equal(model.up(x), MXFP4Linear.from_linear(up, dtype=torch.float32)(x))
+    y = model.odd_n(x[:, :64])
+    assert y.shape == (3, 40) and y.is_contiguous()
+    assert torch.equal(y, reference.gemm_a4w4(x[:, :64], mxfp4.quantize(odd_n.weight.detach())) + model.odd_n.bias)
 
 
 def test_quantize_filter_and_its_errors_leave_the_model_unchanged():
@@ -63,3 +67,27 @@ def test_quantize_filter_and_its_errors_leave_the_model_unchanged():
     assert [type(m) for m in model] == [nn.Linear, nn.Linear]
     with pytest.raises(TypeError, match="is itself an nn.Linear"):
         mxfp4.quantize_(nn.Linear(64, 64))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.bfloat16])
+def test_quantize_follows_the_models_dtype_and_half_or_to_change_it(dtype):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 40)).to(dtype)
+    mxfp4.quantize_(model)
+    assert all(isinstance(m, MXFP4Linear) for m in (model[0], model[2]))
+    x = torch.randn(3, 128, dtype=dtype)
+    y = model(x)
+    assert y.dtype == dtype and model[0].bias.dtype == dtype
+    want = reference.gemm_a4w4(x, model[0].weight).to(dtype) + model[0].bias
+    assert torch.equal(model[0](x), want)
+    for other, make in ((torch.float16, lambda m: m.half()), (torch.float32, lambda m: m.float()),
+                        (torch.bfloat16, lambda m: m.to(torch.bfloat16))):
+        make(model)
+        assert model(torch.randn(2, 128, dtype=other)).dtype == other and model[2].dtype == other
+    assert "dtype=torch.bfloat16" in repr(model[0])
+
+
+def test_dtype_is_checked():
+    w = mxfp4.quantize(torch.randn(16, 64))
+    with pytest.raises(TypeError, match="dtype must be torch.bfloat16, float16 or float32"):
+        MXFP4Linear(w, dtype=torch.float64)

@@ -57,3 +57,152 @@ def test_torch_op_and_compile_on_cpu():
     assert torch.equal(got, reference.gemm_a4w4(a, w))
     torch.library.opcheck(torch.ops.mxfp4.gemm_a4w4.default,
                           (a, w.data, w.scales, 32, 64, True, False), test_utils=("test_schema", "test_faketensor"))
+
+
+@pytest.mark.parametrize("n, k", [(1000, 512), (40, 96), (7, 32)])
+def test_any_n_and_k_multiple_of_32(n, k):
+    a = torch.randn(3, k).bfloat16()
+    plain = mxfp4.quantize(torch.randn(n, k).bfloat16())
+    w = mxfp4.prepare(plain)
+    got = mxfp4.gemm_a4w4(a, w)
+    assert got.shape == (3, n) and torch.equal(got, reference.gemm_a4w4(a, plain))
+    out = torch.full((3, n), float("nan"), dtype=torch.bfloat16)
+    assert mxfp4.gemm_a4w4(a, w, out) is out and torch.equal(out, got)
+    assert torch.equal(ops.gemm_a4w4_op(a, w), got)
+
+
+def test_fp16_and_fp32_activations():
+    w = mxfp4.prepare(mxfp4.quantize(torch.randn(32, 128).bfloat16()))
+    for dtype in (torch.float16, torch.float32):
+        a = torch.randn(4, 128, dtype=dtype)
+        assert torch.equal(mxfp4.gemm_a4w4(a, w), reference.gemm_a4w4(a, w))
+
+
+# ---- autograd: the gradient with respect to a, through the dequantized weight ----------------------
+
+def test_gradient_of_a_is_grad_times_the_dequantized_weight():
+    a, w = operands(4, 32, 128)
+    a = a.float().requires_grad_()
+    y = mxfp4.gemm_a4w4(a, w)
+    assert y.requires_grad
+    g = torch.randn_like(y, dtype=torch.float32).bfloat16()
+    (grad,) = torch.autograd.grad(y, a, g)
+    assert grad.dtype == a.dtype
+    assert torch.equal(grad, g.float() @ mxfp4.dequantize(w))
+    torch.library.opcheck(torch.ops.mxfp4.gemm_a4w4.default, (a, w.data, w.scales, 32, 128, True, False),
+                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+
+
+def test_the_weight_is_frozen_and_options_are_not_differentiable():
+    a, w = operands()
+    a.requires_grad_()
+    with pytest.raises(ValueError, match="a requires grad: out=, backend= and params="):
+        mxfp4.gemm_a4w4(a, w, backend="reference")
+    with torch.no_grad():
+        assert not mxfp4.gemm_a4w4(a, w, backend="reference").requires_grad
+    with pytest.raises(RuntimeError, match="only Tensors of floating point"):
+        w.data.requires_grad_()
+
+
+def test_lora_adapter_trains_on_an_mxfp4_base_layer():
+    """A rank-4 adapter beside a frozen MXFP4 layer learns a target map on the CPU: the loss falls."""
+    from torch import nn
+
+    from mxfp4.nn import MXFP4Linear
+
+    torch.manual_seed(0)
+    base = MXFP4Linear.from_linear(nn.Linear(128, 64, bias=False))
+    down, up = nn.Linear(128, 4, bias=False), nn.Linear(4, 64, bias=False)
+    nn.init.zeros_(up.weight)
+    x = torch.randn(32, 128)
+    with torch.no_grad():  # a rank-4 change the adapter can represent
+        want = base(x) + x @ torch.randn(128, 4) @ torch.randn(4, 64) * 0.05
+    opt = torch.optim.Adam([*down.parameters(), *up.parameters()], lr=2e-2)
+    losses = []
+    for _ in range(30):
+        xi = x.clone().requires_grad_()  # the activation's gradient flows through the base layer too
+        loss = ((base(xi) + up(down(xi)) - want) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        assert xi.grad is not None and torch.isfinite(xi.grad).all()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.2 * losses[0]
+    assert not any(p.requires_grad for p in base.parameters())
+
+
+def test_compile_with_grad_enabled():
+    from torch import nn
+
+    from mxfp4.nn import MXFP4Linear
+
+    torch.manual_seed(0)
+    model = mxfp4.quantize_(nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 8)), lambda m, name: name == "0")
+    assert isinstance(model[0], MXFP4Linear) and model[0].dtype == torch.float32
+    x = torch.randn(4, 64, requires_grad=True)  # a float32 model, as the issue's
+    eager = model(x).float().sum()
+    (ge,) = torch.autograd.grad(eager, x)
+    compiled = torch.compile(model, fullgraph=True)(x).float().sum()
+    (gc,) = torch.autograd.grad(compiled, x)
+    assert torch.equal(eager, compiled) and torch.allclose(ge, gc)
+
+
+def test_readme_cpu_snippet_runs_as_written():
+    import pathlib
+
+    text = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
+    api = text[text.index("## API"):]
+    snippet = api[api.index("```python") + len("```python"):]
+    snippet = snippet[:snippet.index("```")]
+    assert "cuda" not in snippet
+    exec(compile(snippet, "README.md", "exec"), {})
+
+
+@pytest.mark.parametrize("n, k", [(1000, 512), (40, 96), (7, 32), (64, 128)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_kernel_path_logic_on_the_cpu(monkeypatch, n, k, dtype):
+    """The kernel path's padding, slicing, out= and dtypes, with each launch replaced by the reference
+    on the padded problem the kernel would see (its inputs checked as the kernels need them)."""
+    import types
+
+    from mxfp4 import plan
+    from mxfp4.cuda import ops as cuda_ops
+    from mxfp4.tensor import Layout, MXFP4Tensor
+
+    launched = []
+
+    def kernel(a2, data, scales, out, params):
+        n16, k64 = data.shape[0], 2 * data.shape[1]
+        assert a2.dtype == torch.bfloat16 and a2.shape[1] == k64 and tuple(out.shape) == (a2.shape[0], n16)
+        assert out.dtype == torch.bfloat16 and out.stride(1) == 1 and cuda_ops._rows_ok(a2)
+        out.copy_(torch.full_like(out, float("nan")))  # poison, then write
+        out.copy_(reference.gemm_a4w4(a2, MXFP4Tensor(data, scales, (n16, k64), Layout.AITER_SHUFFLED)))
+        launched.append(params)
+
+    g = torch.Generator().manual_seed(n + k)
+    plain = mxfp4.quantize(torch.randn(n, k, generator=g).bfloat16())
+    w = mxfp4.prepare(plain)
+    fake = types.SimpleNamespace(gemm_a4w4=kernel, gemm_a4w4_wgmma=kernel, rows_for_kernel=cuda_ops.rows_for_kernel)
+    monkeypatch.setattr(ops, "_cuda_ops", lambda: fake)
+    monkeypatch.setattr(ops, "cuda_supported", lambda device: True)
+    monkeypatch.setattr(ops, "_params", lambda m, n, k, index: plan.heuristic(plan.Problem(m, n, k)))
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    for a in (torch.randn(5, k, generator=g).to(dtype), torch.randn(2, 3, k, generator=g).to(dtype)):
+        want = reference.gemm_a4w4(a, plain)
+        got = mxfp4.gemm_a4w4(a, w)
+        assert got.dtype == torch.bfloat16 and got.shape == want.shape and torch.equal(got, want)
+        assert torch.equal(mxfp4.gemm_a4w4(a, w, out_dtype=dtype), want.to(dtype))
+        for out_dtype in (torch.bfloat16, dtype):
+            out = torch.full(want.shape, float("nan"), dtype=out_dtype)
+            assert mxfp4.gemm_a4w4(a, w, out) is out and torch.equal(out, want.to(out_dtype))
+        assert torch.equal(ops.gemm_a4w4_op(a, w, dtype), want.to(dtype))
+    assert len(launched) == 2 * 5
+    if dtype is torch.float32:  # a value the kernels' bf16 input cannot carry: the reference, with a warning
+        a = torch.randn(3, k, generator=g)
+        a[1, 0] = 3.4e38
+        ops._warn_once.cache_clear()
+        with pytest.warns(RuntimeWarning, match="1.75 \\* 2\\*\\*127"):
+            got = mxfp4.gemm_a4w4(a, w)
+        assert torch.equal(got, reference.gemm_a4w4(a, plain)) and len(launched) == 10
+        with pytest.raises(ValueError, match="1.75 \\* 2\\*\\*127"):
+            mxfp4.gemm_a4w4(a, w, backend="cuda")

@@ -21,10 +21,25 @@ def test_prepare_roundtrip_and_size():
     assert p.data.numel() == 48 * 64 and p.scales.numel() == 256 * 8  # aiter pads scales to 256 x 8
 
 
-@pytest.mark.parametrize("shape, rule", [((8, 64), "N % 16"), ((16, 32), "K % 64")])
-def test_prepare_rejects_bad_shapes(shape, rule):
-    with pytest.raises(ValueError, match="N % 16 == 0 and K % 64 == 0"):
-        mxfp4.prepare(mxfp4.quantize(torch.randn(*shape)))
+@pytest.mark.parametrize("n, k", [(8, 64), (16, 32), (1000, 512), (40, 96), (7, 32), (300, 160)])
+def test_prepare_pads_any_shape_with_zero_blocks(n, k):
+    t = mxfp4.quantize(torch.randn(n, k))
+    p = mxfp4.prepare(t)
+    n16, k64 = -(-n // 16) * 16, -(-k // 64) * 64
+    assert p.shape == (n, k) and tuple(p.data.shape) == (n16, k64 // 2)
+    assert torch.equal(mxfp4.dequantize(p), mxfp4.dequantize(t))
+    back = p.to_layout(Layout.PLAIN)
+    assert torch.equal(back.data, t.data) and torch.equal(back.scales, t.scales)
+    # the padding is zero codes at scale byte 127: its blocks are zero
+    full = mxfp4.MXFP4Tensor(p.data, p.scales, (n16, k64), Layout.AITER_SHUFFLED).to_layout(Layout.PLAIN)
+    assert (full.data[n:] == 0).all() and (full.data[:, k // 2:] == 0).all()
+    assert (full.scales[n:] == 127).all() and (full.scales[:, k // 32:] == 127).all()
+
+
+def test_shuffled_tensor_checks_the_padded_shape():
+    p = mxfp4.prepare(mxfp4.quantize(torch.randn(40, 96)))
+    with pytest.raises(ValueError, match=r"MXFP4Tensor.data must have shape \(48, 64\)"):
+        mxfp4.MXFP4Tensor(p.data[:40], p.scales, (40, 96), Layout.AITER_SHUFFLED)
 
 
 def test_dequantize_float64_keeps_large_blocks():

@@ -37,36 +37,83 @@ def _check(args) -> int:
     return 1 if failed else 0
 
 
+class UsageError(ValueError):
+    """A command-line argument breaks its rule: the message names it; the exit status is 2."""
+
+
 def _shapes(args):
     from .bench.shapes import parse_shapes, shape_set
 
-    return parse_shapes(args.shapes) if args.shapes else shape_set(args.set)
+    if args.shapes is not None:
+        if not args.shapes:
+            raise UsageError("--shapes needs at least one m,n,k shape (or leave it out for --set)")
+        return parse_shapes(args.shapes)
+    return shape_set(args.set)
 
 
 def _bench(args) -> int:
     from .bench import harness
 
-    data_sets = ("randn", "model") if args.data == "both" else (args.data,)
-    text = harness.run(_shapes(args), pathlib.Path(args.record) if args.record else None, data_sets=data_sets)
+    if args.plot is not None:
+        if not args.plot.lower().endswith(".png"):
+            raise UsageError(f"--plot must name a .png file, got {args.plot!r}")
+        try:
+            import matplotlib  # noqa: F401 - checked before the benchmark runs, not after
+        except ImportError:
+            raise UsageError("--plot needs matplotlib: pip install matplotlib") from None
+    if args.host:
+        from .bench import host
+
+        text = host.run(_shapes(args) if (args.shapes is not None or args.set != "bench") else None)
+    else:
+        rows = []
+        text = harness.run(_shapes(args), pathlib.Path(args.record) if args.record else None, rows=rows)
+        if args.plot:
+            from .bench import plot
+
+            plot.write(rows, pathlib.Path(args.plot), title=text.splitlines()[0])
+            print(f"plot: {args.plot}", file=sys.stderr)
     print(text)
     if args.out:
         pathlib.Path(args.out).write_text(text)
     return 0
 
 
-def _bench_model(args) -> int:
+def _device(name: str | None):
+    """The torch device ``--device`` names, checked: cpu or an existing CUDA device."""
     import torch
 
+    if name is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise UsageError(f"--device must be cpu, cuda or cuda:N, got {name!r}") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise UsageError(f"--device must be cpu, cuda or cuda:N, got {name!r}")
+    if dev.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise UsageError(f"--device {name}: this machine has no CUDA device (use --device cpu)")
+        if dev.index is not None and dev.index >= count:
+            raise UsageError(f"--device {name}: this machine has {count} CUDA device(s), cuda:0 .. cuda:{count - 1}")
+    return dev
+
+
+def _bench_model(args) -> int:
     from .bench import llama, model
 
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    for name in ("batch", "prompt", "new_tokens"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    device = _device(args.device)
     shape = llama.TINY if args.tiny else llama.REALISTIC
     if args.make_checkpoint:
         from .bench import checkpoint
 
-        print(checkpoint.make(shape, args.make_checkpoint, device))
+        print(checkpoint.make(shape, args.make_checkpoint, str(device)))
         return 0
-    text = model.run(shape, args.batch, args.prompt, args.new_tokens, device,
+    text = model.run(shape, args.batch, args.prompt, args.new_tokens, str(device),
                      pathlib.Path(args.record) if args.record else None, tuple(args.modes) if args.modes else None,
                      checkpoint=pathlib.Path(args.checkpoint) if args.checkpoint else None)
     print(text)
@@ -104,50 +151,97 @@ def _compile(args) -> int:
 def _fuzz(args) -> int:
     from . import fuzz
 
-    return fuzz.fuzz(args.cases, args.seed, args.backend, args.case, args.jobs, large_m=args.large_m)
+    if args.cases < 1:
+        raise UsageError(f"--cases must be at least 1, got {args.cases}")
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {args.jobs} (leave it out for the CPUs less one)")
+    if args.case is not None and args.case < 0:
+        raise UsageError(f"--case must be a case index >= 0, got {args.case}")
+    return fuzz.fuzz(args.cases, args.seed, args.backend, args.case, args.jobs or 0, large_m=args.large_m)
 
 
-def main(argv: list[str] | None = None) -> int:
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends "(default: X)" where the help does not already say its default and there is one."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _parser():
+    from . import __version__
+
+    fmt = _Formatter
     parser = argparse.ArgumentParser(prog="mxfp4", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("info", help="versions, GPU and backend").set_defaults(fn=_info)
-    sub.add_parser("check", help="custom_kernel on the task's shapes against the exact oracle").set_defaults(fn=_check)
-    for name, fn, helptext in (("bench", _bench, "time the task's shapes beside cuBLAS bf16"),
-                               ("tune", _tune, "tune kernel parameters per shape into the table")):
-        p = sub.add_parser(name, help=helptext)
-        p.add_argument("--set", default="bench", help="shape set (bench, test, deepseek, gptoss, large, all)")
-        p.add_argument("--shapes", nargs="*", help="m,n,k[,seed] shapes instead of a set")
+    parser.add_argument("--version", action="version", version=f"mxfp4 {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name, fn, text):
+        p = sub.add_parser(name, help=text, description=text, formatter_class=fmt)
         p.set_defaults(fn=fn)
-    sub.choices["bench"].add_argument("--record", help="append the rows to this CSV")
-    sub.choices["bench"].add_argument("--out", help="also write the report (markdown) here")
-    sub.choices["bench"].add_argument("--data", choices=("randn", "model", "both"), default="randn",
-                                      help="input data (default randn, the task's): model = model-like "
-                                           "activations and weights with outliers (bench/data.py)")
+        return p
+
+    command("info", _info, "print the versions, the GPU and which backend a call takes")
+    command("check", _check, "run custom_kernel on the task's test and benchmark shapes against the exact oracle "
+            "(exit 1 on a failure)")
+    for name, fn, text in (
+            ("bench", _bench, "time the shapes (custom_kernel, MXFP4Linear) beside cuBLAS bf16 under the competition's "
+                              "rule, with host times and exactness; on a machine without a Hopper GPU, the CPU "
+                              "reference path by wall clock"),
+            ("tune", _tune, "time every kernel candidate per shape and merge the fastest exact one into the table "
+                            "(Hopper GPU only)")):
+        p = command(name, fn, text)
+        p.add_argument("--set", default="bench", help="shape set: bench, test, deepseek, gptoss, large or all")
+        p.add_argument("--shapes", nargs="*", help="m,n,k[,seed] shapes instead of a set")
+    b = sub.choices["bench"]
+    b.add_argument("--record", help="append the rows to this CSV")
+    b.add_argument("--out", help="also write the report (markdown) here")
+    b.add_argument("--data", choices=("randn", "model", "both"), default="randn",
+                   help="input data (default randn, the task's); model: model-like activations and weights with "
+                        "outlier channels (bench/data.py)")
+    b.add_argument("--plot", metavar="FILE.png", help="also draw time per shape beside cuBLAS bf16 and the stream "
+                   "floor, and the ratio (needs matplotlib)")
+    b.add_argument("--host", action="store_true", help="instead: host (CPU) time per eager call of every entry point "
+                   "beside torch.mm and nn.Linear at M = 1, 16, 256, 1024 (N, K of the shapes given, by default "
+                   "the task's distinct N x K)")
     sub.choices["tune"].add_argument("--table", help="table to merge into (default: the shipped one)")
-    p = sub.add_parser("bench-model", help="greedy generation of a Llama-style decoder: bf16 against MXFP4")
+    p = command("bench-model", _bench_model, "greedy generation of a Llama-style decoder: bf16 against MXFP4 eager, "
+                "torch.compile and CUDA graph, decode tokens/s, memory and exactness")
     p.add_argument("--tiny", action="store_true", help="the test-sized model (hidden 128, 2 layers) instead of "
                    "hidden 4096, 8 layers, intermediate 14336")
-    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--batch", type=int, default=1, help="sequences generated together")
     p.add_argument("--prompt", type=int, default=128, help="prompt tokens (prefill, not timed)")
     p.add_argument("--new-tokens", type=int, default=128, help="tokens generated (decode steps timed)")
-    p.add_argument("--modes", nargs="*", choices=("eager", "compile", "graph"), help="default: all the device has")
-    p.add_argument("--device", help="default: cuda if present, else cpu")
+    p.add_argument("--modes", nargs="*", choices=("eager", "compile", "graph"),
+                   help="default: all the device has (graph on CUDA only)")
+    p.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if present, else cpu)")
     p.add_argument("--record", help="append the rows to this CSV")
     p.add_argument("--make-checkpoint", metavar="DIR", help="write the model (quantized in memory) as a Quark "
                    "MXFP4 checkpoint in DIR and stop")
     p.add_argument("--checkpoint", metavar="DIR", help="the MXFP4 model only, built on meta and loaded from DIR "
                    "(written by --make-checkpoint)")
-    p.set_defaults(fn=_bench_model)
-    sub.add_parser("compile", help="compile every shipped kernel variant (sm_90a, no GPU needed)").set_defaults(
-        fn=_compile)
+    command("compile", _compile, "compile every shipped kernel variant for sm_90a into the cubin cache "
+            "($MXFP4_CACHE_DIR; no GPU needed)")
     from .fuzz import add_arguments
 
-    add_arguments(sub.add_parser("fuzz", help="seeded cases over the whole input range against an exact oracle"))
-    sub.choices["fuzz"].set_defaults(fn=_fuzz)
-    args = parser.parse_args(argv)
+    p = command("fuzz", _fuzz, "seeded cases over the whole input range through every entry point, against an "
+                "exact oracle; prints a reproducer per failure, exit 1 on failure")
+    add_arguments(p)
+    for action in p._actions:  # the fuzzer's own options without a help line get one (and their defaults)
+        if action.help is None:
+            action.help = {"seed": "seed of the case stream (case i of seed S is the same everywhere)",
+                           "backend": "auto: the kernels where a Hopper GPU runs them, else the reference"
+                           }.get(action.dest)
+    p.set_defaults(jobs=None)  # None: the CPUs less one, at most 16 (an explicit value must be >= 1)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     try:
         return args.fn(args)
-    except ValueError as e:
+    except ValueError as e:  # UsageError, and a bad value found deeper (a shape, a batch size)
         print(f"mxfp4 {args.command}: {e}", file=sys.stderr)
         return 2
 

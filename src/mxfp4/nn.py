@@ -9,46 +9,57 @@ import torch
 from torch import nn
 
 from .formats import BLOCK, ScaleRule
-from .ops import gemm_a4w4_op
+from .ops import gemm_a4w4, gemm_a4w4_op
 from .tensor import Layout, MXFP4Tensor, prepare, quantize
 
 
 class MXFP4Linear(nn.Module):
-    """y = quant(x) @ dequant(W)^T (+ bias), bf16 out, with W stored as MXFP4 and nothing else.
+    """y = quant(x) @ dequant(W)^T (+ bias), with W stored as MXFP4 and nothing else.
+
+    The layer has a dtype (``dtype``, bf16 unless given; ``.half()``, ``.float()``, ``.to(dtype)``
+    change it, and :func:`quantize_` gives each layer its model's): its output and bias are in it,
+    whatever the input's float dtype (x is quantized from its values).
 
     The weight lives in two buffers (``weight_data``, ``weight_scales``), prepared once at
-    construction in the kernels' layout (aiter's shuffled layouts) when N % 16 == 0 and
-    K % 64 == 0, so ``state_dict`` round-trips and ``.to()`` moves it. Build one with
+    construction in the kernels' layout (aiter's shuffled layouts, padded to N % 16 == 0 and
+    K % 64 == 0 where needed), so ``state_dict`` round-trips and ``.to()`` moves it. Build one with
     :meth:`from_linear` (quantizes a float weight) or :meth:`from_mxfp4` (an already quantized
     weight, e.g. an aiter-prepared checkpoint).
     """
 
-    def __init__(self, weight: MXFP4Tensor, bias: torch.Tensor | None = None) -> None:
+    def __init__(self, weight: MXFP4Tensor, bias: torch.Tensor | None = None, *,
+                 dtype: torch.dtype = torch.bfloat16) -> None:
         super().__init__()
+        if dtype not in (torch.bfloat16, torch.float16, torch.float32):
+            raise TypeError(f"dtype must be torch.bfloat16, float16 or float32, got {dtype!r}")
+        self.dtype = dtype
         if not isinstance(weight, MXFP4Tensor) or len(weight.shape) != 2:
             raise TypeError("weight must be a 2-D MXFP4Tensor [out_features, in_features]")
         self.out_features, self.in_features = weight.shape
-        if self.out_features % 16 == 0 and self.in_features % 64 == 0:
-            weight = prepare(weight)
+        weight = prepare(weight)
         self.layout = weight.layout
         self.scale_rule = weight.scale_rule
         self.register_buffer("weight_data", weight.data)
         self.register_buffer("weight_scales", weight.scales)
+        self._weight = weight
         if bias is not None:
             if not isinstance(bias, torch.Tensor) or tuple(bias.shape) != (self.out_features,):
                 raise ValueError(f"bias must be a tensor of shape ({self.out_features},), got "
                                  f"{getattr(bias, 'shape', type(bias).__name__)}")
-            self.bias = nn.Parameter(bias.detach().to(torch.bfloat16), requires_grad=False)
+            self.bias = nn.Parameter(bias.detach().to(dtype), requires_grad=False)
         else:
             self.register_parameter("bias", None)
 
     @classmethod
-    def from_mxfp4(cls, weight: MXFP4Tensor, bias: torch.Tensor | None = None) -> "MXFP4Linear":
-        return cls(weight, bias)
+    def from_mxfp4(cls, weight: MXFP4Tensor, bias: torch.Tensor | None = None, *,
+                   dtype: torch.dtype = torch.bfloat16) -> "MXFP4Linear":
+        return cls(weight, bias, dtype=dtype)
 
     @classmethod
-    def from_linear(cls, linear: nn.Linear, scale_rule: ScaleRule = ScaleRule.AITER) -> "MXFP4Linear":
-        """Quantize ``linear.weight`` to MXFP4 (``linear.in_features`` must be a multiple of 32)."""
+    def from_linear(cls, linear: nn.Linear, scale_rule: ScaleRule = ScaleRule.AITER, *,
+                    dtype: torch.dtype = torch.bfloat16) -> "MXFP4Linear":
+        """Quantize ``linear.weight`` to MXFP4 (``linear.in_features`` must be a multiple of 32); the
+        layer's dtype is ``dtype`` (:func:`quantize_` passes the linear's own)."""
         if not isinstance(linear, nn.Linear):
             raise TypeError(f"linear must be a torch.nn.Linear, got {type(linear).__name__}")
         if linear.in_features % BLOCK:
@@ -56,32 +67,53 @@ class MXFP4Linear(nn.Module):
                              "(one e8m0 scale per 32 inputs)")
         w = quantize(linear.weight.detach(), scale_rule)
         bias = linear.bias.detach() if linear.bias is not None else None
-        return cls(w, bias)
+        return cls(w, bias, dtype=dtype)
 
     @property
     def weight(self) -> MXFP4Tensor:
-        return MXFP4Tensor(self.weight_data, self.weight_scales, (self.out_features, self.in_features),
-                           self.layout, self.scale_rule)
+        """The weight as an MXFP4Tensor over the two buffers (built again only when they change:
+        its checks took 5 us a call)."""
+        w = self._weight
+        data, scales = self._buffers["weight_data"], self._buffers["weight_scales"]
+        if w is None or w.data is not data or w.scales is not scales:
+            w = self._weight = MXFP4Tensor(data, scales, (self.out_features, self.in_features), self.layout,
+                                           self.scale_rule)
+        return w
+
+    def _apply(self, fn, recurse=True):
+        self._weight = None  # .to() / .cuda() replace the buffers: let the old ones go
+        # the dtype follows what fn does to a float tensor (.half(), .float(), .to(dtype); a move keeps it)
+        self.dtype = fn(torch.empty(0, dtype=self.dtype)).dtype
+        return super()._apply(fn, recurse)
 
     def kept_bytes(self) -> int:
         """Bytes this layer keeps for its weight: the MXFP4 codes and scale bytes, nothing more."""
         return self.weight_data.numel() + self.weight_scales.numel()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = gemm_a4w4_op(x, self.weight)
+        # eager calls skip the dispatcher (7 us of the op's Python kernel and autograd wrapper);
+        # torch.compile traces the op, and gemm_a4w4 takes the op itself when x requires grad
+        w = self.weight
+        if torch.compiler.is_compiling():
+            y = gemm_a4w4_op(x, w, self.dtype)
+        else:
+            y = gemm_a4w4(x, w, out_dtype=self.dtype)
+        if self.out_features % 16:
+            y = y.contiguous()  # a layer's output is dense, as nn.Linear's
         return y + self.bias if self.bias is not None else y
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                f"bias={self.bias is not None}, layout={self.layout.name}, scale_rule={self.scale_rule.name}")
+                f"bias={self.bias is not None}, dtype={self.dtype}, layout={self.layout.name}, "
+                f"scale_rule={self.scale_rule.name}")
 
 
 def default_filter(module: nn.Module, name: str) -> bool:
-    """The layers :func:`quantize_` swaps by default: every ``nn.Linear`` whose weight fits the CUDA
-    kernels' layout (in_features % 64 == 0, out_features % 16 == 0), except the output head
-    (a module named ``lm_head``), which models keep in full precision (as Quark's exports do)."""
+    """The layers :func:`quantize_` swaps by default: every ``nn.Linear`` with in_features % 32 == 0
+    (one scale per 32 inputs; any shape runs on the kernels), except the output head (a module named
+    ``lm_head``), which models keep in full precision (as Quark's exports do)."""
     return (isinstance(module, nn.Linear) and name.rsplit(".", 1)[-1] != "lm_head"
-            and module.in_features % 64 == 0 and module.out_features % 16 == 0)
+            and module.in_features % BLOCK == 0)
 
 
 def quantize_(model: nn.Module, filter_fn: Callable[[nn.Module, str], bool] | None = None, *,
@@ -90,7 +122,7 @@ def quantize_(model: nn.Module, filter_fn: Callable[[nn.Module, str], bool] | No
     """Swaps ``nn.Linear`` layers of ``model`` for :class:`MXFP4Linear` in place; returns ``model``.
 
     Without ``checkpoint``: the layers ``filter_fn(module, name)`` selects (default
-    :func:`default_filter`) are quantized from their own weights.
+    :func:`default_filter`) are quantized from their own weights; each keeps its linear's dtype.
     With ``checkpoint`` (a directory or :class:`mxfp4.checkpoint.Checkpoint`, Quark W4A4 MXFP4):
     its ``quantization_config`` decides which layers are MXFP4 (the others stay the model's own,
     their weights read as stored and cast to the model's float dtype); every tensor of the model
@@ -117,7 +149,7 @@ def quantize_(model: nn.Module, filter_fn: Callable[[nn.Module, str], bool] | No
                                  "(one e8m0 scale per 32 inputs)")
         while chosen:  # each bf16 weight is released as soon as its layer is swapped
             name, m = chosen.pop(0)
-            _set_module(model, name, MXFP4Linear.from_linear(m, scale_rule))
+            _set_module(model, name, MXFP4Linear.from_linear(m, scale_rule, dtype=m.weight.dtype))
             del m
         return model
     if filter_fn is not None:

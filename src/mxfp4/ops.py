@@ -6,9 +6,9 @@ import warnings
 
 import torch
 
-from . import plan, reference
+from . import formats, plan, reference
 from .formats import ScaleRule
-from .tensor import Layout, MXFP4Tensor
+from .tensor import Layout, MXFP4Tensor, dequantize
 
 BACKENDS = ("auto", "cuda", "reference")
 
@@ -38,7 +38,7 @@ def validate(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None) -> tuple
         raise TypeError(f"a must be a torch.Tensor, got {type(a).__name__}")
     if not isinstance(w, MXFP4Tensor):
         raise TypeError(f"w must be an MXFP4Tensor (see mxfp4.quantize), got {type(w).__name__}")
-    if a.dtype not in (torch.bfloat16, torch.float16, torch.float32):
+    if a.dtype not in _FLOATS:
         raise TypeError(f"a must be bfloat16, float16 or float32, got {a.dtype}")
     if a.dim() < 1:
         raise ValueError("a must have shape [..., K], got a scalar")
@@ -49,32 +49,39 @@ def validate(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None) -> tuple
         raise ValueError(f"a.shape[-1] (K = {a.shape[-1]}) must equal w's K ({k})")
     if a.device != w.device:
         raise ValueError(f"a ({a.device}) and w ({w.device}) must be on the same device")
-    m = a.numel() // k if k else int(torch.Size(a.shape[:-1]).numel())
+    m = a.numel() // k
     if out is not None:
         if not isinstance(out, torch.Tensor):
             raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
         want = (*a.shape[:-1], n)
-        if tuple(out.shape) != want or out.dtype != torch.bfloat16:
-            raise ValueError(f"out must be bfloat16 of shape {want}, got {out.dtype} {tuple(out.shape)}")
+        if tuple(out.shape) != want or out.dtype not in _FLOATS:
+            raise ValueError(f"out must be bfloat16, float16 or float32 of shape {want}, got {out.dtype} "
+                             f"{tuple(out.shape)}")
         if out.device != a.device:
             raise ValueError(f"out ({out.device}) must be on a's device ({a.device})")
         if not out.is_contiguous():
             raise ValueError("out must be contiguous")
-        for name, t in (("a", a), ("w.data", w.data), ("w.scales", w.scales)):
-            if _overlaps(out, t):
-                raise ValueError(f"out must not overlap {name} (the kernel reads {name} while it writes out)")
+        if out.numel():
+            start = out.data_ptr()
+            end = start + out.nbytes
+            for name, t in (("a", a), ("w.data", w.data), ("w.scales", w.scales)):
+                if _overlaps(start, end, t):
+                    raise ValueError(f"out must not overlap {name} (the kernel reads {name} while it writes out)")
     return m, n, k
 
 
-def _overlaps(x: torch.Tensor, y: torch.Tensor) -> bool:
-    if x.numel() == 0 or y.numel() == 0:
+_FLOATS = (torch.bfloat16, torch.float16, torch.float32)
+
+
+def _overlaps(start: int, end: int, y: torch.Tensor) -> bool:
+    """Whether the bytes [start, end) meet those ``y`` spans: address ranges, so no storage lookups."""
+    y0 = y.data_ptr()
+    if y.is_contiguous():
+        return y.numel() > 0 and start < y0 + y.nbytes and y0 < end
+    if y.numel() == 0:
         return False
-    if x.untyped_storage().data_ptr() != y.untyped_storage().data_ptr():
-        return False
-    x0, y0 = x.data_ptr(), y.data_ptr()
-    x1 = x0 + sum((s - 1) * st for s, st in zip(x.shape, x.stride())) * x.element_size() + x.element_size()
-    y1 = y0 + sum((s - 1) * st for s, st in zip(y.shape, y.stride())) * y.element_size() + y.element_size()
-    return x0 < y1 and y0 < x1
+    span = (sum((s - 1) * st for s, st in zip(y.shape, y.stride())) + 1) * y.element_size()
+    return start < y0 + span and y0 < end
 
 
 def select_backend(a: torch.Tensor, w: MXFP4Tensor, backend: str = "auto") -> str:
@@ -101,14 +108,24 @@ def select_backend(a: torch.Tensor, w: MXFP4Tensor, backend: str = "auto") -> st
 
 def _kernel_rule_broken(a: torch.Tensor, w: MXFP4Tensor) -> str | None:
     """The first rule of the CUDA kernels that the operands break (None: they take them)."""
-    if a.dtype != torch.bfloat16:
-        return f"the CUDA kernels take bfloat16 activations, got {a.dtype} (cast a, or pass backend='reference')"
     if w.layout is not Layout.AITER_SHUFFLED:
-        return ("the CUDA kernels read the weight in aiter's shuffled layout: prepare it once with "
-                "mxfp4.prepare(w) (N % 16 == 0 and K % 64 == 0)")
+        return "the CUDA kernels read the weight in aiter's shuffled layout: prepare it once with mxfp4.prepare(w)"
     if w.scale_rule is not ScaleRule.AITER:
         return f"the CUDA kernels quantize A with ScaleRule.AITER; w uses {w.scale_rule.name} (pass backend='reference')"
+    if a.dtype is torch.float32 and _beyond_bf16(a):
+        return (f"float32 a holds a finite value of magnitude >= 1.75 * 2**127, whose quantized value 2**128 the "
+                "kernels' bf16 input cannot hold")
     return None
+
+
+def _beyond_bf16(a: torch.Tensor) -> bool:
+    """Whether float32 ``a`` holds a finite |x| >= formats.KERNEL_INPUT_LIMIT. One device-to-host read
+    (float32 calls only); not possible while a CUDA graph is captured, where such a block gives NaN
+    outputs (its values come out Inf) instead of running on the reference."""
+    if torch.cuda.is_current_stream_capturing():
+        return False
+    mag = a.abs()
+    return bool(((mag >= formats.KERNEL_INPUT_LIMIT) & (mag != float("inf"))).any())
 
 
 @functools.lru_cache(maxsize=None)
@@ -119,65 +136,173 @@ def _warn_once(message: str) -> None:
 def params_for(problem: plan.Problem, device: torch.device) -> plan.GemmParams | plan.WgmmaParams:
     """The kernel parameters a call of shape ``problem`` on ``device`` gets (``plan.choose``)."""
     index = device.index if device.index is not None else torch.cuda.current_device()
-    return plan.choose(problem, _table(), _device_facts(index)[1])
+    return _params(problem.m, problem.n, problem.k, index)
 
 
-def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, *, backend: str = "auto",
+def _params(m: int, n: int, k: int, index: int) -> plan.GemmParams | plan.WgmmaParams:
+    params = _chosen.get((m, n, k, index))
+    if params is None:
+        params = _chosen[(m, n, k, index)] = plan.choose(plan.Problem(m, n, k), _table(), _device_facts(index)[1])
+    return params
+
+
+_chosen: dict[tuple[int, int, int, int], plan.GemmParams | plan.WgmmaParams] = {}
+"""plan.choose's answer per (m, n, k, device index): a pure function of the shipped table and the
+device, remembered so an eager call does not rebuild it (3.7 us of Python per call)."""
+
+
+def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, *,
+              out_dtype: torch.dtype | None = None, backend: str = "auto",
               params: plan.GemmParams | plan.WgmmaParams | None = None) -> torch.Tensor:
-    """C = dequant(quant(a)) @ dequant(w)^T, bf16 [..., N]; ``a`` [..., K] quantized per 1x32 block.
+    """C = dequant(quant(a)) @ dequant(w)^T [..., N]; ``a`` [..., K] quantized per 1x32 block.
 
-    On a Hopper GPU: the CUDA kernels (one launch up to 32 rows, two from 33), which read ``w`` as
-    stored (aiter's shuffled layout, see :func:`mxfp4.prepare`) and keep nothing between calls. Elsewhere the exact
-    reference. ``params`` forces a kernel variant (``GemmParams``: the small-M kernel, ``WgmmaParams``:
-    the large-M kernel); by default ``plan.choose`` picks.
+    ``a`` may be bf16, fp16 or float32 (quantized by the same rule from its values). The output is
+    the exact product rounded once to bf16 (the kernels: within their bound, docs/design.md), in
+    ``out_dtype`` (bf16 by default; fp16 or float32: that bf16 value converted, docs/design.md) or
+    in ``out``'s dtype. On a Hopper GPU: the CUDA kernels (one launch up to 32 rows, two from 33), which
+    read ``w`` as stored (aiter's shuffled layout, see :func:`mxfp4.prepare`; any N and K, padded
+    there) and keep nothing between calls; fp16 and float32 ``a`` first become their quantized
+    values in bf16 (exact, :func:`mxfp4.formats.quantized_values_bf16`). Elsewhere the exact
+    reference. ``params`` forces a kernel variant (``GemmParams``: the small-M kernel,
+    ``WgmmaParams``: the large-M kernel); by default ``plan.choose`` picks.
+
+    When ``a`` requires grad (and grad mode is on) the call goes through ``torch.ops.mxfp4.gemm_a4w4``,
+    which has the gradient with respect to ``a`` (docs/design.md, Autograd).
+    When N % 16 != 0 the result (``out`` aside) is a view of N columns of a row of N16 = the next
+    multiple of 16 (no copy): call ``.contiguous()`` where that matters.
     """
     m, n, k = validate(a, w, out)
     if params is not None and not isinstance(params, (plan.GemmParams, plan.WgmmaParams)):
         raise TypeError(f"params must be a mxfp4.plan.GemmParams or WgmmaParams, got {type(params).__name__}")
+    if out_dtype is not None and out_dtype not in _FLOATS:
+        raise TypeError(f"out_dtype must be torch.bfloat16, float16 or float32, got {out_dtype!r}")
+    if out is not None and out_dtype is not None and out.dtype is not out_dtype:
+        raise ValueError(f"out ({out.dtype}) and out_dtype ({out_dtype}) disagree: pass one")
+    if a.requires_grad and torch.is_grad_enabled():
+        if out is not None or backend != "auto" or params is not None:
+            raise ValueError("a requires grad: out=, backend= and params= are not differentiable; call under "
+                             "torch.no_grad() or leave them out")
+        return gemm_a4w4_op(a, w, out_dtype)
+    return _run(a, w, out, out_dtype or torch.bfloat16, backend, params, m, n, k)
+
+
+def _run(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_dtype: torch.dtype, backend: str,
+         params: plan.GemmParams | plan.WgmmaParams | None, m: int, n: int, k: int) -> torch.Tensor:
+    """:func:`gemm_a4w4` after its checks (the op's implementation too)."""
     chosen = select_backend(a, w, backend)
     if chosen == "reference":
         result = reference.gemm_a4w4(a, w, scale_rule=w.scale_rule)
         if out is None:
-            return result
+            return result if out_dtype is torch.bfloat16 else result.to(out_dtype)
         return out.copy_(result)
-    if out is None:
-        out = torch.empty((*a.shape[:-1], n), dtype=torch.bfloat16, device=a.device)
-    if m == 0 or n == 0:
-        return out
-    from .cuda import ops as cuda_ops
+    return _on_kernels(a, w, out, out_dtype, params, m, n, k)
 
-    a2 = cuda_ops.rows_for_kernel(a.reshape(m, k))
-    problem = plan.Problem(m, n, k)
-    if params is None:
-        params = params_for(problem, a.device)
+
+_cuda_ops_module = None
+
+
+def _cuda_ops():
+    """mxfp4.cuda.ops, imported on the first kernel call (not at import: the CPU path never needs it)."""
+    global _cuda_ops_module
+    if _cuda_ops_module is None:
+        from .cuda import ops as module
+
+        _cuda_ops_module = module
+    return _cuda_ops_module
+
+
+def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_dtype: torch.dtype,
+                params: plan.GemmParams | plan.WgmmaParams | None, m: int, n: int, k: int) -> torch.Tensor:
+    n16, k2 = w.data.shape  # the weight as the kernels read it: N16 rows, K64 / 2 bytes
+    k64 = 2 * k2
+    bf16_out = out is not None and n16 == n and out.dtype is torch.bfloat16  # the kernel writes out itself
+    if not bf16_out:
+        buf = torch.empty((m, n16), dtype=torch.bfloat16, device=a.device)
     else:
-        params.check()
-        if not params.fits(problem):
-            raise ValueError(f"params.split ({params.split}) must be at most K / 32 ({k // 32})")
-    if isinstance(params, plan.WgmmaParams):
-        cuda_ops.gemm_a4w4_wgmma(a2, w.data, w.scales, out.view(m, n), params)
-    else:
-        cuda_ops.gemm_a4w4(a2, w.data, w.scales, out.view(m, n), params)
-    return out
+        buf = out if out.dim() == 2 else out.view(m, n)
+    if m and n:
+        cuda_ops = _cuda_ops()
+        a2 = a if a.dim() == 2 else a.reshape(m, k)
+        if a2.dtype is not torch.bfloat16:
+            a2 = formats.quantized_values_bf16(a2)
+        if k64 != k:  # zero blocks, as the weight's padding (one copy of A)
+            a2 = torch.nn.functional.pad(a2, (0, k64 - k))
+        else:
+            a2 = cuda_ops.rows_for_kernel(a2)
+        if params is None:
+            params = _params(m, n16, k64, a.device.index)
+        else:
+            params.check()
+            if not params.fits(plan.Problem(m, n16, k64)):
+                raise ValueError(f"params.split ({params.split}) must be at most K / 32 ({k64 // 32})")
+        if isinstance(params, plan.WgmmaParams):
+            cuda_ops.gemm_a4w4_wgmma(a2, w.data, w.scales, buf, params)
+        else:
+            cuda_ops.gemm_a4w4(a2, w.data, w.scales, buf, params)
+    if out is not None:
+        if not bf16_out:
+            out.view(m, n).copy_(buf[:, :n])
+        return out
+    result = buf if n16 == n else buf[:, :n]
+    if out_dtype is not torch.bfloat16:
+        result = result.to(out_dtype)
+    return result if a.dim() == 2 else result.view(*a.shape[:-1], n)
 
 
 # ---- torch.library: torch.compile sees one opaque op; CUDA graphs capture its launch -------------
+# Defined through torch.library.Library rather than the custom_op decorator: its Python wrapper
+# took 14 us of a no-op call on the CPU, the Library op 3 us (7 us with the autograd formula).
 
-@torch.library.custom_op("mxfp4::gemm_a4w4", mutates_args=())
-def _gemm_a4w4_op(a: torch.Tensor, w_data: torch.Tensor, w_scales: torch.Tensor, n: int, k: int,
-                  shuffled: bool, floor_rule: bool) -> torch.Tensor:
-    w = MXFP4Tensor(w_data, w_scales, (n, k), Layout.AITER_SHUFFLED if shuffled else Layout.PLAIN,
-                    ScaleRule.FLOOR if floor_rule else ScaleRule.AITER)
-    return gemm_a4w4(a, w)
-
-
-@_gemm_a4w4_op.register_fake
-def _(a, w_data, w_scales, n, k, shuffled, floor_rule):
-    return a.new_empty((*a.shape[:-1], n), dtype=torch.bfloat16)
+_lib = torch.library.Library("mxfp4", "DEF")
+_lib.define("gemm_a4w4(Tensor a, Tensor w_data, Tensor w_scales, SymInt n, SymInt k, bool shuffled, "
+            "bool floor_rule, ScalarType? out_dtype=None) -> Tensor")
 
 
-def gemm_a4w4_op(a: torch.Tensor, w: MXFP4Tensor) -> torch.Tensor:
-    """:func:`gemm_a4w4` through the registered op ``torch.ops.mxfp4.gemm_a4w4`` (torch.compile)."""
+def _op_weight(w_data, w_scales, n, k, shuffled, floor_rule) -> MXFP4Tensor:
+    return MXFP4Tensor(w_data, w_scales, (n, k), Layout.AITER_SHUFFLED if shuffled else Layout.PLAIN,
+                       ScaleRule.FLOOR if floor_rule else ScaleRule.AITER)
+
+
+def _op_impl(a, w_data, w_scales, n, k, shuffled, floor_rule, out_dtype=None):
+    w = _op_weight(w_data, w_scales, n, k, shuffled, floor_rule)
+    m, n, k = validate(a, w, None)
+    if out_dtype is not None and out_dtype not in _FLOATS:
+        raise TypeError(f"out_dtype must be torch.bfloat16, float16 or float32, got {out_dtype!r}")
+    out = _run(a, w, None, out_dtype or torch.bfloat16, "auto", None, m, n, k)
+    return out if out.is_contiguous() else out.contiguous()  # the op's output is dense, as its fake
+
+
+def _op_fake(a, w_data, w_scales, n, k, shuffled, floor_rule, out_dtype=None):
+    return a.new_empty((*a.shape[:-1], n), dtype=out_dtype or torch.bfloat16)
+
+
+def _op_setup_context(ctx, inputs, output):
+    a, w_data, w_scales, n, k, shuffled, floor_rule = inputs[:7]
+    ctx.save_for_backward(w_data, w_scales)
+    ctx.meta = (n, k, shuffled, floor_rule, a.dtype)
+
+
+def _op_backward(ctx, grad):
+    """d(loss)/d(a) = grad @ dequant(w): the activation's quantization passes the gradient straight
+    through; the weight is frozen (its bytes are uint8 and cannot require grad)."""
+    if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
+        raise RuntimeError("mxfp4.gemm_a4w4: the MXFP4 weight is frozen (no gradient for w_data / w_scales); "
+                           "train a float adapter beside it (e.g. LoRA)")
+    w_data, w_scales = ctx.saved_tensors
+    n, k, shuffled, floor_rule, dtype = ctx.meta
+    w = dequantize(_op_weight(w_data, w_scales, n, k, shuffled, floor_rule))  # float32 [N, K], exact
+    return (grad.to(torch.float32) @ w).to(dtype), None, None, None, None, None, None, None
+
+
+_lib.impl("gemm_a4w4", _op_impl, "CompositeExplicitAutograd")
+torch.library.register_fake("mxfp4::gemm_a4w4", _op_fake, lib=_lib)
+torch.library.register_autograd("mxfp4::gemm_a4w4", _op_backward, setup_context=_op_setup_context, lib=_lib)
+_OP = torch.ops.mxfp4.gemm_a4w4.default
+
+
+def gemm_a4w4_op(a: torch.Tensor, w: MXFP4Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """:func:`gemm_a4w4` through the registered op ``torch.ops.mxfp4.gemm_a4w4`` (torch.compile,
+    autograd: the gradient with respect to ``a``, docs/design.md)."""
     validate(a, w, None)
-    return _gemm_a4w4_op(a, w.data, w.scales, w.shape[0], w.shape[1], w.layout is Layout.AITER_SHUFFLED,
-                         w.scale_rule is ScaleRule.FLOOR)
+    return _OP(a, w.data, w.scales, w.shape[0], w.shape[1], w.layout is Layout.AITER_SHUFFLED,
+               w.scale_rule is ScaleRule.FLOOR, out_dtype)

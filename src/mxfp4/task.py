@@ -48,8 +48,10 @@ def weight_from_task(b_shuffle: torch.Tensor, b_scale_sh: torch.Tensor, k: int) 
     for name, t in (("B_shuffle", b_shuffle), ("B_scale_sh", b_scale_sh)):
         if not isinstance(t, torch.Tensor) or t.dim() != 2:
             raise TypeError(f"{name} must be a 2-D tensor, got {getattr(t, 'shape', type(t).__name__)}")
-    b_shuffle = b_shuffle.view(torch.uint8)
-    b_scale_sh = b_scale_sh.view(torch.uint8)
+    if b_shuffle.dtype is not torch.uint8:  # the task may hand fp4x2 / e8m0 dtypes: the same bytes
+        b_shuffle = b_shuffle.view(torch.uint8)
+    if b_scale_sh.dtype is not torch.uint8:
+        b_scale_sh = b_scale_sh.view(torch.uint8)
     n = b_shuffle.shape[0]
     if b_shuffle.shape[1] * 2 != k:
         raise ValueError(f"A.shape[1] (k = {k}) must be twice B_shuffle.shape[1] ({b_shuffle.shape[1]} bytes, "

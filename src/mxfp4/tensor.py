@@ -14,8 +14,10 @@ class Layout(enum.Enum):
     """Memory layout of an :class:`MXFP4Tensor`'s data and scales.
 
     PLAIN: data [..., K/2] row-major, scales [..., K/32].
-    AITER_SHUFFLED: 2-D only; data in aiter's (16, 16) weight shuffle (N % 16 == 0, K % 64 == 0),
-        scales in aiter's e8m0 shuffle, padded to [ceil(N/256)*256, ceil(K/32/8)*8].
+    AITER_SHUFFLED: 2-D only; the weight padded to N16 = ceil(N/16)*16 rows and K64 = ceil(K/64)*64
+        columns (zero codes, scale byte 127: the padding's blocks are zero), data [N16, K64/2] in
+        aiter's (16, 16) weight shuffle, scales in aiter's e8m0 shuffle, padded to
+        [ceil(N/256)*256, ceil(K/32/8)*8]. The logical shape stays (N, K).
     """
 
     PLAIN = "plain"
@@ -36,15 +38,17 @@ class MXFP4Tensor:
     scale_rule: ScaleRule = ScaleRule.AITER
 
     def __post_init__(self) -> None:
-        if not isinstance(self.shape, (tuple, list, torch.Size)) or not all(
-                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in self.shape):
-            raise TypeError(f"MXFP4Tensor.shape must be a tuple of non-negative ints, got {self.shape!r}")
-        object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
-        for name in ("data", "scales"):
-            t = getattr(self, name)
+        # Built on every custom_kernel and torch-op call: the checks are written to cost about 2 us.
+        shape = self.shape
+        if type(shape) is not tuple or not all(type(d) is int and d >= 0 for d in shape):
+            if not isinstance(shape, (tuple, list, torch.Size)) or not all(
+                    isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+                raise TypeError(f"MXFP4Tensor.shape must be a tuple of non-negative ints, got {shape!r}")
+            object.__setattr__(self, "shape", tuple(int(s) for s in shape))
+        for name, t in (("data", self.data), ("scales", self.scales)):
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"MXFP4Tensor.{name} must be a torch.Tensor, got {type(t).__name__}")
-            if t.dtype != torch.uint8:
+            if t.dtype is not torch.uint8:
                 raise TypeError(f"MXFP4Tensor.{name} must be uint8, got {t.dtype}")
         if not isinstance(self.layout, Layout):
             raise TypeError(f"MXFP4Tensor.layout must be a Layout, got {self.layout!r}")
@@ -62,17 +66,13 @@ class MXFP4Tensor:
         else:
             if len(self.shape) != 2:
                 raise ValueError(f"an AITER_SHUFFLED MXFP4Tensor must be 2-D [N, K], got shape {self.shape}")
-            n = lead[0]
-            if n % 16 or k % 64:
-                raise ValueError(
-                    f"AITER_SHUFFLED needs N % 16 == 0 and K % 64 == 0, got N = {n}, K = {k}"
-                )
-            want_data = (n, k // 2)
-            want_scales = layouts.shuffled_scale_shape(n, k // BLOCK)
-        if tuple(self.data.shape) != want_data:
+            n16, k64 = padded_shape(lead[0], k)
+            want_data = (n16, k64 // 2)
+            want_scales = layouts.shuffled_scale_shape(n16, k64 // BLOCK)
+        if self.data.shape != want_data:
             raise ValueError(f"MXFP4Tensor.data must have shape {want_data} for {self.layout.name} "
                              f"shape {self.shape}, got {tuple(self.data.shape)}")
-        if tuple(self.scales.shape) != tuple(want_scales):
+        if self.scales.shape != want_scales:
             raise ValueError(f"MXFP4Tensor.scales must have shape {tuple(want_scales)} for {self.layout.name} "
                              f"shape {self.shape}, got {tuple(self.scales.shape)} (too small or too large)")
 
@@ -86,13 +86,26 @@ class MXFP4Tensor:
             raise TypeError(f"layout must be a mxfp4.Layout, got {layout!r}")
         if layout is self.layout:
             return self
-        if layout is Layout.AITER_SHUFFLED:
-            plain = self
-            return MXFP4Tensor(layouts.shuffle_weight(plain.data), layouts.shuffle_scales(plain.scales),
-                               self.shape, Layout.AITER_SHUFFLED, self.scale_rule)
         n, k = self.shape
-        return MXFP4Tensor(layouts.unshuffle_weight(self.data), layouts.unshuffle_scales(self.scales, n, k // BLOCK),
-                           self.shape, Layout.PLAIN, self.scale_rule)
+        n16, k64 = padded_shape(n, k)
+        if layout is Layout.AITER_SHUFFLED:
+            data, scales = self.data, self.scales
+            if (n16, k64) != (n, k):  # zero codes at scale 1 (byte 127): blocks of zeros
+                data = torch.nn.functional.pad(data, (0, (k64 - k) // 2, 0, n16 - n))
+                scales = torch.nn.functional.pad(scales, (0, (k64 - k) // BLOCK, 0, n16 - n),
+                                                 value=layouts.SCALE_PAD_VALUE)
+            return MXFP4Tensor(layouts.shuffle_weight(data), layouts.shuffle_scales(scales),
+                               self.shape, Layout.AITER_SHUFFLED, self.scale_rule)
+        data = layouts.unshuffle_weight(self.data)
+        scales = layouts.unshuffle_scales(self.scales, n16, k64 // BLOCK)
+        if (n16, k64) != (n, k):
+            data, scales = data[:n, :k // 2].contiguous(), scales[:n, :k // BLOCK].contiguous()
+        return MXFP4Tensor(data, scales, self.shape, Layout.PLAIN, self.scale_rule)
+
+
+def padded_shape(n: int, k: int) -> tuple[int, int]:
+    """(N16, K64): a weight's rows and columns in the kernels' layout, N rounded up to 16 and K to 64."""
+    return -(-n // 16) * 16, -(-k // 64) * 64
 
 
 def quantize(x: torch.Tensor, scale_rule: ScaleRule = ScaleRule.AITER) -> MXFP4Tensor:
@@ -134,14 +147,14 @@ def dequantize(t: MXFP4Tensor, dtype: torch.dtype = torch.float32) -> torch.Tens
 def prepare(w: MXFP4Tensor) -> MXFP4Tensor:
     """The weight in the form the CUDA kernels read (aiter's shuffled layouts): do it once, at load time.
 
-    A weight already in that form is returned as it is; the result holds exactly the MXFP4 bytes
-    (N*K/2 codes and the scale bytes, padded to aiter's 256 x 8 tiles).
+    Any [N, K] (K % 32 == 0): the kernels' layout needs N % 16 == 0 and K % 64 == 0, so other
+    shapes are padded with zero blocks (:class:`Layout`); the logical shape stays (N, K) and
+    :func:`mxfp4.gemm_a4w4` returns N columns. A weight already in that form is returned as it is;
+    the result holds the MXFP4 bytes (N16*K64/2 codes and the scale bytes, padded to aiter's
+    256 x 8 tiles).
     """
     if not isinstance(w, MXFP4Tensor):
         raise TypeError(f"w must be an MXFP4Tensor, got {type(w).__name__}")
     if len(w.shape) != 2:
         raise ValueError(f"w must be a 2-D weight [N, K], got shape {w.shape}")
-    n, k = w.shape
-    if n % 16 or k % 64:
-        raise ValueError(f"the kernels' layout needs N % 16 == 0 and K % 64 == 0, got N = {n}, K = {k}")
     return w.to_layout(Layout.AITER_SHUFFLED)

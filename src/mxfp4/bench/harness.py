@@ -165,13 +165,17 @@ def environment() -> dict:
 
 
 def run(shapes: tuple[Shape, ...], record: pathlib.Path | None = None, progress=print,
-        data_sets: tuple[str, ...] = ("randn",)) -> str:
+        data_sets: tuple[str, ...] = ("randn",), rows: list[dict] | None = None) -> str:
     """Benchmark ``shapes`` on each of ``data_sets`` ('randn', 'model'; GPU only: the CPU path runs the
-    task's randn data); returns the report (markdown). ``record`` appends the rows to a CSV."""
+    task's randn data); returns the report (markdown). ``record`` appends the rows to a CSV;
+    ``rows``, a list, receives them (for :mod:`mxfp4.bench.plot`)."""
+    out_rows = rows
     gpu = torch.cuda.is_available() and ops.cuda_supported(torch.device("cuda"))
     env = environment()
     progress(f"mxfp4 bench on {'the GPU (' + env['device'] + ')' if gpu else 'the CPU reference path (no Hopper GPU)'}")
     rows = [r for d in data_sets for r in bench_gpu(shapes, progress, d)] if gpu else bench_cpu(shapes, progress)
+    if out_rows is not None:
+        out_rows.extend(rows)
     head = ", ".join(f"{k} {v}" for k, v in env.items())
     text = f"{head}\n\n{format_table(rows, gpu)}\n"
     if gpu and any(s.m >= 1024 for s in shapes):

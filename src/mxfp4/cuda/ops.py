@@ -1,7 +1,6 @@
 """The CUDA backend's entry points: argument checks that the kernels rely on, and the launches."""
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from .. import plan
@@ -9,6 +8,7 @@ from . import runtime
 from .runtime import i32
 
 _QUANT_THREADS = 256
+_quant_configs: dict[int, runtime.LaunchConfig] = {}  # grid -> the quantize kernel's launch configuration
 
 
 def gemm_a4w4(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor,
@@ -21,12 +21,12 @@ def gemm_a4w4(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: to
     """
     m, k = a.shape
     n = data.shape[0]
-    _check_rows(a)
+    lda = _check_rows(a)
     _check_weight(data, scales)
     if out.stride(1) != 1:
         raise ValueError("out must have unit stride along N")
     kernel, config = runtime.gemm_launch(params, (-(-n // params.bn), -(-m // params.bm)), a.device)
-    runtime.launch(kernel, config, a.device, a.data_ptr(), i32(_lda(a)), data.data_ptr(), scales.data_ptr(),
+    runtime.launch(kernel, config, a.device, a.data_ptr(), i32(lda), data.data_ptr(), scales.data_ptr(),
                    i32(scales.shape[1]), out.data_ptr(), i32(out.stride(0)), i32(m), i32(n), i32(k))
     return out
 
@@ -38,7 +38,7 @@ def gemm_a4w4_wgmma(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, o
     the weight as int8 beside it; then the wgmma GEMM). The workspace is freed with the call."""
     m, k = a.shape
     n = data.shape[0]
-    _check_rows(a)
+    lda = _check_rows(a)
     _check_weight(data, scales)
     if out.stride(1) != 1 or out.stride(0) % 8 or out.data_ptr() % 16:
         raise ValueError("out must have unit stride along N, a row stride that is a multiple of 8 and a "
@@ -47,7 +47,7 @@ def gemm_a4w4_wgmma(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, o
     ws = torch.empty(g["ablob"] + g["wmeta"], dtype=torch.uint8, device=a.device)
     ablob = ws.data_ptr()
     wmeta = ablob + g["ablob"]
-    runtime.launch(prep, prep_cfg, a.device, a.data_ptr(), i32(_lda(a)), i32(m), i32(k), data.data_ptr(),
+    runtime.launch(prep, prep_cfg, a.device, a.data_ptr(), i32(lda), i32(m), i32(k), data.data_ptr(),
                    scales.data_ptr(), i32(scales.shape[1]), i32(n), ablob, wmeta, i32(g["ntile"]), i32(g["a_ctas"]),
                    i32(1 if params.int8_weight else 0))
     weight = () if params.int8_weight else (runtime.weight_map(data, k),)
@@ -66,8 +66,8 @@ def stream_floor(data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, ct
     _check_weight(data, scales)
     k_ = runtime.kernel("stream_floor.cu", "mxfp4_stream_floor", None, out.device)
     config = runtime.config((ctas, 1, 1), 256, 0, None)
-    runtime.launch(k_, config, out.device, data.data_ptr(), np.int64(data.numel() // 16), scales.data_ptr(),
-                   np.int64(scales.numel() // 16), out.data_ptr(), np.int64(out.numel() * out.element_size() // 4))
+    runtime.launch(k_, config, out.device, data.data_ptr(), data.numel() // 16, scales.data_ptr(),
+                   scales.numel() // 16, out.data_ptr(), out.numel() * out.element_size() // 4)
     return out
 
 
@@ -92,21 +92,26 @@ def _check_weight(data: torch.Tensor, scales: torch.Tensor) -> None:
         raise ValueError("the weight's data and scales must be contiguous and 16-byte aligned")
 
 
-def _check_rows(a: torch.Tensor) -> None:
+def _check_rows(a: torch.Tensor) -> int:
+    """The row stride the kernels use, after checking the rows are readable by them."""
     if not _rows_ok(a):
         raise ValueError("a must have unit stride along K, a row stride that is a multiple of 8 and a "
                          "16-byte aligned start")
+    return _lda(a)
 
 
 def quantize(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Packed codes [M, K/2] and e8m0 scales [M, K/32] of bf16 a [M, K] (plain layout)."""
     m, k = a.shape
-    _check_rows(a)
+    lda = _check_rows(a)
     codes = torch.empty((m, k // 2), dtype=torch.uint8, device=a.device)
     scales = torch.empty((m, k // 32), dtype=torch.uint8, device=a.device)
     if m:
         k_ = runtime.kernel("quantize.cu", "mxfp4_quantize", None, a.device)
-        config = runtime.config((-(-m * (k // 8) // _QUANT_THREADS), 1, 1), _QUANT_THREADS, 0, None)
-        runtime.launch(k_, config, a.device, a.data_ptr(), i32(_lda(a)), codes.data_ptr(), scales.data_ptr(),
+        grid = -(-m * (k // 8) // _QUANT_THREADS)
+        config = _quant_configs.get(grid)
+        if config is None:
+            config = _quant_configs[grid] = runtime.config((grid, 1, 1), _QUANT_THREADS, 0, None)
+        runtime.launch(k_, config, a.device, a.data_ptr(), i32(lda), codes.data_ptr(), scales.data_ptr(),
                        i32(m), i32(k))
     return codes, scales

@@ -1,20 +1,29 @@
-"""Loads the compiled kernels on a GPU and launches them on PyTorch's current stream (cuda.core)."""
+"""Loads the compiled kernels on a GPU and launches them on PyTorch's current stream.
+
+Kernels load through cuda.core (once per kernel and device). Launches go straight to the driver:
+``cuLaunchKernelEx`` through ctypes, with the launch configuration built once per shape and the
+arguments packed by one ``struct`` call into a reusable buffer. cuda.core's per-call launch
+objects, its stream wrapper and ``torch.cuda.current_stream()`` were most of the 44-49 us of host
+time a small-M call took at e77225e on the H200; this path is a ctypes call and a few hundred
+nanoseconds of packing.
+"""
 from __future__ import annotations
 
+import ctypes
+import struct
 import threading
 
-import numpy as np
 import torch
 
 from ..plan import SEGMENT_BLOCKS
+from . import jit
 
 PREP_THREADS = 1024
 """Threads of a large-M prep CTA (PREP_THREADS in gemm_wgmma.cu)."""
-from . import jit
 
-_lock = threading.Lock()
-_kernels: dict[tuple, object] = {}  # (source, name, defines, device index) -> cuda.core Kernel
-_streams: dict[tuple[int, int], object] = {}  # (device index, stream handle) -> cuda.core Stream view
+_lock = threading.Lock()  # loading a kernel
+_launch_lock = threading.Lock()  # a launch's shared argument buffer and config stream field (not held while loading)
+_kernels: dict[tuple, "Kernel"] = {}  # (source, name, defines, device index) -> Kernel
 
 
 def _core():
@@ -25,7 +34,61 @@ def _core():
     return core
 
 
-def kernel(source: str, name: str, defines: dict[str, int] | None, device: torch.device, smem_bytes: int = 0):
+# ---- the driver entry points, by ctypes ------------------------------------------------------------
+
+class _LaunchAttribute(ctypes.Structure):
+    """CUlaunchAttribute: an id, padding to 8 bytes, a 64-byte value union (72 bytes)."""
+
+    _fields_ = [("id", ctypes.c_uint32), ("pad", ctypes.c_uint32), ("value", ctypes.c_uint32 * 16)]
+
+
+class _LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig (56 bytes; the offsets are checked against cuda.bindings' in the tests)."""
+
+    _fields_ = [("grid", ctypes.c_uint32 * 3), ("block", ctypes.c_uint32 * 3), ("shmem", ctypes.c_uint32),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.c_void_p), ("num_attrs", ctypes.c_uint32)]
+
+
+_CLUSTER_DIMENSION = 4   # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+_TMA_INT64 = 5           # CU_TENSOR_MAP_DATA_TYPE_INT64
+_driver_lib = None
+
+
+def _driver():
+    """libcuda's cuLaunchKernelEx and cuTensorMapEncodeTiled, loaded once."""
+    global _driver_lib
+    if _driver_lib is None:
+        lib = ctypes.CDLL("libcuda.so.1")
+        lib.cuLaunchKernelEx.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        lib.cuLaunchKernelEx.restype = ctypes.c_int
+        lib.cuTensorMapEncodeTiled.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p,
+                                               ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                               ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        lib.cuTensorMapEncodeTiled.restype = ctypes.c_int
+        lib.cuGetErrorName.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+        _driver_lib = lib
+    return _driver_lib
+
+
+def _error(rc: int, what: str) -> RuntimeError:
+    name = ctypes.c_char_p()
+    _driver().cuGetErrorName(rc, ctypes.byref(name))
+    return RuntimeError(f"{what}: {name.value.decode() if name.value else rc}")
+
+
+# ---- kernels and launch configurations -------------------------------------------------------------
+
+class Kernel:
+    """A kernel loaded on one device: its CUfunction, for ``cuLaunchKernelEx``."""
+
+    __slots__ = ("name", "function", "module")
+
+    def __init__(self, name: str, function: int, module) -> None:
+        self.name, self.function, self.module = name, function, module  # module: keeps the code loaded
+
+
+def kernel(source: str, name: str, defines: dict[str, int] | None, device: torch.device,
+           smem_bytes: int = 0) -> Kernel:
     """The kernel ``name`` of ``csrc/<source>`` built with ``defines``, loaded on ``device``.
 
     Compiled (or read from the disk cache) and loaded once per process and device; ``smem_bytes``
@@ -39,50 +102,144 @@ def kernel(source: str, name: str, defines: dict[str, int] | None, device: torch
     with _lock:
         k = _kernels.get(key)
         if k is None:
+            from cuda.bindings import driver
+
             core = _core()
             cubin = jit.compile_cubin(source, defines)
             core.Device(index).set_current()
-            k = core.ObjectCode.from_cubin(cubin).get_kernel(name)
+            module = core.ObjectCode.from_cubin(cubin)
+            handle = module.get_kernel(name).handle
             if smem_bytes > 48 * 1024:
-                from cuda.bindings import driver
-
                 attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-                err, = driver.cuKernelSetAttribute(attr, smem_bytes, k.handle, index)
+                err, = driver.cuKernelSetAttribute(attr, smem_bytes, handle, index)
                 if err != driver.CUresult.CUDA_SUCCESS:
                     raise RuntimeError(f"cannot allow {smem_bytes} bytes of shared memory on {name}: {err}")
-            _kernels[key] = k
+            err, function = driver.cuKernelGetFunction(handle)  # in the current (primary) context
+            if err != driver.CUresult.CUDA_SUCCESS:
+                raise RuntimeError(f"cannot get the function of {name}: {err}")
+            k = _kernels[key] = Kernel(name, int(function), module)
     return k
 
 
-def _stream(device: torch.device):
-    handle = torch.cuda.current_stream(device).cuda_stream
-    key = (device.index, handle)
-    s = _streams.get(key)
-    if s is None:
-        s = _streams[key] = _core().Stream.from_handle(handle)
-    return s
+class LaunchConfig:
+    """A launch's grid, block, dynamic shared memory and cluster, as the driver's struct (built once)."""
+
+    __slots__ = ("struct", "_attr", "grid", "cluster")
+
+    def __init__(self, grid: tuple[int, int, int], block: int, smem_bytes: int,
+                 cluster: tuple[int, int, int] | None) -> None:
+        self.grid, self.cluster = grid, cluster
+        c = self.struct = _LaunchConfig()
+        c.grid[:] = grid  # the driver counts blocks, a multiple of the cluster's (cuda.core counted clusters)
+        c.block[:] = (block, 1, 1)
+        c.shmem = smem_bytes
+        self._attr = None
+        if cluster is not None:
+            a = self._attr = _LaunchAttribute()
+            a.id = _CLUSTER_DIMENSION
+            a.value[:3] = cluster
+            c.attrs = ctypes.addressof(a)
+            c.num_attrs = 1
 
 
-def config(grid: tuple[int, int, int], block: int, smem_bytes: int, cluster: tuple[int, int, int] | None):
-    """A cuda.core launch configuration; ``grid`` counts CTAs (not clusters)."""
-    core = _core()
-    if cluster is None:
-        return core.LaunchConfig(grid=grid, block=block, shmem_size=smem_bytes)
-    grid = tuple(g // c for g, c in zip(grid, cluster))
-    return core.LaunchConfig(grid=grid, cluster=cluster, block=block, shmem_size=smem_bytes)
+def config(grid: tuple[int, int, int], block: int, smem_bytes: int,
+           cluster: tuple[int, int, int] | None) -> LaunchConfig:
+    """A launch configuration; ``grid`` counts CTAs (not clusters)."""
+    return LaunchConfig(grid, block, smem_bytes, cluster)
 
+
+# ---- arguments -------------------------------------------------------------------------------------
+
+class I32(int):
+    """An int32 kernel argument (a plain ``int`` is a 64-bit pointer or size)."""
+
+    __slots__ = ()
+
+
+def i32(v: int) -> I32:
+    return I32(v)
+
+
+class TensorMap:
+    """A 128-byte CUtensorMap, passed to a kernel by value."""
+
+    __slots__ = ("_buf", "address")
+
+    def __init__(self) -> None:
+        self._buf = ctypes.create_string_buffer(128 + 64)
+        self.address = (ctypes.addressof(self._buf) + 63) & ~63  # the driver wants 64-byte alignment
+
+
+class _Packer:
+    """The argument buffer for one signature (the kinds of the arguments, in order): a ``struct``
+    format for the pointers and int32s, 64-byte aligned 128-byte slots for tensor maps, and the
+    array of slot addresses that ``cuLaunchKernelEx`` reads."""
+
+    def __init__(self, kinds: tuple[type, ...]) -> None:
+        fmt, offsets, maps, off = "=", [], [], 0
+        for kind in kinds:
+            if kind is TensorMap:
+                pad = -off % 64
+                fmt, off = fmt + f"{pad}x128x", off + pad
+                maps.append(len(offsets))
+                size = 128
+            elif kind is I32:
+                fmt, size = fmt + "i4x", 8
+            elif issubclass(kind, int):
+                fmt, size = fmt + "Q", 8
+            else:
+                raise TypeError(f"kernel arguments must be pointers (int), runtime.i32 or TensorMap, got {kind}")
+            offsets.append(off)
+            off += size
+        self.struct = struct.Struct(fmt)
+        self._buf = ctypes.create_string_buffer(off + 64)
+        base = (ctypes.addressof(self._buf) + 63) & ~63
+        self.base = base
+        self.buffer = (ctypes.c_char * (off + 1)).from_address(base)
+        self.params = (ctypes.c_void_p * max(1, len(offsets)))(*(base + o for o in offsets))
+        self.maps = tuple((i, base + offsets[i]) for i in maps)
+
+    def pack(self, args) -> None:
+        if not self.maps:
+            self.struct.pack_into(self.buffer, 0, *args)
+            return
+        self.struct.pack_into(self.buffer, 0, *[a for a in args if type(a) is not TensorMap])
+        for i, address in self.maps:
+            ctypes.memmove(address, args[i].address, 128)
+
+
+_packers: dict[tuple[type, ...], _Packer] = {}
+
+
+def launch(k: Kernel, cfg: LaunchConfig, device: torch.device, *args) -> None:
+    """Launches ``k`` with ``cfg`` on the current stream of ``device``; ``args`` in the kernel's order:
+    pointers as ``int``, int32 values as :func:`i32`, tensor maps as :class:`TensorMap`."""
+    kinds = tuple(map(type, args))
+    packer = _packers.get(kinds)
+    if packer is None:
+        packer = _packers.setdefault(kinds, _Packer(kinds))
+    stream = torch._C._cuda_getCurrentRawStream(device.index)
+    with _launch_lock:  # the buffer and the config's stream field are shared by every thread
+        packer.pack(args)
+        cfg.struct.stream = stream
+        rc = _driver().cuLaunchKernelEx(ctypes.addressof(cfg.struct), k.function, ctypes.addressof(packer.params),
+                                        None)
+    if rc:
+        raise _error(rc, f"launching {k.name} (grid {cfg.grid}, cluster {cfg.cluster})")
+
+
+# ---- the GEMMs' launches, looked up once per shape ---------------------------------------------------
 
 _gemm: dict[tuple, tuple] = {}  # (params, grid, device index) -> (kernel, launch config)
 
 
-def gemm_launch(params, tiles: tuple[int, int], device: torch.device):
+def gemm_launch(params, tiles: tuple[int, int], device: torch.device) -> tuple[Kernel, LaunchConfig]:
     """The GEMM kernel of ``params`` and its launch configuration for ``tiles`` (N tiles, M tiles).
 
     Both are looked up once per parameter set, tile count and device (a shape, never a tensor), so
     an eager call does no compilation-cache or configuration work.
     """
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    key = (params, tiles, index)
+    key = (params, tiles, device.index)
     hit = _gemm.get(key)
     if hit is None:
         smem = params.smem_bytes()
@@ -97,8 +254,7 @@ _wgmma: dict[tuple, tuple] = {}  # (params, token tiles, n, k, device index) -> 
 def wgmma_launch(params, m: int, n: int, k: int, device: torch.device):
     """The large-M kernels of ``params`` (prep and GEMM) and their launch configurations for a shape,
     looked up once per parameter set, token-tile count (M enters only through it), N, K and device."""
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    key = (params, -(-m // params.tn), n, k, index)
+    key = (params, -(-m // params.tn), n, k, device.index)
     hit = _wgmma.get(key)
     if hit is None:
         defines = params.defines()
@@ -111,15 +267,25 @@ def wgmma_launch(params, m: int, n: int, k: int, device: torch.device):
     return hit
 
 
-def weight_map(data: torch.Tensor, k: int):
-    """TMA tensor map over the shuffled weight's codes as 16-row groups of k 8-byte words; a box is
-    8 groups x 256 words (a segment: 8 blocks of 32 elements). Built per call from the tensor as
-    given (nothing is kept)."""
-    from cuda.core.utils import StridedMemoryView
+_map_shapes: dict[tuple[int, int], tuple] = {}  # (groups, k) -> the encode call's dimension arrays
 
-    groups = data.view(torch.int64).view(data.shape[0] // 16, k)
-    view = StridedMemoryView.from_dlpack(groups, stream_ptr=-1)
-    return view.as_tensor_map(box_dim=(8, 32 * SEGMENT_BLOCKS))
+
+def weight_map(data: torch.Tensor, k: int) -> TensorMap:
+    """TMA tensor map over the shuffled weight's codes as 16-row groups of k 8-byte words; a box is
+    8 groups x 256 words (a segment: 8 blocks of 32 elements). Encoded per call from the tensor as
+    given (a host-side call of about a microsecond; nothing is kept)."""
+    groups = data.shape[0] // 16
+    dims = _map_shapes.get((groups, k))
+    if dims is None:
+        dims = _map_shapes[(groups, k)] = (
+            (ctypes.c_uint64 * 2)(k, groups), (ctypes.c_uint64 * 1)(k * 8),
+            (ctypes.c_uint32 * 2)(32 * SEGMENT_BLOCKS, 8), (ctypes.c_uint32 * 2)(1, 1))
+    tmap = TensorMap()
+    rc = _driver().cuTensorMapEncodeTiled(tmap.address, _TMA_INT64, 2, data.data_ptr(), *map(ctypes.addressof, dims),
+                                          0, 0, 0, 0)  # no interleave, swizzle, L2 promotion or OOB fill
+    if rc:
+        raise _error(rc, f"encoding the weight's tensor map ({groups} groups x {k} words)")
+    return tmap
 
 
 def wgmma_geometry(params, m: int, n: int, k: int) -> dict[str, int]:
@@ -131,12 +297,3 @@ def wgmma_geometry(params, m: int, n: int, k: int) -> dict[str, int]:
     w_ctas = nwt * nseg if params.int8_weight else nwt * -(-nseg // (PREP_THREADS // 128))
     return dict(nseg=nseg, ntile=ntile, nwt=nwt, ablob=ablob, wmeta=nwt * nseg * params.wmeta_bytes,
                 a_ctas=nseg * ntile, w_ctas=w_ctas)
-
-
-def launch(k, cfg, device: torch.device, *args) -> None:
-    """Launches ``k`` with configuration ``cfg`` on the current stream of ``device``."""
-    _core().launch(_stream(device), cfg, k, *args)
-
-
-def i32(v: int) -> np.int32:
-    return np.int32(v)

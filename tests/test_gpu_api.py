@@ -1,0 +1,148 @@
+"""The library as users call it, on the kernels (marker gpu): any N and K % 32 (padded in prepare),
+fp16 / float32 activations, autograd and torch.compile with grad, the launch path under graphs and
+threads, and host time per eager call against torch's own."""
+import pytest
+import torch
+
+import mxfp4
+from mxfp4 import formats, plan, reference, testing
+from mxfp4.nn import MXFP4Linear
+from mxfp4.bench.timing import ColdTimer
+
+pytestmark = pytest.mark.gpu
+
+
+def _operands(m, n, k, seed=0, dtype=torch.bfloat16):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(m, k, generator=g, device="cuda", dtype=torch.float32).to(dtype)
+    w = mxfp4.quantize(torch.randn(n, k, generator=g, device="cuda", dtype=torch.bfloat16))
+    return a, w
+
+
+@pytest.mark.parametrize("m, n, k", [(32, 1000, 512), (7, 40, 96), (1, 7, 32), (100, 300, 160), (333, 1000, 544),
+                                     (16, 2112, 7136), (64, 2050, 2048)])
+def test_any_n_and_k_run_on_the_kernels_exactly(m, n, k):
+    a, plain = _operands(m, n, k)
+    w = mxfp4.prepare(plain)
+    torch.full((m, -(-n // 16) * 16), float("nan"), dtype=torch.bfloat16, device="cuda")  # poison the next block
+    out = mxfp4.gemm_a4w4(a, w, backend="cuda")
+    assert out.shape == (m, n)
+    report = testing.check_gemm(out, a, plain)
+    assert report.passed and report.identical_fraction == 1.0, report
+    assert torch.equal(out.cpu(), reference.gemm_a4w4(a.cpu(), mxfp4.MXFP4Tensor(
+        plain.data.cpu(), plain.scales.cpu(), plain.shape)))
+    into = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    assert mxfp4.gemm_a4w4(a, w, into) is into and torch.equal(into, out)
+    layer = MXFP4Linear.from_mxfp4(plain)
+    y = layer(a)
+    assert y.is_contiguous() and torch.equal(y, out)
+    assert torch.equal(torch.ops.mxfp4.gemm_a4w4(a, w.data, w.scales, n, k, True, False), out)
+
+
+@pytest.mark.parametrize("m, n, k, n_pad, k_pad", [(32, 1000, 512, 1008, 512), (16, 2112, 7136, 2112, 7168),
+                                                   (256, 3000, 1536, 3008, 1536)])
+def test_padded_shapes_take_at_most_1_1x_the_next_padded_shape(m, n, k, n_pad, k_pad):
+    timer = ColdTimer()
+    a, w = _operands(m, n, k)
+    ap, wp = _operands(m, n_pad, k_pad)
+    w, wp = mxfp4.prepare(w), mxfp4.prepare(wp)
+    odd = timer.time(lambda: mxfp4.gemm_a4w4(a, w)).mean_us
+    padded = timer.time(lambda: mxfp4.gemm_a4w4(ap, wp)).mean_us
+    assert odd <= 1.1 * padded, (odd, padded)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("m, n, k", [(16, 2112, 7168), (256, 3072, 1536), (5, 40, 96)])
+def test_fp16_and_fp32_activations_run_on_the_kernels(dtype, m, n, k):
+    a, plain = _operands(m, n, k, dtype=dtype)
+    w = mxfp4.prepare(plain)
+    out = mxfp4.gemm_a4w4(a, w, backend="cuda")  # no warning (a warning from mxfp4 fails the test)
+    report = testing.check_gemm(out, a, plain)
+    assert report.passed and report.identical_fraction == 1.0, report
+    values = formats.quantized_values_bf16(a)
+    assert torch.equal(out, mxfp4.gemm_a4w4(values, w))  # the same product as a's values in bf16
+    assert torch.equal(mxfp4.gemm_a4w4(a, w, out_dtype=dtype), out.to(dtype))
+
+
+def test_fp32_block_at_the_limit_runs_on_the_reference():
+    a, plain = _operands(4, 64, 128, dtype=torch.float32)
+    a[2, 40] = 3.4e38  # >= 1.75 * 2**127: quantizes to 2**128, which bf16 cannot hold
+    w = mxfp4.prepare(plain)
+    with pytest.raises(ValueError, match="1.75 \\* 2\\*\\*127"):
+        mxfp4.gemm_a4w4(a, w, backend="cuda")
+    with pytest.warns(RuntimeWarning, match="1.75 \\* 2\\*\\*127"):
+        out = mxfp4.gemm_a4w4(a, w)
+    assert torch.equal(out.cpu(), reference.gemm_a4w4(a.cpu(), mxfp4.MXFP4Tensor(
+        plain.data.cpu(), plain.scales.cpu(), plain.shape)))
+
+
+def test_gradient_on_the_kernels_and_compile_with_grad():
+    a, plain = _operands(16, 256, 512)
+    layer = MXFP4Linear.from_mxfp4(plain)
+    x = a.clone().requires_grad_()
+    y = layer(x)
+    g = torch.randn_like(y)
+    (grad,) = torch.autograd.grad(y, x, g)
+    assert torch.equal(grad, (g.float() @ mxfp4.dequantize(layer.weight)).bfloat16())
+    model = torch.nn.Sequential(layer, torch.nn.Linear(256, 8, device="cuda", dtype=torch.bfloat16))
+    x2 = a.clone().requires_grad_()
+    loss = torch.compile(model, fullgraph=True)(x2).float().square().sum()
+    loss.backward()
+    assert x2.grad is not None and torch.isfinite(x2.grad).all()
+
+
+@pytest.mark.parametrize("m", [1, 16, 256])
+def test_graph_capture_of_the_driver_launch(m):
+    a, plain = _operands(m, 2112, 7168)
+    w = mxfp4.prepare(plain)
+    want = mxfp4.gemm_a4w4(a, w)
+    static = a.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        mxfp4.gemm_a4w4(static, w)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = mxfp4.gemm_a4w4(static, w)
+    for seed in range(3):
+        new, _ = _operands(m, 2112, 7168, seed=seed + 10)
+        static.copy_(new)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, mxfp4.gemm_a4w4(new, w))
+    static.copy_(a)
+    graph.replay()
+    assert torch.equal(out, want)
+
+
+@pytest.mark.parametrize("m", [1, 16, 256, 1024])
+def test_host_time_per_eager_call_within_torchs_own_plus_10_us(m):
+    from mxfp4.bench import host
+
+    r = host.measure(m, 2112, 7168, torch.device("cuda"))
+    print(r)
+    assert r["gemm_out_us"] <= r["mm_us"] + host.SLACK_US, r
+    assert r["custom_kernel_us"] <= r["mm_us"] + host.SLACK_US, r
+    assert r["linear_us"] <= r["nn_linear_us"] + host.SLACK_US, r
+    assert r["op_us"] <= r["nn_linear_us"] + host.SLACK_US, r
+
+
+def test_model_follows_half_and_float():
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 40)).cuda()
+    mxfp4.quantize_(model)
+    for dtype in (torch.float16, torch.float32, torch.bfloat16):
+        model.to(dtype)
+        y = model(torch.randn(3, 128, device="cuda", dtype=dtype))
+        assert y.dtype == dtype and torch.isfinite(y).all()
+
+
+def test_plan_is_remembered_per_shape():
+    from mxfp4 import ops
+
+    a, plain = _operands(16, 2112, 7168)
+    mxfp4.gemm_a4w4(a, mxfp4.prepare(plain))
+    assert ops._chosen[(16, 2112, 7168, a.device.index)] == ops.params_for(plan.Problem(16, 2112, 7168), a.device)
