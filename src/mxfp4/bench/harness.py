@@ -30,9 +30,6 @@ from .timing import ColdTimer, geomean
 COLUMNS = ("shape", "data", "mxfp4_us", "prepared_us", "cublas_bf16_us", "ratio", "floor_us", "x_floor", "tflops", "host_us", "host_prepared_us",
            "host_mm_us", "kept_bytes", "bitident", "violations")
 
-INT8_REFERENCE = 8192
-"""Side of the int8 GEMM (torch._int_mm, cuBLAS) timed as the measured int8 dense rate when a
-shape set holds prefill sizes (M >= 1024)."""
 
 
 def _host_us(fn, calls: int = 50) -> float:
@@ -101,17 +98,6 @@ def bench_cpu(shapes: tuple[Shape, ...], progress=print) -> list[dict]:
     return rows
 
 
-def int8_dense_tops() -> float:
-    """TOPS of cuBLAS's int8 GEMM (torch._int_mm) on INT8_REFERENCE^3 random operands, timed like
-    everything else (L2 flushed, GPU time)."""
-    g = torch.Generator(device="cuda").manual_seed(0)
-    n = INT8_REFERENCE
-    a = torch.randint(-128, 128, (n, n), dtype=torch.int8, device="cuda", generator=g)
-    b = torch.randint(-128, 128, (n, n), dtype=torch.int8, device="cuda", generator=g)
-    us = ColdTimer().time(lambda: torch._int_mm(a, b.t()), max_runs=20).mean_us
-    return 2 * n ** 3 / us / 1e6
-
-
 def format_table(rows: list[dict], gpu: bool) -> str:
     if not gpu:
         lines = ["| shape | CPU reference (ms, wall) | bit-identical | bound violations |", "|---|---|---|---|"]
@@ -178,11 +164,13 @@ def run(shapes: tuple[Shape, ...], record: pathlib.Path | None = None, progress=
         out_rows.extend(rows)
     head = ", ".join(f"{k} {v}" for k, v in env.items())
     text = f"{head}\n\n{format_table(rows, gpu)}\n"
-    if gpu and any(s.m >= 1024 for s in shapes):
-        tops = int8_dense_tops()
-        big = [r for s, r in zip(shapes, rows) if s.m >= 1024]
-        text += (f"\nint8 dense measured in this run (torch._int_mm {INT8_REFERENCE}^3, L2 flushed): {tops:.0f} TOPS; "
-                 f"the rows with M >= 1024 run at {min(r['tflops'] for r in big) / tops:.0%} to "
+    if gpu and any(s.m >= 512 for s in shapes):
+        from ..cuda import ops as cuda_ops
+
+        tops = cuda_ops.int8_wgmma_tops(torch.device("cuda"))
+        big = [r for r in rows if int(r["shape"].split("x")[0]) >= 512]
+        text += (f"\nint8 wgmma peak measured in this run (m64n128k32 from shared memory, one CTA an SM): "
+                 f"{tops:.0f} TOPS; the rows with M >= 512 run at {min(r['tflops'] for r in big) / tops:.0%} to "
                  f"{max(r['tflops'] for r in big) / tops:.0%} of it\n")
     if record is not None:
         record.parent.mkdir(parents=True, exist_ok=True)

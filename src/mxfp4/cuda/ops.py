@@ -71,6 +71,30 @@ def stream_floor(data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, ct
     return out
 
 
+PEAK_ITERS = 2000
+
+
+def int8_wgmma_tops(device: torch.device) -> float:
+    """The int8 wgmma rate of this GPU (TOPS): ``mxfp4_wgmma_peak`` on one CTA an SM, two warpgroups
+    of m64n128k32 on shared-memory operands, timed with events (no memory traffic)."""
+    params = plan.WgmmaParams(128, 3, True)  # a shipped variant: its cubin holds the peak kernel too
+    k_ = runtime.kernel(params.source, "mxfp4_wgmma_peak", params.defines(), device)
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    out = torch.empty(sms * 256, dtype=torch.int32, device=device)
+    config = runtime.config((sms, 1, 1), 256, 32768 + 1024, None)
+    launch = lambda: runtime.launch(k_, config, device, i32(PEAK_ITERS), out.data_ptr())  # noqa: E731
+    launch()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    best = float("inf")
+    for _ in range(5):
+        start.record()
+        launch()
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end) * 1e3)
+    return sms * 2 * PEAK_ITERS * 4 * 2 * 64 * 128 * 32 / best / 1e6
+
+
 def _lda(a: torch.Tensor) -> int:
     """Row stride the kernels use: a single row's stride is never read."""
     return a.stride(0) if a.shape[0] > 1 else a.shape[1]

@@ -724,3 +724,35 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, u16 *_
   }
 #endif
 }
+
+// The int8 wgmma peak the bench reports the GEMMs against: every CTA (one an SM) runs two
+// warpgroups, each issuing `iters` rounds of four m64n128k32 wgmma on shared-memory operands
+// filled with pseudo-random int8 (one round in flight while the next issues); no global traffic.
+// ops = CTAs * 2 * iters * 4 * 2 * 64 * 128 * 32.
+extern "C" __global__ void __launch_bounds__(256, 1) mxfp4_wgmma_peak(int iters, int *__restrict__ out) {
+#if TN == 128
+  extern __shared__ __align__(1024) u8 smem_raw[];
+  u8 *smem = (u8 *)(((unsigned long long)smem_raw + 1023) & ~1023ull);
+  const int tid = threadIdx.x;
+  for (int i = tid; i < 32768 / 4; i += 256) ((u32 *)smem)[i] = (u32)i * 2654435761u ^ 0x5bd1e995u;
+  mx::fence_proxy_async();
+  __syncthreads();
+  const u32 a_base = mx::smem_addr(smem) + (tid >> 7) * 8192, b_base = mx::smem_addr(smem) + 16384;
+  int d[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) d[i] = 0;
+  for (int it = 0; it < iters; ++it) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wgmma_ss_s8(d, desc_sw128(a_base + kk * 32), desc_sw128(b_base + kk * 32));
+    wgmma_commit();
+    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+  }
+  wgmma_wait0();
+  fence_regs(d);
+  int s = 0;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) s += d[i];
+  out[blockIdx.x * 256 + tid] = s;
+#endif
+}
