@@ -67,7 +67,9 @@ def _bench(args) -> int:
         text = host.run(_shapes(args) if (args.shapes is not None or args.set != "bench") else None)
     else:
         rows = []
-        text = harness.run(_shapes(args), pathlib.Path(args.record) if args.record else None, rows=rows)
+        data_sets = ("randn", "model") if args.data == "both" else (args.data,)
+        text = harness.run(_shapes(args), pathlib.Path(args.record) if args.record else None, data_sets=data_sets,
+                           rows=rows)
         if args.plot:
             from .bench import plot
 

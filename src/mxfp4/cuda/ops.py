@@ -77,6 +77,8 @@ PEAK_ITERS = 2000
 def int8_wgmma_tops(device: torch.device) -> float:
     """The int8 wgmma rate of this GPU (TOPS): ``mxfp4_wgmma_peak`` on one CTA an SM, two warpgroups
     of m64n128k32 on shared-memory operands, timed with events (no memory traffic)."""
+    if device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
     params = plan.WgmmaParams(128, 3, True)  # a shipped variant: its cubin holds the peak kernel too
     k_ = runtime.kernel(params.source, "mxfp4_wgmma_peak", params.defines(), device)
     sms = torch.cuda.get_device_properties(device).multi_processor_count
