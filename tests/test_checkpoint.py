@@ -63,6 +63,10 @@ def test_save_load_round_trip_is_bit_identical(saved, tmp_path):
 
     again = mxfp4.save(model, tmp_path / "again")
     assert (again / "model.safetensors").read_bytes() == (path / "model.safetensors").read_bytes()
+    half = tiny_llama(1).half()  # the loaded layers take the model's dtype
+    mxfp4.quantize_(half, checkpoint=path)
+    assert {m.dtype for m in half.modules() if isinstance(m, MXFP4Linear)} == {torch.float16}
+    assert logits(half).dtype == torch.float16
     assert (again / "config.json").read_text() == (path / "config.json").read_text()
     config = json.loads((path / "config.json").read_text())
     assert config["quantization_config"]["exclude"] == ["lm_head"] and config["hidden_size"] == 128

@@ -30,6 +30,7 @@ class _Swap:  # a linear layer that becomes an MXFP4Linear
     k: int
     bias: bool
     kv_scale: str | None  # the attribute of the parent that keeps <name>.output_scale
+    dtype: torch.dtype  # the linear's: the MXFP4Linear's output and bias dtype (the model's)
 
 
 @dataclasses.dataclass
@@ -105,7 +106,7 @@ def _plan(model: nn.Module, ckpt: Checkpoint, device: torch.device, strict: bool
                                  f"{info and (info.dtype, list(info.shape))}")
             used.add(f"{name}.output_scale")
             kv = _kv_attribute(name)
-        swaps.append(_Swap(name, n, k, m.bias is not None, kv))
+        swaps.append(_Swap(name, n, k, m.bias is not None, kv, m.weight.dtype))
         quantized_prefixes.append(f"{name}.")
     prefixes = tuple(quantized_prefixes)
 
@@ -215,7 +216,7 @@ def load_into(model: nn.Module, ckpt: Checkpoint, *, device=None, strict: bool =
             bias = ckpt.tensor(f"{s.name}.bias").to(target) if s.bias else None
             parent_name, _, child = s.name.rpartition(".")
             parent = model.get_submodule(parent_name) if parent_name else model
-            setattr(parent, child, MXFP4Linear(w, bias))
+            setattr(parent, child, MXFP4Linear(w, bias, dtype=s.dtype))
             del w, bias
             if s.kv_scale:
                 scale = ckpt.tensor(f"{s.name}.output_scale").to(target, torch.float32).reshape(())
