@@ -1,7 +1,7 @@
-"""The CUDA backend without a GPU: every shipped variant of both GEMM kernels compiles for sm_90a with
-NVRTC, the device functions' arithmetic, emulated here, matches mxfp4.formats bit for bit, and the
-large-M kernel's packed shift and biased accumulator start are exact (tests/test_wgmma_model.py
-checks its whole arithmetic)."""
+"""The CUDA backend without a GPU: every shipped variant of the GEMM kernels compiles for sm_90a with
+NVRTC (and ptxas leaves their wgmma unserialized), the device functions' arithmetic, emulated here,
+matches mxfp4.formats bit for bit, and the large-M kernels' packed shift and biased accumulator start
+are exact."""
 import pytest
 import torch
 

@@ -171,9 +171,10 @@ class WgmmaParams:
 def wgmma_params(p: Problem) -> WgmmaParams:
     """The large-M kernels' variant: up to 256 rows the weight converted in registers on 64-token tiles
     (less padding, more CTAs, no int8 copy of the weight to write); above, the weight as int8 from
-    the prep (``int8_weight``, 128-token tiles). H200, L2 flushed, same run: 512x7168x2048 82.6 us
-    (int8 weight) against 88.7 (registers, tn 128) and 89.7 (tn 64); 4096x7168x7168 887 against 1030;
-    8192^3 2165 against 2576; model-like data 1123 against 1355 at 4096x7168x7168."""
+    the prep (``int8_weight``, 128-token tiles). H200, L2 flushed, same run (both kernels then with
+    ptxas's serialized wgmma, since fixed): 512x7168x2048 82.6 us (int8 weight) against 88.7
+    (registers, tn 128) and 89.7 (tn 64); 4096x7168x7168 887 against 1030; 8192^3 2165 against 2576;
+    model-like data 1123 against 1355 at 4096x7168x7168; at 256 rows 59.9 against 35.0 (tn 64)."""
     return WgmmaParams(64, 5) if p.m <= 256 else WgmmaParams(128, 3, True)
 
 
