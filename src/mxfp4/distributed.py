@@ -59,9 +59,11 @@ PartialGemm = Callable[[torch.Tensor, MXFP4Tensor], torch.Tensor]
 """``(a [..., K_shard], w [N, K_shard]) -> float64 [..., N]``: the unrounded sum of the shard's block products."""
 
 COLUMN_MULTIPLE = 64
-"""Rows of the weight per rank must be a multiple of this: the large-M kernel decides per 64-row
-group of the weight whether a segment takes one scaling or one per block (which changes the float32
-rounding), so a shard's groups must be the unsharded weight's for its outputs to keep their bits."""
+"""Rows of the weight per rank must be a multiple of this: the large-M register kernel (M <= 256)
+decides per 64-row group of the weight which blocks of a segment fold (which changes the float32
+rounding), so a shard's groups must be the unsharded weight's for its outputs to keep their bits.
+The int8-weight kernel (M > 256) decides per 128-row tile: there a shard of an odd number of
+64-row groups can differ from the one-process output in the last bit, inside the kernels' bound."""
 
 ROW_MULTIPLE = 64
 """Inputs per rank must be a multiple of this (two 32-element blocks: one packed 32-byte chunk)."""
