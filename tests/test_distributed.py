@@ -15,11 +15,12 @@ from mxfp4 import distributed as tp, formats, reference
 from mxfp4.nn import MXFP4Linear
 from mxfp4.tensor import MXFP4Tensor
 
-SHAPES = ((256, 256, False), (512, 512, True), (256, 1536, False))
-"""(N, K, bias): N % (4 * 64) == 0 and K % (4 * 64) == 0, so world sizes 2 and 4 both shard them."""
+SHAPES = ((256, 256, False), (512, 512, True), (256, 1536, False), (336, 352, True), (1000, 480, False))
+"""(N, K, bias): even shards, then uneven ones: N = 336 is 10.5 units of 32 rows and K = 352 is 11
+blocks (shards of K % 64 == 32, which prepare pads); N = 1000 is not a multiple of 16."""
 
 MS = (1, 7, 16, 100)
-MLP = (256, 512)  # hidden, intermediate
+MLP = (256, 736)  # hidden, intermediate: 23 blocks, split 11 + 12 and 5 + 6 + 6 + 6
 MLP_MS = (1, 16, 100)
 
 
@@ -156,11 +157,58 @@ def test_quantizing_the_k_shard_gives_the_whole_rows_codes():
             assert torch.equal(c, codes[:, k0:k1]) and torch.equal(s, scales[:, k0 // 32:k1 // 32])
 
 
-def test_shards_reassemble_the_weight():
-    w = mxfp4.quantize(torch.randn(256, 512))
+MODEL_SIZES = (2880, 5760, 2112, 7168, 3072, 1536, 2304, 512, 4096, 14336, 576, 24576)
+"""GPT-OSS's and DeepSeek's projection dimensions (N and K), which every world size up to 8 shards."""
+
+
+@pytest.mark.parametrize("world", (1, 2, 3, 4, 8))
+def test_shard_range_covers_model_sizes_evenly_on_32_element_boundaries(world):
+    for size in MODEL_SIZES + (48, 1000, 33 * 32 + 16):
+        if -(-size // 32) < world:
+            continue
+        ranges = [tp.shard_range(size, r, world) for r in range(world)]
+        assert ranges[0][0] == 0 and ranges[-1][1] == size
+        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+        assert all(a % 32 == 0 for a, _ in ranges)
+        widths = [b - a for a, b in ranges]
+        assert max(widths) - min(widths) <= 32 and min(widths) > 0, (size, widths)
+        if size % (world * 32) == 0:
+            assert ranges == [(r * size // world, (r + 1) * size // world) for r in range(world)]
+
+
+def test_uneven_shards_in_one_process_equal_the_one_process_layer():
+    # GPT-OSS down_proj (K = 2880 = 90 blocks, shards of K % 64 == 32 at TP = 4 and 8) and a DeepSeek
+    # N (2112 = 66 units of 32 rows), at M = 3 on the reference: bit-identical gathered and summed outputs
+    gen = torch.Generator().manual_seed(5)
+    for n, k in ((2112, 576), (96, 2880)):
+        w = mxfp4.quantize(_randn(gen, n, k))
+        x = _randn(gen, 3, k)
+        want = mxfp4.gemm_a4w4(x, w)
+        for world in (2, 4, 8):
+            if n >= world * 32:
+                cols = torch.cat([mxfp4.gemm_a4w4(x, tp.shard_columns(w, r, world)) for r in range(world)], -1)
+                assert torch.equal(_bits(cols), _bits(want)), (n, k, world)
+            assert tp.split_k_exact(x, w).all()
+            assert torch.equal(_bits(_row_parallel_in_one_process(x, w, world)), _bits(want)), (n, k, world)
+
+
+def test_column_bits_kept_follows_the_kernels_row_groups():
+    from mxfp4 import plan
+
+    small = plan.heuristic(plan.Problem(1, 2112, 576))  # the small-M kernel: no per-group decision
+    assert tp.column_bits_kept(2112, 8, None) and tp.column_bits_kept(2112, 8, small)
+    register, int8 = plan.WgmmaParams(64, 5), plan.WgmmaParams(128, 3, True)
+    assert tp.column_bits_kept(7168, 8, register) and tp.column_bits_kept(7168, 8, int8)  # 896 rows a rank
+    assert tp.column_bits_kept(2112 * 2, 2, register) and not tp.column_bits_kept(2112 * 2, 2, int8)
+    assert not tp.column_bits_kept(2112, 2, register)  # 1056 rows a rank: 16.5 groups
+
+
+@pytest.mark.parametrize("n, k, world", ((256, 512, 4), (336, 352, 4), (1000, 480, 3)))
+def test_shards_reassemble_the_weight(n, k, world):
+    w = mxfp4.quantize(torch.randn(n, k))
     plain = w.to_layout(mxfp4.Layout.PLAIN)
-    cols = [tp.shard_columns(w, r, 4) for r in range(4)]
-    rows = [tp.shard_rows(w, r, 4) for r in range(4)]
+    cols = [tp.shard_columns(w, r, world) for r in range(world)]
+    rows = [tp.shard_rows(w, r, world) for r in range(world)]
     assert all(s.layout is mxfp4.Layout.AITER_SHUFFLED for s in cols + rows)
     cols = [s.to_layout(mxfp4.Layout.PLAIN) for s in cols]
     rows = [s.to_layout(mxfp4.Layout.PLAIN) for s in rows]
@@ -207,13 +255,15 @@ def test_documented_limit_is_real():
 
 
 def test_errors_name_the_argument_and_rule():
-    w = mxfp4.quantize(torch.randn(96, 384))
-    with pytest.raises(ValueError,
-                       match=r"column parallel: weight N \(96\) must be a multiple of world_size \* 64 = 256"):
+    w = mxfp4.quantize(torch.randn(96, 224))
+    with pytest.raises(ValueError, match=r"column parallel: weight N \(96\) must hold at least world_size \(4\) "
+                                         r"units of 32 \(one per rank.*it holds 3"):
         tp.shard_columns(w, 0, 4)
-    with pytest.raises(ValueError,
-                       match=r"row parallel: weight K \(384\) must be a multiple of world_size \* 64 = 256"):
-        tp.shard_rows(w, 0, 4)
+    with pytest.raises(ValueError, match=r"row parallel: weight K \(224\) must hold at least world_size \(8\)"):
+        tp.shard_rows(w, 0, 8)
+    with pytest.raises(ValueError, match=r"shard has 48 rows; rank 0 of 2 holds rows \[0, 32\) of out_features"):
+        tp.ColumnParallelMXFP4Linear(mxfp4.quantize(torch.randn(48, 64)), None, out_features=96, rank=0,
+                                     world_size=2)
     with pytest.raises(ValueError, match=r"rank must be in \[0, world_size\) = \[0, 2\), got 2"):
         tp.shard_rows(w, 2, 2)
     with pytest.raises(TypeError, match="weight must be an MXFP4Tensor"):
@@ -225,7 +275,7 @@ def test_errors_name_the_argument_and_rule():
         tp.RowParallelMXFP4Linear.from_layer(torch.nn.Linear(64, 64), rank=0, world_size=1)
     row = tp.RowParallelMXFP4Linear.from_mxfp4(w, rank=0, world_size=1, partial_gemm=lambda a, w: torch.zeros(1))
     with pytest.raises(TypeError, match="partial_gemm must return float64"):
-        row(torch.randn(2, 384).bfloat16())
+        row(torch.randn(2, 224).bfloat16())
 
 
 def test_world_size_one_equals_the_layer_without_a_process_group():

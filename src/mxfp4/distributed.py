@@ -1,12 +1,27 @@
-"""Tensor-parallel MXFP4 linear layers on torch.distributed, bit-identical to the one-process layer.
+"""Tensor-parallel MXFP4 linear layers on torch.distributed.
 
-ColumnParallelMXFP4Linear holds rows ``[r*N/W, (r+1)*N/W)`` of the weight W [N, K] (output
-features): output elements are independent, and each rank computes its columns as the unsharded
-layer does (on the GPU with the kernel parameters the unsharded problem would get), so the
-gathered output has the same bits.
+Both layers split their dimension with :func:`shard_range`: ``size`` in 32-element units (32 rows
+of N for column-parallel, one 32-element block of K for row-parallel; the last unit may be short),
+as evenly as whole units allow (the last ranks take one unit more). Every rank computes its range
+from (rank, world_size, size) alone, and a column-parallel layer's output shard is exactly the
+input shard of a row-parallel layer of the same size (the Megatron MLP pairing). Shard boundaries
+are therefore on 16-row groups of N (the kernels' layout) and on blocks of K; a shard whose K is
+not a multiple of 64, or whose N is not a multiple of 16, is padded with zero blocks by
+:func:`mxfp4.tensor.prepare` as any weight is.
 
-RowParallelMXFP4Linear holds columns ``[r*K/W, (r+1)*K/W)`` of the weight (input features, on
-32-element block boundaries, the scales with them) and takes the same K-shard of the activation.
+ColumnParallelMXFP4Linear holds rows ``shard_range(N, rank, W)`` of the weight W [N, K] (output
+features). Output elements are independent, and each rank's shard runs with the kernel parameters
+the unsharded problem would get. On the CPU (the exact reference) the gathered output is the
+one-process layer's bit for bit. On a Hopper GPU it is too wherever the kernel decides nothing by
+weight rows beyond the shard's: M <= 32 (the small-M kernel), and for the large-M kernels when every
+shard boundary is a multiple of 64 rows (M <= 256, the register kernel folds per 64-row group) or
+of 128 rows (M > 256, the int8-weight kernel folds per 128-row tile); :func:`column_bits_kept`
+says which. Elsewhere a shard's groups differ from the unsharded weight's, so an output can differ
+from the one-process layer's in its last bits: always within the kernels' contract
+(``ulp_bf16 + (K/32) * 2**-24 * sum|a w|`` of the exact product) and the same bits from call to call.
+
+RowParallelMXFP4Linear holds columns ``shard_range(K, rank, W)`` of the weight (input features,
+on 32-element block boundaries, the scales with them) and takes the same K-shard of the activation.
 Activations are quantized per 32-element block along K, so quantizing the shard gives the codes
 and scales the whole row would get. Each rank computes its unrounded float64 partial sum; the
 partials are gathered and added in rank order on every rank (deterministic, the same bits on
@@ -24,11 +39,12 @@ result equals the exact sum, whenever
 
     sum_b |S_b| * 2**(sa_b + sw_b - e_min) < 2**53,      e_min = min over S_b != 0 of sa_b + sw_b
 
-(:func:`split_k_exact` evaluates it). The condition is sufficient, not necessary: it ignores
-the trailing zero bits of ``S_b``, and many inexact sums still round alike. A simpler sufficient
-form: the scale exponents of the row's blocks with nonzero products span
-``e_max - e_min < 53 - log2(144 * K)`` binary orders, i.e. at most 33 for K = 7168 and 31 for
-K = 16384 (randn operands span at most 4: each row's block scales lie within 2 orders).
+(:func:`split_k_exact` evaluates it). The condition is about the row's scales, not about where the
+shards split K: it holds for every world size and every split on block boundaries. It is
+sufficient, not necessary: it ignores the trailing zero bits of ``S_b``, and many inexact sums
+still round alike. A simpler sufficient form: the scale exponents of the row's blocks with nonzero
+products span ``e_max - e_min < 53 - log2(144 * K)`` binary orders, i.e. at most 33 for K = 7168
+and 31 for K = 16384 (randn operands span at most 4: each row's block scales lie within 2 orders).
 Outside the condition the rank-order float64 sum can round (each addition by at most half a
 float64 ulp, 2**-53 relative), which changes the bf16 output only when the sum lies that close to
 a bf16 rounding boundary (``tests/test_distributed.py`` builds such a row). NaN scale bytes give NaN either way.
@@ -58,15 +74,10 @@ from .tensor import Layout, MXFP4Tensor, prepare
 PartialGemm = Callable[[torch.Tensor, MXFP4Tensor], torch.Tensor]
 """``(a [..., K_shard], w [N, K_shard]) -> float64 [..., N]``: the unrounded sum of the shard's block products."""
 
-COLUMN_MULTIPLE = 64
-"""Rows of the weight per rank must be a multiple of this: the large-M register kernel (M <= 256)
-decides per 64-row group of the weight which blocks of a segment fold (which changes the float32
-rounding), so a shard's groups must be the unsharded weight's for its outputs to keep their bits.
-The int8-weight kernel (M > 256) decides per 128-row tile: there a shard of an odd number of
-64-row groups can differ from the one-process output in the last bit, inside the kernels' bound."""
-
-ROW_MULTIPLE = 64
-"""Inputs per rank must be a multiple of this (two 32-element blocks: one packed 32-byte chunk)."""
+SHARD_UNIT = 32
+"""Elements of a shard's dimension per unit of :func:`shard_range`: one 32-element block of K (the
+scales go with their blocks), and for N two of the layout's 16-row groups, so that a column-parallel
+layer's output shard is the next row-parallel layer's input shard."""
 
 
 def reference_partial(a: torch.Tensor, w: MXFP4Tensor) -> torch.Tensor:
@@ -101,54 +112,69 @@ def _check_weight(w: MXFP4Tensor) -> None:
 
 
 def _slice(w: MXFP4Tensor, n0: int, n1: int, k0: int, k1: int) -> MXFP4Tensor:
-    """Rows n0:n1, columns k0:k1 (on 32-element block boundaries) of w, with their scales; prepared
-    for the kernels where the shape allows it."""
+    """Rows n0:n1, columns k0:k1 (on 32-element block boundaries) of w with their scales, prepared
+    (padded by prepare where the shard's N or K needs it)."""
     plain = w.to_layout(Layout.PLAIN)
-    shard = MXFP4Tensor(plain.data[n0:n1, k0 // 2:k1 // 2].contiguous(),
-                        plain.scales[n0:n1, k0 // BLOCK:k1 // BLOCK].contiguous(), (n1 - n0, k1 - k0),
-                        Layout.PLAIN, w.scale_rule)
-    return prepare(shard) if (n1 - n0) % 16 == 0 and (k1 - k0) % 64 == 0 else shard
+    return prepare(MXFP4Tensor(plain.data[n0:n1, k0 // 2:k1 // 2].contiguous(),
+                               plain.scales[n0:n1, k0 // BLOCK:k1 // BLOCK].contiguous(), (n1 - n0, k1 - k0),
+                               Layout.PLAIN, w.scale_rule))
 
 
-def _rank_range(size: int, name: str, multiple: int, rank: int, world_size: int, why: str = "") -> tuple[int, int]:
-    """``[rank*size/W, (rank+1)*size/W)``, after checking the rank and that size % (W * multiple) == 0."""
+def shard_range(size: int, rank: int, world_size: int, name: str = "size") -> tuple[int, int]:
+    """``[start, end)``: rank ``rank``'s part of a dimension of ``size`` elements split ``world_size`` ways.
+
+    ``size`` is cut into ``ceil(size / 32)`` units of :data:`SHARD_UNIT` elements (the last one
+    short when size % 32 != 0); rank r takes ``units // W`` of them, plus one for the last
+    ``units % W`` ranks (which hold the short unit), in rank order, so shards differ by at most 32. Equal to ``[r*size/W, (r+1)*size/W)`` when
+    size % (W * 32) == 0. Needs at least one unit per rank; ``name`` names the dimension in the error.
+    """
     _check_rank(rank, world_size)
-    if size % (world_size * multiple):
-        raise ValueError(f"{name} ({size}) must be a multiple of world_size * {multiple} = {world_size * multiple}"
-                         + (f" ({why})" if why else ""))
-    return rank * size // world_size, (rank + 1) * size // world_size
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise TypeError(f"{name} must be a non-negative int, got {size!r}")
+    units = -(-size // SHARD_UNIT)
+    if units < world_size:
+        raise ValueError(f"{name} ({size}) must hold at least world_size ({world_size}) units of {SHARD_UNIT} "
+                         f"(one per rank; shards split on {SHARD_UNIT}-element boundaries), it holds {units}")
+    base, extra = divmod(units, world_size)
+    first_long = world_size - extra
+    start = SHARD_UNIT * (rank * base + max(0, rank - first_long))
+    return start, min(size, start + SHARD_UNIT * (base + (rank >= first_long)))
 
 
 def shard_columns(w: MXFP4Tensor, rank: int, world_size: int) -> MXFP4Tensor:
-    """Rows ``[rank*N/W, (rank+1)*N/W)`` of a weight [N, K] (the output features of one rank), prepared.
-
-    Needs N % (world_size * 64) == 0 (``COLUMN_MULTIPLE``), so each shard's 64-row groups are the
-    unsharded weight's.
-    """
+    """Rows ``shard_range(N, rank, world_size)`` of a weight [N, K] (one rank's output features), prepared."""
     _check_weight(w)
     n, k = w.shape
-    n0, n1 = _rank_range(n, "column parallel: weight N", COLUMN_MULTIPLE, rank, world_size,
-                         "each rank's rows whole 64-row groups of the weight")
+    n0, n1 = shard_range(n, rank, world_size, "column parallel: weight N")
     return _slice(w, n0, n1, 0, k)
 
 
 def shard_rows(w: MXFP4Tensor, rank: int, world_size: int) -> MXFP4Tensor:
-    """Columns ``[rank*K/W, (rank+1)*K/W)`` of a weight [N, K] (one rank's input features) and their scales, prepared.
-
-    Needs K % (world_size * 64) == 0: shards on 32-element block boundaries, each a whole number of
-    the layout's 64-element (32-byte) chunks.
-    """
+    """Columns ``shard_range(K, rank, world_size)`` of a weight [N, K] (one rank's input features, whole
+    32-element blocks) and their scales, prepared."""
     _check_weight(w)
     n, k = w.shape
-    k0, k1 = _rank_range(k, "row parallel: weight K", ROW_MULTIPLE, rank, world_size,
-                         "each rank's K on block and 32-byte chunk boundaries")
+    k0, k1 = shard_range(k, rank, world_size, "row parallel: weight K")
     return _slice(w, 0, n, k0, k1)
 
 
 def shard_input(x: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
-    """The K-shard ``x[..., rank*K/W:(rank+1)*K/W]`` a row-parallel rank takes (a view)."""
-    k0, k1 = _rank_range(x.shape[-1], "x.shape[-1]", ROW_MULTIPLE, rank, world_size)
+    """The K-shard ``x[..., shard_range(K, rank, world_size)]`` a row-parallel rank takes (a view)."""
+    k0, k1 = shard_range(x.shape[-1], rank, world_size, "x.shape[-1]")
     return x[..., k0:k1]
+
+
+def column_bits_kept(n: int, world_size: int, params) -> bool:
+    """Whether column-parallel shards of an N-row weight give the one-process layer's bits under the
+    kernel parameters ``params`` (those of the unsharded problem, ``ops.params_for``; None for the
+    exact reference, which always does). The small-M kernel (``plan.GemmParams``) decides nothing by
+    row groups; the large-M kernels fold per 64-row group (register kernel) or 128-row tile
+    (``int8_weight``), so every shard boundary must be a multiple of that. Where this is False the
+    outputs are within the kernels' contract and deterministic, and may differ in their last bits."""
+    if params is None or isinstance(params, plan.GemmParams):
+        return True
+    rows = 128 if params.int8_weight else 64
+    return all(shard_range(n, r, world_size)[0] % rows == 0 for r in range(world_size))
 
 
 def split_k_exact(a: torch.Tensor, w: MXFP4Tensor) -> torch.Tensor:
@@ -197,6 +223,7 @@ class _ShardedMXFP4Linear(nn.Module):
                  group: dist.ProcessGroup | None) -> None:
         super().__init__()
         self.rank, self.world_size, self.group = rank, world_size, group
+        shard = prepare(shard)  # a plain shard (a checkpoint's rows or columns) takes the kernels' layout here
         self.layout, self.scale_rule = shard.layout, shard.scale_rule
         self.shard_shape = tuple(shard.shape)
         self.register_buffer("weight_data", shard.data)
@@ -212,6 +239,7 @@ class _ShardedMXFP4Linear(nn.Module):
         return MXFP4Tensor(self.weight_data, self.weight_scales, self.shard_shape, self.layout, self.scale_rule)
 
     def kept_bytes(self) -> int:
+        """Bytes this rank keeps for its shard: the prepared (padded) MXFP4 codes and scale bytes."""
         return self.weight_data.numel() + self.weight_scales.numel()
 
     def _gather(self, t: torch.Tensor) -> list[torch.Tensor]:
@@ -237,17 +265,19 @@ def _check_bias(bias: torch.Tensor | None, n: int) -> None:
 class ColumnParallelMXFP4Linear(_ShardedMXFP4Linear):
     """y[..., shard] = quant(x) @ dequant(W[shard])^T (+ bias[shard]); with ``gather_output`` all N columns.
 
-    ``x`` is the full input [..., K] on every rank. Output columns are independent and computed as
-    the unsharded :class:`~mxfp4.nn.MXFP4Linear` computes them, so the gathered output has its bits.
+    ``x`` is the full input [..., K] on every rank; the shard is rows ``shard_range(N, rank, W)``.
+    Output columns are independent and computed with the unsharded problem's kernel parameters: the
+    one-process :class:`~mxfp4.nn.MXFP4Linear`'s bits on the CPU, and on a GPU where
+    :func:`column_bits_kept` says so, else within the kernels' contract (module docstring).
     """
 
     def __init__(self, shard: MXFP4Tensor, bias: torch.Tensor | None, *, out_features: int, rank: int,
                  world_size: int, gather_output: bool = False, group: dist.ProcessGroup | None = None) -> None:
         _check_weight(shard)
-        _check_rank(rank, world_size)
-        if shard.shape[0] * world_size != out_features:
-            raise ValueError(f"shard has {shard.shape[0]} rows; world_size ({world_size}) shards make "
-                             f"{shard.shape[0] * world_size}, not out_features ({out_features})")
+        n0, n1 = shard_range(out_features, rank, world_size, "out_features")
+        if shard.shape[0] != n1 - n0:
+            raise ValueError(f"shard has {shard.shape[0]} rows; rank {rank} of {world_size} holds rows [{n0}, {n1}) "
+                             f"of out_features ({out_features}) (shard_range)")
         _check_bias(bias, shard.shape[0])
         super().__init__(shard, bias, rank, world_size, group)
         self.in_features, self.out_features = shard.shape[1], out_features
@@ -266,8 +296,8 @@ class ColumnParallelMXFP4Linear(_ShardedMXFP4Linear):
         n = weight.shape[0]
         _check_bias(bias, n)
         if bias is not None:
-            rows = shard.shape[0]  # N / world_size, checked by shard_columns
-            bias = bias[rank * rows:(rank + 1) * rows]
+            n0, n1 = shard_range(n, rank, world_size)
+            bias = bias[n0:n1]
         return cls(shard, bias, out_features=n, rank=rank, world_size=world_size, gather_output=gather_output,
                    group=group)
 
@@ -276,7 +306,11 @@ class ColumnParallelMXFP4Linear(_ShardedMXFP4Linear):
         if self.bias is not None:
             y = y + self.bias
         if self.gather_output and self.world_size > 1:
-            y = torch.cat(self._gather(y), dim=-1)
+            # all_gather takes equal sizes: every shard padded to the widest, then cut back
+            widths = [b - a for a, b in (shard_range(self.out_features, r, self.world_size)
+                                         for r in range(self.world_size))]
+            y = torch.nn.functional.pad(y, (0, max(widths) - y.shape[-1]))
+            y = torch.cat([part[..., :w] for part, w in zip(self._gather(y), widths)], dim=-1)
         return y
 
     def extra_repr(self) -> str:
@@ -288,7 +322,7 @@ class ColumnParallelMXFP4Linear(_ShardedMXFP4Linear):
 class RowParallelMXFP4Linear(_ShardedMXFP4Linear):
     """y = round_bf16(sum over ranks, in rank order, of float64 partials) (+ bias), the same on every rank.
 
-    ``x`` is this rank's K-shard [..., K/W] (``input_is_parallel``, the output of a column-parallel
+    ``x`` is this rank's K-shard [..., shard_range(K)] (``input_is_parallel``, the output of a column-parallel
     layer without gather) or the full input [..., K]. Bit-identical to the unsharded layer's
     reference result under the condition in the module docstring (:func:`split_k_exact`).
     ``partial_gemm`` computes the unrounded float64 partial (default: the exact reference).
@@ -298,10 +332,10 @@ class RowParallelMXFP4Linear(_ShardedMXFP4Linear):
                  world_size: int, input_is_parallel: bool = True, group: dist.ProcessGroup | None = None,
                  partial_gemm: PartialGemm = reference_partial) -> None:
         _check_weight(shard)
-        _check_rank(rank, world_size)
-        if shard.shape[1] * world_size != in_features:
-            raise ValueError(f"shard has K = {shard.shape[1]}; world_size ({world_size}) shards make "
-                             f"{shard.shape[1] * world_size}, not in_features ({in_features})")
+        k0, k1 = shard_range(in_features, rank, world_size, "in_features")
+        if shard.shape[1] != k1 - k0:
+            raise ValueError(f"shard has K = {shard.shape[1]}; rank {rank} of {world_size} holds inputs [{k0}, {k1}) "
+                             f"of in_features ({in_features}) (shard_range)")
         _check_bias(bias, shard.shape[0])
         if not callable(partial_gemm):
             raise TypeError(f"partial_gemm must be callable (a, w) -> float64, got {partial_gemm!r}")
@@ -339,8 +373,9 @@ class RowParallelMXFP4Linear(_ShardedMXFP4Linear):
                 f"input_is_parallel={self.input_is_parallel}, bias={self.bias is not None}")
 
 
-__all__ = ["ColumnParallelMXFP4Linear", "RowParallelMXFP4Linear", "shard_columns", "shard_rows", "shard_input",
-           "split_k_exact", "reference_partial", "sum_in_rank_order", "PartialGemm"]
+__all__ = ["ColumnParallelMXFP4Linear", "RowParallelMXFP4Linear", "shard_range", "shard_columns", "shard_rows",
+           "shard_input", "column_bits_kept", "split_k_exact", "reference_partial", "sum_in_rank_order",
+           "PartialGemm", "SHARD_UNIT"]
 
 
 if __name__ == "__main__":

@@ -4,8 +4,11 @@
     python -m mxfp4.distributed                             # world size 1: one GPU (or the CPU, gloo)
 
 Every rank builds the same full weights and inputs from seeds, so the one-GPU layer is computed
-on each rank beside its shard. Checked, per shape: the column-parallel output (gathered) against
-the one-GPU MXFP4Linear (the kernel on a Hopper GPU), bit for bit; the row-parallel output on
+on each rank beside its shard. Shapes that do not divide by the world size take uneven shards
+(:func:`mxfp4.distributed.shard_range`). Checked, per shape: the column-parallel output (gathered)
+against the one-GPU MXFP4Linear (the kernel on a Hopper GPU), bit for bit where
+:func:`mxfp4.distributed.column_bits_kept` promises it, and within the kernels' bound of the exact
+product (first rows) everywhere; the row-parallel output on
 every rank against the exact reference rounded once (bit for bit; what the layer promises where
 :func:`mxfp4.distributed.split_k_exact` holds, checked on the first rows) and against the one-GPU
 layer. Shapes: the task's, and a Llama-style MLP (gate, up column-parallel; down row-parallel)
@@ -27,7 +30,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from .. import distributed as tp, ops, task
+from .. import distributed as tp, ops, plan, task, testing
 from ..nn import MXFP4Linear
 from ..tensor import quantize
 
@@ -99,8 +102,14 @@ def check_layer(label: str, w, x: torch.Tensor, rank: int, world: int) -> dict:
     y_row = row(tp.shard_input(x, rank, world))
     y_ref = ops.gemm_a4w4(x, one.weight, backend="reference")
     exact = bool(tp.split_k_exact(x[:CHECK_ROWS], one.weight).all())
-    return {"layer": label, "m": x.shape[0], "n": w.shape[0], "k": w.shape[1],
-            "column_vs_one": _same(y_col, y_one), "row_vs_ref": _same(y_row, y_ref),
+    n, k = w.shape
+    params = (ops.params_for(plan.Problem(x.shape[0], n, k), x.device)
+              if ops.select_backend(x, one.weight) == "cuda" else None)
+    ref, mag = testing.exact_product(x[:CHECK_ROWS], one.weight)
+    in_bound = bool(((y_col[:CHECK_ROWS].double() - ref).abs() <= testing.kernel_bound(ref, mag, k)).all())
+    return {"layer": label, "m": x.shape[0], "n": n, "k": k,
+            "column_vs_one": _same(y_col, y_one), "column_bits": tp.column_bits_kept(n, world, params),
+            "column_in_bound": in_bound, "row_vs_ref": _same(y_row, y_ref),
             "row_vs_one": _same(y_row, y_one), "one_vs_ref": _same(y_one, y_ref), "split_exact": exact}
 
 
@@ -115,7 +124,7 @@ def _mlp_steps(gen, hidden: int, inter: int, m: int, rank: int, world: int, devi
     gate = tp.ColumnParallelMXFP4Linear.from_layer(one["gate"], **kw)
     up = tp.ColumnParallelMXFP4Linear.from_layer(one["up"], **kw)
     down = tp.RowParallelMXFP4Linear.from_layer(one["down"], **kw)
-    lo, hi = rank * inter // world, (rank + 1) * inter // world
+    lo, hi = tp.shard_range(inter, rank, world)  # the bf16 TP baseline splits as the MXFP4 layers do
     bf = {"gate": weights["gate"][lo:hi], "up": weights["up"][lo:hi], "down": weights["down"][:, lo:hi].contiguous()}
 
     def act(g, u):
@@ -172,10 +181,9 @@ def main(argv: list[str] | None = None) -> int:
         checks = []
         if not args.no_task_shapes:
             for m, n, k, seed in task.BENCHMARK_SHAPES + task.TEST_SHAPES:
-                if n % (world * tp.COLUMN_MULTIPLE) or k % (world * tp.ROW_MULTIPLE):
+                if min(n, k) < world * tp.SHARD_UNIT:
                     if rank == 0:
-                        print(f"task {m}x{n}x{k}: not shardable {world} ways (N % {world * tp.COLUMN_MULTIPLE}, "
-                              f"K % {world * tp.ROW_MULTIPLE}); skipped")
+                        print(f"task {m}x{n}x{k}: N or K holds fewer than {world} units of {tp.SHARD_UNIT}; skipped")
                     continue
                 a, _b, _bq, b_shuffle, b_scale = task.generate_input(m, n, k, seed, device)
                 checks.append(check_layer("task", task.weight_from_task(b_shuffle, b_scale, k), a, rank, world))
@@ -185,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
                 checks.append(check_layer(name, w, _randn(gen, (m, k), device), rank, world))
         steps = [] if args.no_timing else [_mlp_steps(gen, args.hidden, args.intermediate, m, rank, world, device)
                                            for m in ms]
-        failed = [c for c in checks if c["column_vs_one"] < 1 or (c["split_exact"] and c["row_vs_ref"] < 1)]
+        failed = [c for c in checks if (c["column_bits"] and c["column_vs_one"] < 1) or not c["column_in_bound"]
+                  or (c["split_exact"] and c["row_vs_ref"] < 1)]
         failed_ranks = torch.tensor([1.0 if failed else 0.0], device=device)
         dist.all_reduce(failed_ranks)  # every rank checks its own outputs; rank 0 reports for all
         if rank == 0:
