@@ -60,7 +60,9 @@ Inference only: the weights are buffers and the collectives are not differentiat
 """
 from __future__ import annotations
 
-from typing import Callable
+import dataclasses
+import fnmatch
+from typing import Callable, Mapping
 
 import torch
 import torch.distributed as dist
@@ -207,6 +209,45 @@ def _column_gemm(x: torch.Tensor, w: MXFP4Tensor, full_n: int) -> torch.Tensor:
         return ops.gemm_a4w4(x, w)
     k = w.shape[1]
     return ops.gemm_a4w4(x, w, params=ops.params_for(plan.Problem(x.numel() // k, full_n, k), x.device))
+
+
+STYLES = ("column", "row")
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorParallel:
+    """Which MXFP4 linears of a model a checkpoint load shards, and this rank's place in the group.
+
+    ``rules`` maps ``fnmatch`` patterns of module names (``"*.up_proj"``) to ``"column"`` (a
+    :class:`ColumnParallelMXFP4Linear`, output not gathered) or ``"row"`` (a
+    :class:`RowParallelMXFP4Linear`, input already sharded); the first pattern that matches a
+    layer's name decides, in the mapping's order, and a layer no pattern matches is loaded whole
+    (replicated). ``rank`` and ``world_size`` default to those of ``group`` (the default process
+    group). Used as ``mxfp4.quantize_(model, checkpoint=dir, tp=TensorParallel(...))``.
+    """
+
+    rules: Mapping[str, str]
+    rank: int | None = None
+    world_size: int | None = None
+    group: dist.ProcessGroup | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.rules, Mapping) or not self.rules:
+            raise TypeError(f"TensorParallel.rules must be a non-empty mapping of name patterns to 'column' or "
+                            f"'row', got {self.rules!r}")
+        for pattern, style in self.rules.items():
+            if not isinstance(pattern, str) or style not in STYLES:
+                raise ValueError(f"TensorParallel.rules[{pattern!r}] = {style!r}: each rule maps a name pattern "
+                                 "(str, fnmatch) to 'column' or 'row'")
+        object.__setattr__(self, "rules", dict(self.rules))
+
+    def style(self, name: str) -> str | None:
+        """``"column"``, ``"row"`` or None (replicated) for the module named ``name``."""
+        return next((style for pattern, style in self.rules.items() if fnmatch.fnmatchcase(name, pattern)), None)
+
+    def place(self) -> tuple[int, int]:
+        """(rank, world_size), checked."""
+        return _rank_and_world(self.rank, self.world_size, self.group)
 
 
 class _ShardedMXFP4Linear(nn.Module):
@@ -373,7 +414,7 @@ class RowParallelMXFP4Linear(_ShardedMXFP4Linear):
                 f"input_is_parallel={self.input_is_parallel}, bias={self.bias is not None}")
 
 
-__all__ = ["ColumnParallelMXFP4Linear", "RowParallelMXFP4Linear", "shard_range", "shard_columns", "shard_rows",
+__all__ = ["ColumnParallelMXFP4Linear", "RowParallelMXFP4Linear", "TensorParallel", "shard_range", "shard_columns", "shard_rows",
            "shard_input", "column_bits_kept", "split_k_exact", "reference_partial", "sum_in_rank_order",
            "PartialGemm", "SHARD_UNIT"]
 

@@ -118,7 +118,7 @@ def default_filter(module: nn.Module, name: str) -> bool:
 
 def quantize_(model: nn.Module, filter_fn: Callable[[nn.Module, str], bool] | None = None, *,
               checkpoint: "str | pathlib.Path | None" = None, scale_rule: ScaleRule = ScaleRule.AITER,
-              device: "str | torch.device | None" = None, strict: bool = True) -> nn.Module:
+              device: "str | torch.device | None" = None, strict: bool = True, tp=None) -> nn.Module:
     """Swaps ``nn.Linear`` layers of ``model`` for :class:`MXFP4Linear` in place; returns ``model``.
 
     Without ``checkpoint``: the layers ``filter_fn(module, name)`` selects (default
@@ -133,12 +133,20 @@ def quantize_(model: nn.Module, filter_fn: Callable[[nn.Module, str], bool] | No
     (e.g. DeepSeek's MTP layer) is an error; ``strict=False`` skips them with a logged note.
     Everything is checked before anything changes: on an error (naming the tensor or the layer and
     the rule) the model is as it was. See :mod:`mxfp4.checkpoint.loader`.
+
+    ``tp`` (with ``checkpoint``; a :class:`mxfp4.distributed.TensorParallel`): the MXFP4 layers its
+    rules name become this rank's :class:`~mxfp4.distributed.ColumnParallelMXFP4Linear` (rows
+    ``shard_range(N)`` of the weight) or :class:`~mxfp4.distributed.RowParallelMXFP4Linear` (inputs
+    ``shard_range(K)``), and only those bytes of the weight and its scales are read from the files;
+    the other layers and tensors load whole.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if isinstance(model, nn.Linear):
         raise TypeError("model is itself an nn.Linear: use MXFP4Linear.from_linear(model)")
     if checkpoint is None:
+        if tp is not None:
+            raise TypeError("tp= goes with checkpoint= (each rank reads its shard of the checkpoint)")
         if device is not None:
             raise TypeError("device= goes with checkpoint= (quantizing in place keeps each layer where it is)")
         keep = filter_fn or default_filter
@@ -159,7 +167,7 @@ def quantize_(model: nn.Module, filter_fn: Callable[[nn.Module, str], bool] | No
     from .checkpoint.loader import load_into
 
     ckpt = checkpoint if isinstance(checkpoint, ckpt_mod.Checkpoint) else ckpt_mod.load(checkpoint)
-    return load_into(model, ckpt, device=device, strict=strict)
+    return load_into(model, ckpt, device=device, strict=strict, tp=tp)
 
 
 def _set_module(model: nn.Module, name: str, module: nn.Module) -> None:

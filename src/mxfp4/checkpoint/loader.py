@@ -14,6 +14,7 @@ import logging
 import torch
 from torch import nn
 
+from ..distributed import ColumnParallelMXFP4Linear, RowParallelMXFP4Linear, TensorParallel, shard_range
 from ..formats import BLOCK
 from ..nn import MXFP4Linear
 from ..tensor import MXFP4Tensor
@@ -31,6 +32,8 @@ class _Swap:  # a linear layer that becomes an MXFP4Linear
     bias: bool
     kv_scale: str | None  # the attribute of the parent that keeps <name>.output_scale
     dtype: torch.dtype  # the linear's: the MXFP4Linear's output and bias dtype (the model's)
+    span: tuple[int, int] | None = None  # tensor parallel: this rank's rows (column) or inputs (row)
+    style: str | None = None  # tensor parallel: "column", "row", or None (the whole layer)
 
 
 @dataclasses.dataclass
@@ -71,8 +74,10 @@ def _rebuildable(module: nn.Module) -> bool:
         "RotaryEmbedding" in type(module).__name__ and hasattr(module, "config"))
 
 
-def _plan(model: nn.Module, ckpt: Checkpoint, device: torch.device, strict: bool) -> _Plan:
+def _plan(model: nn.Module, ckpt: Checkpoint, device: torch.device, strict: bool,
+          tp: TensorParallel | None = None) -> _Plan:
     config = quark_config(ckpt.config)
+    rank, world = tp.place() if tp is not None else (0, 1)
     swaps, used, quantized_prefixes = [], set(), []
     for name, m in model.named_modules():
         if not isinstance(m, nn.Linear):
@@ -80,7 +85,11 @@ def _plan(model: nn.Module, ckpt: Checkpoint, device: torch.device, strict: bool
         rule = config.rule(name, type(m).__name__)
         if rule.kind is LayerKind.FP8:
             raise ValueError(f"layer {name!r}: {rule.where} is FP8; FP8 layers are not supported by this library")
+        style = tp.style(name) if tp is not None else None
         if rule.kind is LayerKind.FLOAT:
+            if style is not None:
+                raise ValueError(f"layer {name!r}: tp= shards it ({style}), but the checkpoint keeps it unquantized "
+                                 f"({rule.where}); tp= shards MXFP4 layers only")
             continue  # its weight and bias are ordinary tensors of the state_dict
         n, k = m.out_features, m.in_features
         if k % BLOCK:
@@ -106,7 +115,14 @@ def _plan(model: nn.Module, ckpt: Checkpoint, device: torch.device, strict: bool
                                  f"{info and (info.dtype, list(info.shape))}")
             used.add(f"{name}.output_scale")
             kv = _kv_attribute(name)
-        swaps.append(_Swap(name, n, k, m.bias is not None, kv, m.weight.dtype))
+        span = None
+        if style is not None:
+            if m.weight.dtype != torch.bfloat16:
+                raise ValueError(f"layer {name!r} is {m.weight.dtype}: tensor-parallel layers compute in bf16, so "
+                                 "tp= needs a bf16 model")
+            size, what = (n, "N (out_features)") if style == "column" else (k, "K (in_features)")
+            span = shard_range(size, rank, world, f"layer {name!r} ({style} parallel): {what}")
+        swaps.append(_Swap(name, n, k, m.bias is not None, kv, m.weight.dtype, span, style))
         quantized_prefixes.append(f"{name}.")
     prefixes = tuple(quantized_prefixes)
 
@@ -204,20 +220,35 @@ def _group(name: str) -> str:
     return ".".join(parts[:3]) if len(parts) > 3 and parts[2].isdigit() else parts[0]
 
 
-def load_into(model: nn.Module, ckpt: Checkpoint, *, device=None, strict: bool = True) -> nn.Module:
+def _layer(ckpt: Checkpoint, s: _Swap, target: torch.device, tp: TensorParallel | None) -> nn.Module:
+    """The layer that replaces ``s``: an MXFP4Linear, or this rank's shard read alone from the file."""
+    span = {"rows": s.span} if s.style == "column" else {"cols": s.span} if s.style == "row" else {}
+    w = ckpt.mxfp4_weight(s.name, s.n, s.k, **span)
+    w = MXFP4Tensor(w.data.to(target), w.scales.to(target), w.shape, w.layout, w.scale_rule)
+    bias = ckpt.tensor(f"{s.name}.bias").to(target) if s.bias else None
+    if s.style is None:
+        return MXFP4Linear(w, bias, dtype=s.dtype)
+    rank, world = tp.place()
+    if s.style == "column":
+        bias = bias[s.span[0]:s.span[1]] if bias is not None else None
+        return ColumnParallelMXFP4Linear(w, bias, out_features=s.n, rank=rank, world_size=world, group=tp.group)
+    return RowParallelMXFP4Linear(w, bias, in_features=s.k, rank=rank, world_size=world, group=tp.group)
+
+
+def load_into(model: nn.Module, ckpt: Checkpoint, *, device=None, strict: bool = True,
+              tp: TensorParallel | None = None) -> nn.Module:
     """Loads the Quark W4A4 MXFP4 checkpoint ``ckpt`` into ``model`` (built on any device, meta included);
-    see :func:`mxfp4.nn.quantize_`, which calls it. Returns ``model``."""
+    see :func:`mxfp4.nn.quantize_`, which calls it. With ``tp`` the layers its rules name become this
+    rank's tensor-parallel shards, each read alone from the files. Returns ``model``."""
+    if tp is not None and not isinstance(tp, TensorParallel):
+        raise TypeError(f"tp must be a mxfp4.distributed.TensorParallel, got {type(tp).__name__}")
     target = _device_of(model, device)
-    plan = _plan(model, ckpt, target, strict)
+    plan = _plan(model, ckpt, target, strict, tp)
     with torch.no_grad():
         for s in plan.swaps:
-            w = ckpt.mxfp4_weight(s.name, s.n, s.k)
-            w = MXFP4Tensor(w.data.to(target), w.scales.to(target), w.shape, w.layout, w.scale_rule)
-            bias = ckpt.tensor(f"{s.name}.bias").to(target) if s.bias else None
             parent_name, _, child = s.name.rpartition(".")
             parent = model.get_submodule(parent_name) if parent_name else model
-            setattr(parent, child, MXFP4Linear(w, bias, dtype=s.dtype))
-            del w, bias
+            setattr(parent, child, _layer(ckpt, s, target, tp))
             if s.kv_scale:
                 scale = ckpt.tensor(f"{s.name}.output_scale").to(target, torch.float32).reshape(())
                 parent.register_buffer(s.kv_scale, scale, persistent=False)

@@ -161,19 +161,38 @@ class Checkpoint:
     def __contains__(self, name: str) -> bool:
         return name in self.tensors
 
-    def tensor(self, name: str) -> torch.Tensor:
-        """One tensor, read from its file into a CPU tensor of its own (host memory: its bytes)."""
+    def tensor(self, name: str, rows: tuple[int, int] | None = None,
+               cols: tuple[int, int] | None = None) -> torch.Tensor:
+        """One tensor, read from its file into a CPU tensor of its own (host memory: its bytes).
+
+        ``rows`` / ``cols`` (``(start, end)``, 2-D tensors only) read just that block: rows of a
+        row-major tensor are one contiguous byte range, a range of columns one range per row; no
+        other byte of the tensor is read.
+        """
         info = self.tensors[name]
         dtype = info.torch_dtype
         if dtype is None:
             raise ValueError(f"checkpoint tensor {name!r} is {info.dtype}, which this torch cannot hold")
-        buf = torch.empty(info.nbytes, dtype=torch.uint8)
+        if rows is None and cols is None:
+            buf = torch.empty(info.nbytes, dtype=torch.uint8)
+            with open(info.file, "rb") as f:
+                _read_into(f, info.offset, buf, info, name)
+            return buf.view(dtype).reshape(info.shape)
+        if len(info.shape) != 2:
+            raise ValueError(f"checkpoint tensor {name!r} has shape {list(info.shape)}: rows= / cols= need a 2-D "
+                             "tensor")
+        (r0, r1), (c0, c1) = [_span(span, size, what, name) for span, size, what in
+                              ((rows, info.shape[0], "rows"), (cols, info.shape[1], "cols"))]
+        item = DTYPES[info.dtype][1]
+        row_bytes = info.shape[1] * item
+        buf = torch.empty((r1 - r0, (c1 - c0) * item), dtype=torch.uint8)
         with open(info.file, "rb") as f:
-            f.seek(info.offset)
-            got = f.readinto(memoryview(buf.numpy())) if info.nbytes else 0
-        if got != info.nbytes:
-            raise ValueError(f"{info.file}: truncated while reading tensor {name!r} ({got} of {info.nbytes} bytes)")
-        return buf.view(dtype).reshape(info.shape)
+            if (c0, c1) == (0, info.shape[1]):
+                _read_into(f, info.offset + r0 * row_bytes, buf, info, name)
+            else:
+                for i, r in enumerate(range(r0, r1)):
+                    _read_into(f, info.offset + r * row_bytes + c0 * item, buf[i], info, name)
+        return buf.view(dtype)
 
     def check(self, name: str, dtypes: tuple[str, ...], shape: tuple[int, ...], rule: str) -> TensorInfo:
         """The tensor's header, or ValueError naming ``name`` and ``rule`` unless it exists with one of
@@ -187,12 +206,41 @@ class Checkpoint:
             raise ValueError(f"checkpoint tensor {name!r} has shape {list(info.shape)}, must be {list(shape)} ({rule})")
         return info
 
-    def mxfp4_weight(self, prefix: str, n: int, k: int) -> MXFP4Tensor:
-        """The Quark weight ``<prefix>.weight`` / ``.weight_scale`` of an [n, k] layer, plain layout."""
+    def mxfp4_weight(self, prefix: str, n: int, k: int, rows: tuple[int, int] | None = None,
+                     cols: tuple[int, int] | None = None) -> MXFP4Tensor:
+        """The Quark weight ``<prefix>.weight`` / ``.weight_scale`` of an [n, k] layer, plain layout; with
+        ``rows`` (of N) or ``cols`` (of K, on 32-element block boundaries) only that block of the weight
+        and its scales is read (a tensor-parallel shard)."""
         self.check(f"{prefix}.weight", ("U8",), (n, k // 2), "Quark MXFP4 weight: uint8 [N, K/2]")
         self.check(f"{prefix}.weight_scale", SCALE_DTYPES, (n, k // BLOCK), "Quark MXFP4 scales: e8m0 [N, K/32]")
-        scales = self.tensor(f"{prefix}.weight_scale").view(torch.uint8)
-        return MXFP4Tensor(self.tensor(f"{prefix}.weight"), scales, (n, k), Layout.PLAIN, ScaleRule.AITER)
+        r0, r1 = rows if rows is not None else (0, n)
+        c0, c1 = cols if cols is not None else (0, k)
+        if c0 % BLOCK or (c1 % BLOCK and c1 != k):
+            raise ValueError(f"cols ({c0}, {c1}) of {prefix!r} must lie on {BLOCK}-element block boundaries")
+        whole = rows is None and cols is None
+        spans = {} if whole else {"rows": (r0, r1)}
+        data = self.tensor(f"{prefix}.weight", **spans, **({} if whole else {"cols": (c0 // 2, c1 // 2)}))
+        scales = self.tensor(f"{prefix}.weight_scale", **spans,
+                             **({} if whole else {"cols": (c0 // BLOCK, c1 // BLOCK)})).view(torch.uint8)
+        return MXFP4Tensor(data, scales, (r1 - r0, c1 - c0), Layout.PLAIN, ScaleRule.AITER)
+
+
+def _span(span: tuple[int, int] | None, size: int, what: str, name: str) -> tuple[int, int]:
+    if span is None:
+        return 0, size
+    if (not isinstance(span, tuple) or len(span) != 2 or not all(type(v) is int for v in span)
+            or not 0 <= span[0] <= span[1] <= size):
+        raise ValueError(f"{what}={span!r} for tensor {name!r} must be (start, end) with 0 <= start <= end <= {size}")
+    return span
+
+
+def _read_into(f, offset: int, buf: torch.Tensor, info: TensorInfo, name: str) -> None:
+    """Reads ``buf.numel()`` bytes at ``offset`` of the open file ``f`` into the contiguous uint8 ``buf``."""
+    f.seek(offset)
+    got = f.readinto(memoryview(buf.numpy()).cast("B")) if buf.numel() else 0
+    if got != buf.numel():
+        raise ValueError(f"{info.file}: truncated while reading tensor {name!r} ({got} of {buf.numel()} bytes at "
+                         f"byte {offset})")
 
 
 def load(path: str | pathlib.Path) -> Checkpoint:
