@@ -72,6 +72,43 @@ def test_large_m_kernel_meets_the_contract(params, m, n, k, kind):
     assert _same_bits(out, mxfp4.gemm_a4w4(a.cuda(), wd, params=params))
 
 
+DECODE = [plan.DecodeParams(1, 4, 4, 8, 3), plan.DecodeParams(2, 2, 4, 16, 3), plan.DecodeParams(4, 4, 2, 8, 12),
+          plan.DecodeParams(8, 2, 4, 8, 2), plan.DecodeParams(4, 16, 1, 8, 1)]
+
+
+@pytest.mark.parametrize("params", DECODE, ids=lambda p: f"mt{p.mt}g{p.g}kw{p.kw}d{p.depth}s{p.split}")
+@pytest.mark.parametrize("m, n, k, kind", [(1, 2112, 2880, "randn"), (7, 160, 768, "spread"), (16, 2112, 2880, "mixed"),
+                                           (32, 80, 640, "randn"), (5, 4096, 7168, "mixed"), (64, 48, 1024, "randn"),
+                                           (3, 16, 64, "randn")])
+def test_decode_kernels_meet_the_contract(params, m, n, k, kind):
+    if not params.fits(plan.Problem(m, n, k)):
+        pytest.skip(f"{params} does not take {m}x{n}x{k}")
+    a, w = large_m_operands(m, n, k, kind)
+    wd = mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout)
+    out = mxfp4.gemm_a4w4(a.cuda(), wd, params=params)
+    report = testing.check_gemm(out.cpu(), a, w)
+    assert report.violations == 0 and report.nonfinite_mismatch == 0, report
+    assert report.identical_fraction >= (0.999 if kind != "spread" else 0.98), report
+    assert _same_bits(out, mxfp4.gemm_a4w4(a.cuda(), wd, params=params))
+
+
+@pytest.mark.parametrize("kind", ["wide", "special"])
+def test_decode_kernels_on_special_values(kind):
+    a, w = make_case(Case(kind, 7, 32, 512, kind), "cpu")
+    want = exact_bf16(a, w)
+    domain = kernel_domain(a, w)
+    exact, mag = testing.exact_product(a, w)
+    for params in DECODE:
+        if not params.fits(plan.Problem(7, 32, 512)):
+            continue
+        out = mxfp4.gemm_a4w4(a.cuda(), mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout),
+                              params=params).cpu()
+        assert torch.equal(torch.isnan(out)[domain], torch.isnan(want)[domain])
+        assert torch.equal(torch.isinf(out)[domain], torch.isinf(want)[domain])
+        ok = torch.isfinite(want.double()) & torch.isfinite(out.double()) & domain
+        assert ((out.double() - exact).abs()[ok] <= testing.kernel_bound(exact, mag, 512)[ok]).all()
+
+
 @pytest.mark.parametrize("kind", ["wide", "special"])
 def test_large_m_kernel_on_special_values(kind):
     a, w = make_case(Case(kind, 100, 32, 512, kind), "cpu")

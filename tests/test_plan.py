@@ -12,7 +12,22 @@ def test_heuristic_is_valid_everywhere(name):
     for s in shape_set(name):
         p = plan.heuristic(plan.Problem(s.m, s.n, s.k))
         p.check()
-        assert p.fits(plan.Problem(s.m, s.n, s.k)) and p.smem_bytes() <= plan.SMEM_LIMIT
+        assert p.fits(plan.Problem(s.m, s.n, s.k))
+        assert isinstance(p, plan.DecodeParams) == (s.k >= plan.DECODE_MIN_K and s.m <= 64)  # all fit
+        if isinstance(p, plan.GemmParams):
+            assert p.smem_bytes() <= plan.SMEM_LIMIT
+
+
+@pytest.mark.parametrize("m", [1, 7, 8, 9, 16, 17, 32])
+@pytest.mark.parametrize("n, k", [(16, 64), (80, 640), (2112, 7168), (24576, 1536), (2880, 131072)])
+def test_heuristic_fits_any_small_m_shape(m, n, k):
+    p = plan.heuristic(plan.Problem(m, n, k))
+    p.check()
+    assert p.fits(plan.Problem(m, n, k))
+    if isinstance(p, plan.DecodeParams):
+        assert p.tokens == next(t for t in (8, 16, 32) if t >= m) and p.smem_bytes(k) <= plan.SMEM_LIMIT
+    else:
+        assert k < plan.DECODE_MIN_K or k == 131072  # there A's K range does not fit a decode CTA
 
 
 def test_table_loads_and_wins_for_its_shapes():
@@ -27,6 +42,27 @@ def test_bad_params_are_explained():
         plan.GemmParams(bn=48).check()
     with pytest.raises(ValueError, match="split must be in 1..8"):
         plan.GemmParams(split=9).check()
+    with pytest.raises(ValueError, match="mt must be 1, 2, 4 or 8"):
+        plan.DecodeParams(mt=3).check()
+    with pytest.raises(ValueError, match="split must be in 1..16"):
+        plan.DecodeParams(split=17).check()
+
+
+def _table_file(d, entries):
+    (d / "t.json").write_text(json.dumps({"entries": entries}))
+    return d / "t.json"
+
+
+def test_table_entries_name_their_kernel(tmp_path):
+    path = _table_file(tmp_path, [{"m": 4, "n": 2880, "k": 512, "params": {"bn": 64, "bm": 8}},
+                                  {"m": 8, "n": 4608, "k": 7168, "kernel": "decode",
+                                   "params": {"mt": 1, "g": 4, "kw": 4, "depth": 8, "split": 3}}])
+    table = plan.load_table(path)
+    assert table[(4, 2880, 512)] == plan.GemmParams(64, 8)  # no "kernel": the one-launch kernel
+    assert table[(8, 4608, 7168)] == plan.DecodeParams(1, 4, 4, 8, 3)
+    assert plan.choose(plan.Problem(8, 4608, 7168), table) == plan.DecodeParams(1, 4, 4, 8, 3)
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        plan.load_table(_table_file(tmp_path, [{"m": 1, "n": 32, "k": 64, "kernel": "nosuch", "params": {}}]))
 
 
 def test_missing_table_is_empty(tmp_path):

@@ -133,38 +133,39 @@ def _warn_once(message: str) -> None:
     warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
-def params_for(problem: plan.Problem, device: torch.device) -> plan.GemmParams | plan.WgmmaParams:
+def params_for(problem: plan.Problem, device: torch.device) -> plan.GemmParams | plan.DecodeParams | plan.WgmmaParams:
     """The kernel parameters a call of shape ``problem`` on ``device`` gets (``plan.choose``)."""
     index = device.index if device.index is not None else torch.cuda.current_device()
     return _params(problem.m, problem.n, problem.k, index)
 
 
-def _params(m: int, n: int, k: int, index: int) -> plan.GemmParams | plan.WgmmaParams:
+def _params(m: int, n: int, k: int, index: int) -> plan.GemmParams | plan.DecodeParams | plan.WgmmaParams:
     params = _chosen.get((m, n, k, index))
     if params is None:
         params = _chosen[(m, n, k, index)] = plan.choose(plan.Problem(m, n, k), _table(), _device_facts(index)[1])
     return params
 
 
-_chosen: dict[tuple[int, int, int, int], plan.GemmParams | plan.WgmmaParams] = {}
+_chosen: dict[tuple[int, int, int, int], plan.GemmParams | plan.DecodeParams | plan.WgmmaParams] = {}
 """plan.choose's answer per (m, n, k, device index): a pure function of the shipped table and the
 device, remembered so an eager call does not rebuild it (3.7 us of Python per call)."""
 
 
 def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, *,
               out_dtype: torch.dtype | None = None, backend: str = "auto",
-              params: plan.GemmParams | plan.WgmmaParams | None = None) -> torch.Tensor:
+              params: plan.GemmParams | plan.DecodeParams | plan.WgmmaParams | None = None) -> torch.Tensor:
     """C = dequant(quant(a)) @ dequant(w)^T [..., N]; ``a`` [..., K] quantized per 1x32 block.
 
     ``a`` may be bf16, fp16 or float32 (quantized by the same rule from its values). The output is
     the exact product rounded once to bf16 (the kernels: within their bound, docs/design.md), in
     ``out_dtype`` (bf16 by default; fp16 or float32: that bf16 value converted, docs/design.md) or
-    in ``out``'s dtype. On a Hopper GPU: the CUDA kernels (one launch up to 32 rows, two from 33), which
+    in ``out``'s dtype. On a Hopper GPU: the CUDA kernels (one or two launches, plan.choose), which
     read ``w`` as stored (aiter's shuffled layout, see :func:`mxfp4.prepare`; any N and K, padded
     there) and keep nothing between calls; fp16 and float32 ``a`` first become their quantized
     values in bf16 (exact, :func:`mxfp4.formats.quantized_values_bf16`). Elsewhere the exact
-    reference. ``params`` forces a kernel variant (``GemmParams``: the small-M kernel,
-    ``WgmmaParams``: the large-M kernel); by default ``plan.choose`` picks.
+    reference. ``params`` forces a kernel variant (``GemmParams``: the one-launch small-M kernel,
+    ``DecodeParams``: the two-launch decode kernels, ``WgmmaParams``: the large-M kernels); by
+    default ``plan.choose`` picks.
 
     When ``a`` requires grad (and grad mode is on) the call goes through ``torch.ops.mxfp4.gemm_a4w4``,
     which has the gradient with respect to ``a`` (docs/design.md, Autograd).
@@ -172,8 +173,9 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
     multiple of 16 (no copy): call ``.contiguous()`` where that matters.
     """
     m, n, k = validate(a, w, out)
-    if params is not None and not isinstance(params, (plan.GemmParams, plan.WgmmaParams)):
-        raise TypeError(f"params must be a mxfp4.plan.GemmParams or WgmmaParams, got {type(params).__name__}")
+    if params is not None and not isinstance(params, (plan.GemmParams, plan.DecodeParams, plan.WgmmaParams)):
+        raise TypeError(f"params must be a mxfp4.plan.GemmParams, DecodeParams or WgmmaParams, got "
+                        f"{type(params).__name__}")
     if out_dtype is not None and out_dtype not in _FLOATS:
         raise TypeError(f"out_dtype must be torch.bfloat16, float16 or float32, got {out_dtype!r}")
     if out is not None and out_dtype is not None and out.dtype is not out_dtype:
@@ -187,7 +189,7 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
 
 
 def _run(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_dtype: torch.dtype, backend: str,
-         params: plan.GemmParams | plan.WgmmaParams | None, m: int, n: int, k: int) -> torch.Tensor:
+         params: plan.GemmParams | plan.DecodeParams | plan.WgmmaParams | None, m: int, n: int, k: int) -> torch.Tensor:
     """:func:`gemm_a4w4` after its checks (the op's implementation too)."""
     chosen = select_backend(a, w, backend)
     if chosen == "reference":
@@ -212,7 +214,7 @@ def _cuda_ops():
 
 
 def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_dtype: torch.dtype,
-                params: plan.GemmParams | plan.WgmmaParams | None, m: int, n: int, k: int) -> torch.Tensor:
+                params: plan.GemmParams | plan.DecodeParams | plan.WgmmaParams | None, m: int, n: int, k: int) -> torch.Tensor:
     n16, k2 = w.data.shape  # the weight as the kernels read it: N16 rows, K64 / 2 bytes
     k64 = 2 * k2
     bf16_out = out is not None and n16 == n and out.dtype is torch.bfloat16  # the kernel writes out itself
@@ -234,9 +236,12 @@ def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_d
         else:
             params.check()
             if not params.fits(plan.Problem(m, n16, k64)):
-                raise ValueError(f"params.split ({params.split}) must be at most K / 32 ({k64 // 32})")
+                raise ValueError(f"params {params} do not fit the problem {m}x{n16}x{k64} (split at most "
+                                 f"K / 32; DecodeParams: M at most 8 * mt, shared memory at most {plan.SMEM_LIMIT})")
         if isinstance(params, plan.WgmmaParams):
             cuda_ops.gemm_a4w4_wgmma(a2, w.data, w.scales, buf, params)
+        elif isinstance(params, plan.DecodeParams):
+            cuda_ops.gemm_a4w4_decode(a2, w.data, w.scales, buf, params)
         else:
             cuda_ops.gemm_a4w4(a2, w.data, w.scales, buf, params)
     if out is not None:

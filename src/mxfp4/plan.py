@@ -1,10 +1,12 @@
 """What one GEMM launch looks like: the problem, the kernel's parameters, and how they are chosen.
 
-``GemmParams`` fixes one compiled variant of ``cuda/csrc/gemm_a4w4.cu`` (tile shape, warps, chunk
-and pipeline depth) plus the split of K over a cluster: the kernel for small M. ``WgmmaParams``
-fixes one variant of ``cuda/csrc/gemm_wgmma.cu``, the kernel for M >= ``WGMMA_MIN_M``. ``choose``
-returns the large-M kernel from that M on, else the tuned entry for the shape when the shipped
-table has one, otherwise ``heuristic``.
+Below ``WGMMA_MIN_M`` rows two kernels run, each shape the faster: ``GemmParams`` fixes one compiled
+variant of ``cuda/csrc/gemm_a4w4.cu`` (one launch, A quantized inside it; tile shape, warps, chunk
+and pipeline depth, plus the split of K over a cluster), ``DecodeParams`` one of
+``cuda/csrc/gemm_decode.cu`` (A quantized once, then the GEMM). ``WgmmaParams`` fixes one variant of
+``cuda/csrc/gemm_wgmma.cu``, the kernels for M >= ``WGMMA_MIN_M``. ``choose`` returns the large-M
+kernels from that M on, else the tuned entry for the shape when the shipped table has one,
+otherwise ``heuristic``.
 """
 from __future__ import annotations
 
@@ -103,6 +105,61 @@ class GemmParams:
 
 
 @dataclasses.dataclass(frozen=True)
+class DecodeParams:
+    """One call of the two-launch decode kernels (``cuda/csrc/gemm_decode.cu``): A quantized once
+    into a workspace, then the GEMM, chained by programmatic dependent launch.
+
+    mt: token rows held, 8 * mt (M <= 8 * mt); g: 16-row weight groups a CTA owns; kw: warps that
+    share a group's K range (g * kw warps a CTA); depth: blocks of weight bytes in flight a warp;
+    split: CTAs of a cluster that share K (1..16; above 8 a non-portable cluster).
+    """
+
+    source = "gemm_decode.cu"
+
+    mt: int = 1
+    g: int = 4
+    kw: int = 4
+    depth: int = 8
+    split: int = 1
+
+    def defines(self) -> dict[str, int]:
+        return dict(MT=self.mt, G=self.g, KW=self.kw, DEPTH=self.depth)
+
+    @property
+    def threads(self) -> int:
+        return self.g * self.kw * 32
+
+    @property
+    def tokens(self) -> int:
+        return 8 * self.mt
+
+    def smem_bytes(self, k: int) -> int:
+        """Dynamic shared memory at K = k (mirrors gemm_decode.cu): A's int8 values and half-scales and
+        the weight's half-scales of a CTA's K range, the warps' totals and the CTA's partial."""
+        nb = -(-(k // 32) // self.split)
+        tok, rows = self.tokens, 16 * self.g
+        return nb * tok * 36 + nb * rows * 4 + (self.kw + 1) * rows * tok * 4
+
+    def workspace_bytes(self, k: int) -> int:
+        """A quantized, per call: int8 values [K/32][tokens][32], then float32 half-scales."""
+        return self.tokens * k + self.tokens * (k // 32) * 4
+
+    def check(self) -> None:
+        rules = [
+            (self.mt in (1, 2, 4, 8), "mt must be 1, 2, 4 or 8"),
+            (self.g >= 1 and self.kw >= 1 and self.threads <= 1024, "g * kw must be 1..32 warps"),
+            (1 <= self.depth <= 16, "depth must be in 1..16"),
+            (1 <= self.split <= 16, "split must be in 1..16 (a cluster)"),
+        ]
+        for ok, rule in rules:
+            if not ok:
+                raise ValueError(f"DecodeParams {self}: {rule}")
+
+    def fits(self, p: Problem) -> bool:
+        return p.m <= self.tokens and self.split <= p.blocks and self.smem_bytes(p.k) <= SMEM_LIMIT
+
+
+@dataclasses.dataclass(frozen=True)
 class WgmmaParams:
     """One launch of the large-M kernels: a CTA computes tn tokens x 128 weight rows; stages is the
     depth of its shared-memory ring (one segment of K, SEGMENT_BLOCKS blocks, a stage). int8_weight:
@@ -178,12 +235,42 @@ def wgmma_params(p: Problem) -> WgmmaParams:
     return WgmmaParams(64, 5) if p.m <= 256 else WgmmaParams(128, 3, True)
 
 
-def heuristic(p: Problem, sm_count: int = 132) -> GemmParams:
-    """An mma.sync launch for any shape: a tile by M, K split over a cluster until the SMs are
-    covered (``choose`` takes it below ``WGMMA_MIN_M`` rows). Above 8 rows, 16-row tiles 128 weight
-    rows wide on 8 warps: on the H200 faster than 16..64-row tiles 64 wide on 4 x 2 warps at every
-    one of 50 measured shapes (10 model projections at 16, 24, 32, 48 and 64 rows; 50.6 against
-    73.1 us at 16x4608x7168)."""
+DECODE_MIN_K = 1536
+"""From this K on, below ``WGMMA_MIN_M`` rows, shapes without a table entry take the two-launch decode
+kernels. H200, L2 flushed, the best of each over its candidates, same run: the decode kernels won at
+every one of 10 projections with K >= 1536 (32x2880x4096 20.0 us against 39.8, 8x4608x7168 21.4
+against 41.1, 16x2112x7168 18.5 against 19.8) and lost at all three with K = 512 (4x2880x512 9.6
+against 7.9, 32x4096x512 11.0 against 9.4), where quantizing A inside the one launch costs less
+than the second launch's wait."""
+
+
+def decode_heuristic(p: Problem, sm_count: int = 132) -> DecodeParams | None:
+    """A decode-kernel call for a shape of at most 64 rows: 16 warps a CTA up to 16 rows (8 from
+    there), 64-row CTAs from N = 4096 (else 32), K split over a cluster to about 220 CTAs (these are
+    the tuned winners' rules on the H200, configs/h200.json). None where a CTA's K range of A does
+    not fit in shared memory even split 16 ways (K beyond about 50,000 at 64 rows)."""
+    mt = next(t for t in (1, 2, 4, 8) if 8 * t >= p.m)
+    g = 4 if p.n >= 4096 else 2
+    kw = 4 if mt <= 2 else max(1, 8 // g)
+    ctas_n = math.ceil(p.n / (16 * g))
+    split = max(1, min(16, (sm_count * 5 // 3) // ctas_n, p.blocks // (2 * kw) or 1))
+    while split < min(16, p.blocks) and DecodeParams(mt, g, kw, 8, split).smem_bytes(p.k) > SMEM_LIMIT:
+        split += 1
+    depth = 16 if p.blocks // (split * kw) >= 16 else 8
+    params = DecodeParams(mt, g, kw, depth, split)
+    return params if params.fits(p) else None
+
+
+def heuristic(p: Problem, sm_count: int = 132) -> GemmParams | DecodeParams:
+    """A launch for any shape below ``WGMMA_MIN_M`` rows: the decode kernels from ``DECODE_MIN_K``
+    on (``decode_heuristic``, where A's K range fits a CTA), else the one-launch mma.sync kernel with a tile by M and K split over
+    a cluster until the SMs are covered. Its tiles above 8 rows are 16 rows by 128 weight rows on 8
+    warps: on the H200 faster than 16..64-row tiles 64 wide on 4 x 2 warps at every one of 50
+    measured shapes (10 model projections at 16, 24, 32, 48 and 64 rows; 50.6 against 73.1 us at
+    16x4608x7168)."""
+    decode = decode_heuristic(p, sm_count) if p.k >= DECODE_MIN_K and p.m <= 64 else None
+    if decode is not None:
+        return decode
     if p.m <= 8:
         bm, bn, warps_n, warps_m = 8, 64, 4, 1
     else:
@@ -199,22 +286,34 @@ def heuristic(p: Problem, sm_count: int = 132) -> GemmParams:
     return GemmParams(bn, bm, warps_n, warps_m, kc, sb, stages, split)
 
 
-def load_table(path: pathlib.Path = TABLE_PATH) -> dict[tuple[int, int, int], GemmParams]:
-    """The tuned table: (m, n, k) -> GemmParams. A missing file is an empty table."""
+KERNELS = {"a4w4": GemmParams, "decode": DecodeParams}
+"""The table's kernel names: the one-launch mma.sync kernel and the two-launch decode kernels."""
+
+
+def kernel_name(params: GemmParams | DecodeParams) -> str:
+    return next(name for name, cls in KERNELS.items() if isinstance(params, cls))
+
+
+def load_table(path: pathlib.Path = TABLE_PATH) -> dict[tuple[int, int, int], GemmParams | DecodeParams]:
+    """The tuned table: (m, n, k) -> GemmParams or DecodeParams (an entry's "kernel", "a4w4" when
+    absent). A missing file is an empty table."""
     try:
         raw = json.loads(pathlib.Path(path).read_text())
     except FileNotFoundError:
         return {}
     table = {}
     for entry in raw.get("entries", []):
-        params = GemmParams(**entry["params"])
+        kind = entry.get("kernel", "a4w4")
+        if kind not in KERNELS:
+            raise ValueError(f"table entry {entry}: kernel must be one of {sorted(KERNELS)}")
+        params = KERNELS[kind](**entry["params"])
         params.check()
         table[(entry["m"], entry["n"], entry["k"])] = params
     return table
 
 
-def choose(p: Problem, table: dict[tuple[int, int, int], GemmParams],
-           sm_count: int = 132) -> GemmParams | WgmmaParams:
+def choose(p: Problem, table: dict[tuple[int, int, int], GemmParams | DecodeParams],
+           sm_count: int = 132) -> GemmParams | DecodeParams | WgmmaParams:
     """The large-M kernel from ``WGMMA_MIN_M`` rows on; else the table's entry for the exact shape,
     else the heuristic."""
     if p.m >= WGMMA_MIN_M:
@@ -225,7 +324,7 @@ def choose(p: Problem, table: dict[tuple[int, int, int], GemmParams],
     return heuristic(p, sm_count)
 
 
-def shipped_variants(shapes: list[tuple[int, int, int]]) -> list[GemmParams | WgmmaParams]:
+def shipped_variants(shapes: list[tuple[int, int, int]]) -> list[GemmParams | DecodeParams | WgmmaParams]:
     """Every compiled variant a call can take: the table's entries and what ``choose`` gives for
     ``shapes`` (split is a launch choice: variants differing only in it compile once)."""
     table = load_table()

@@ -9,8 +9,8 @@ import dataclasses
 
 from .. import task
 
-M_BUCKETS = (1, 8, 64, 512, 4096, 8192)
-"""Token counts for the model sets: decode (1, 8), small batches (64, 512), prefill (4096, 8192)."""
+M_BUCKETS = (1, 8, 16, 32, 64, 512, 4096, 8192)
+"""Token counts for the model sets: decode (1, 8, 16, 32), small batches (64, 512), prefill (4096, 8192)."""
 
 # Representative projection shapes (N, K), not an exhaustive layer list. DeepSeek-R1 (hidden 7168,
 # q_lora 1536, kv_lora 512, 128 heads) with the attention and dense-MLP weights sharded 8 ways

@@ -31,6 +31,27 @@ def gemm_a4w4(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: to
     return out
 
 
+def gemm_a4w4_decode(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor,
+                     params: plan.DecodeParams) -> torch.Tensor:
+    """The decode path of :func:`gemm_a4w4` (M <= params.tokens): two launches on the current
+    stream, A quantized into a workspace allocated for the call (``params.workspace_bytes``, freed
+    with it), then the GEMM, which starts streaming the weight before A is ready."""
+    m, k = a.shape
+    n = data.shape[0]
+    lda = _check_rows(a)
+    _check_weight(data, scales)
+    if out.stride(1) != 1 or out.stride(0) % 2 or out.data_ptr() % 4:
+        raise ValueError("out must have unit stride along N, an even row stride and a 4-byte aligned start")
+    quant, quant_cfg, gemm, gemm_cfg = runtime.decode_launch(params, n, k, a.device)
+    ws = torch.empty(params.workspace_bytes(k), dtype=torch.uint8, device=a.device)
+    qa = ws.data_ptr()
+    qs = qa + params.tokens * k
+    runtime.launch(quant, quant_cfg, a.device, a.data_ptr(), i32(lda), i32(m), i32(k), qa, qs)
+    runtime.launch(gemm, gemm_cfg, a.device, qa, qs, data.data_ptr(), scales.data_ptr(), i32(scales.shape[1]),
+                   out.data_ptr(), i32(out.stride(0)), i32(m), i32(n), i32(k))
+    return out
+
+
 def gemm_a4w4_wgmma(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor,
                     params: plan.WgmmaParams) -> torch.Tensor:
     """The large-M path of :func:`gemm_a4w4`: two launches on the current stream (A quantized into

@@ -50,6 +50,7 @@ class _LaunchConfig(ctypes.Structure):
 
 
 _CLUSTER_DIMENSION = 4   # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+_PROGRAMMATIC_STREAM_SERIALIZATION = 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
 _TMA_INT64 = 5           # CU_TENSOR_MAP_DATA_TYPE_INT64
 _driver_lib = None
 
@@ -122,30 +123,37 @@ def kernel(source: str, name: str, defines: dict[str, int] | None, device: torch
 
 
 class LaunchConfig:
-    """A launch's grid, block, dynamic shared memory and cluster, as the driver's struct (built once)."""
+    """A launch's grid, block, dynamic shared memory, cluster and whether it may start before the
+    previous kernel on its stream ends, as the driver's struct (built once)."""
 
-    __slots__ = ("struct", "_attr", "grid", "cluster")
+    __slots__ = ("struct", "_attrs", "grid", "cluster")
 
     def __init__(self, grid: tuple[int, int, int], block: int, smem_bytes: int,
-                 cluster: tuple[int, int, int] | None) -> None:
+                 cluster: tuple[int, int, int] | None, dependent: bool = False) -> None:
         self.grid, self.cluster = grid, cluster
         c = self.struct = _LaunchConfig()
         c.grid[:] = grid  # the driver counts blocks, a multiple of the cluster's (cuda.core counted clusters)
         c.block[:] = (block, 1, 1)
         c.shmem = smem_bytes
-        self._attr = None
+        attrs = []
         if cluster is not None:
-            a = self._attr = _LaunchAttribute()
-            a.id = _CLUSTER_DIMENSION
-            a.value[:3] = cluster
-            c.attrs = ctypes.addressof(a)
-            c.num_attrs = 1
+            attrs.append((_CLUSTER_DIMENSION, cluster))
+        if dependent:  # programmatic dependent launch: the kernel waits (griddepcontrol.wait) itself
+            attrs.append((_PROGRAMMATIC_STREAM_SERIALIZATION, (1,)))
+        self._attrs = (_LaunchAttribute * max(len(attrs), 1))()
+        for a, (key, value) in zip(self._attrs, attrs):
+            a.id = key
+            a.value[:len(value)] = value
+        c.attrs = ctypes.addressof(self._attrs) if attrs else None
+        c.num_attrs = len(attrs)
 
 
 def config(grid: tuple[int, int, int], block: int, smem_bytes: int,
-           cluster: tuple[int, int, int] | None) -> LaunchConfig:
-    """A launch configuration; ``grid`` counts CTAs (not clusters)."""
-    return LaunchConfig(grid, block, smem_bytes, cluster)
+           cluster: tuple[int, int, int] | None, dependent: bool = False) -> LaunchConfig:
+    """A launch configuration; ``grid`` counts CTAs (not clusters). ``dependent``: the kernel may
+    start while the previous one on the stream runs (programmatic dependent launch); it must execute
+    ``griddepcontrol.wait`` before it reads what that kernel writes."""
+    return LaunchConfig(grid, block, smem_bytes, cluster, dependent)
 
 
 # ---- arguments -------------------------------------------------------------------------------------
@@ -248,6 +256,38 @@ def gemm_launch(params, tiles: tuple[int, int], device: torch.device) -> tuple[K
     return hit
 
 
+_decode: dict[tuple, tuple] = {}  # (params, n, k, device index) -> (quant, config, gemm, config)
+
+
+def decode_launch(params, n: int, k: int, device: torch.device):
+    """The decode kernels of ``params`` (A's quantization, then the GEMM as its programmatic
+    dependent) and their launch configurations for N = n, K = k, looked up once per shape."""
+    key = (params, n, k, device.index)
+    hit = _decode.get(key)
+    if hit is None:
+        defines = params.defines()
+        smem = params.smem_bytes(k)
+        quant = kernel(params.source, "mxfp4_decode_quant", defines, device)
+        gemm = kernel(params.source, "mxfp4_gemm_decode", defines, device, smem)
+        if params.split > 8:
+            _allow_large_cluster(gemm, device)
+        items = params.tokens * (k // 32) * 4  # one thread a quarter block
+        hit = _decode[key] = (quant, config((-(-items // 256), 1, 1), 256, 0, None), gemm,
+                              config((-(-n // (16 * params.g)), 1, params.split), params.threads, smem,
+                                     (1, 1, params.split), dependent=True))
+    return hit
+
+
+def _allow_large_cluster(k: Kernel, device: torch.device) -> None:
+    """Clusters of 9..16 CTAs (non-portable on Hopper) for ``k``."""
+    from cuda.bindings import driver
+
+    attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+    err, = driver.cuFuncSetAttribute(driver.CUfunction(k.function), attr, 1)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cannot allow clusters above 8 CTAs on {k.name}: {err}")
+
+
 _wgmma: dict[tuple, tuple] = {}  # (params, token tiles, n, k, device index) -> (prep, config, gemm, config, geometry)
 
 
@@ -263,7 +303,7 @@ def wgmma_launch(params, m: int, n: int, k: int, device: torch.device):
         gemm = kernel(params.source, params.gemm_name, defines, device, smem)
         g = wgmma_geometry(params, m, n, k)
         hit = _wgmma[key] = (prep, config((g["a_ctas"] + g["w_ctas"], 1, 1), PREP_THREADS, 0, None),
-                             gemm, config((g["ntile"] * g["nwt"], 1, 1), 384, smem, None), g)
+                             gemm, config((g["ntile"] * g["nwt"], 1, 1), 384, smem, None, dependent=True), g)
     return hit
 
 

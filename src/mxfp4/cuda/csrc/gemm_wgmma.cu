@@ -188,6 +188,7 @@ extern "C" __global__ void __launch_bounds__(PREP_THREADS)
 mxfp4_wgmma_prep(const u16 *__restrict__ A, int lda, int M, int K, const u8 *__restrict__ W,
                  const u8 *__restrict__ Wsc, int ldsc, int N, u8 *__restrict__ ablob, u8 *__restrict__ wmeta,
                  int ntile, int a_ctas, int wmode) {
+  mx::pdl_launch_dependents();  // the GEMM may start now: it waits (griddepcontrol.wait) before reading
   const int nblk = K >> 5, nseg = (nblk + SEG - 1) / SEG;
   const int tid = threadIdx.x;
   __shared__ u32 shared_mask;
@@ -400,9 +401,22 @@ mxfp4_gemm_wgmma(const u8 *__restrict__ ablob, const u8 *__restrict__ wmeta, con
     if (warp != 0) return;
     // ---- producer: three copies a stage (A blob, weight codes, weight meta), from one lane ----
     if (lane == 0) {
-      int stage = 0;
-      u32 phase = 0;
-      for (int s = 0; s < nseg; ++s) {
+      // The weight's codes of the first stages go out while the prep may still run (programmatic
+      // dependent launch); the prep's blobs only after griddepcontrol.wait.
+      const int first = min(STAGES, nseg);
+      for (int s = 0; s < first; ++s) {
+        mx::mbar_arrive_expect_tx(&full[s], (u32)(ABLOB + 8 * SEG * 256 + WMETA));
+        tma_copy_2d(smem + s * STAGE_BYTES + S_W, &wmap, s * (SEG * 256 / 8), n0 / 16, &full[s]);
+      }
+      mx::pdl_wait();
+      for (int s = 0; s < first; ++s) {
+        u8 *st = smem + s * STAGE_BYTES;
+        mx::bulk_copy(st + S_A, ablob + ((long long)s * ntile + tT) * ABLOB, (u32)ABLOB, &full[s]);
+        mx::bulk_copy(st + S_WM, wmeta + ((long long)tW * nseg + s) * WMETA, (u32)WMETA, &full[s]);
+      }
+      int stage = first % STAGES;
+      u32 phase = first == STAGES ? 1u : 0u;
+      for (int s = first; s < nseg; ++s) {
         mx::mbar_wait(&empty[stage], phase ^ 1);
         mx::fence_proxy_async();
         u8 *st = smem + stage * STAGE_BYTES;
@@ -609,6 +623,7 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, u16 *_
     setmaxnreg_dec40();
     if (warp != 0) return;
     if (lane == 0) {
+      mx::pdl_wait();  // both blobs come from the prep
       int stage = 0;
       u32 phase = 0;
       for (int s = 0; s < nseg; ++s) {

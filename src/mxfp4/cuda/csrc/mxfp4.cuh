@@ -207,6 +207,17 @@ __device__ __forceinline__ double2 cluster_load_f64x2(const double *p, u32 rank)
   return v;
 }
 
+// Programmatic dependent launch: the next kernel on the stream (launched with the attribute) may
+// start once every CTA of this one has executed launch_dependents (or exited); wait blocks until
+// the previous kernel has finished and its memory writes are visible.
+__device__ __forceinline__ void pdl_launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+__device__ __forceinline__ void pdl_wait() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
 __device__ __forceinline__ void prefetch_l2(const void *p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }

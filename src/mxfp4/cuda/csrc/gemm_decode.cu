@@ -1,0 +1,242 @@
+// Decode-size GEMM (M <= TOK = 8 * MT): C [M, N] bf16 = dequant(quant(A)) @ dequant(W)^T in two
+// launches chained by programmatic dependent launch (PDL).
+//
+// mxfp4_decode_quant quantizes A once (the device function quantize8, as everywhere) into a per-call
+// workspace: as8 [K/32][TOK][32] int8 (twice the e2m1 values, in the order the weight's codes reach a
+// thread's registers), then sa [K/32][TOK] float32 half-scales; rows M..TOK-1 are zeros. It lets the
+// GEMM launch at once (griddepcontrol.launch_dependents), so the GEMM's weight loads overlap it.
+//
+// mxfp4_gemm_decode: grid (ceil(N / ROWS), 1, S) in clusters of (1, 1, S). A CTA owns G 16-row groups
+// of the weight and the S-th part of K (whole blocks); its G * KW warps each take one group and one
+// of KW parts of the CTA's K range. No producer warp and no ring: at entry every warp issues the
+// loads of its first DEPTH blocks (two 4-byte loads a lane a block: the bytes of its mma.sync
+// fragment, read once, not kept in L1) and the CTA decodes its weight scale bytes into float32
+// half-scales; only then does it wait for the quantized A (griddepcontrol.wait) and copy its K range
+// into shared memory. The main loop keeps DEPTH blocks in flight per warp while it converts a
+// block's codes to int8 (three byte-permutes per 4 codes), multiplies on the int8 tensor cores
+// (m16n8k32: exact int32 block sums; W the row operand, A the column operand) and adds each block's
+// sum times both half-scales to a float32 total. The KW warps of a group add their totals in warp
+// order through shared memory, the S CTAs of a cluster in rank order through distributed shared
+// memory; the sum is rounded once to bf16. Deterministic; the only global workspace is A's.
+//
+// Numerics: every block sum and every scaling is exact (inside the domain -147 <= ea + ew <= 112);
+// the K/32 block terms are added in float32 in a fixed order, then rounded to bf16.
+#include "mxfp4.cuh"
+
+#ifndef MT
+#error "MT, G, KW and DEPTH are set by the JIT"
+#endif
+
+#define WARPS (G * KW)
+#define THREADS (WARPS * 32)
+#define TOK (MT * 8)   // token rows the kernels hold (M <= TOK)
+#define ROWS (G * 16)  // weight rows a CTA owns
+
+namespace {
+
+__device__ __forceinline__ u32 ldg_stream(const u8 *p) {
+  u32 v;
+  asm volatile("ld.global.nc.L1::no_allocate.b32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+
+}  // namespace
+
+// Item it = quarter q of block b of row r, in row-major order (a warp reads 512 contiguous bytes of
+// a row); its four quarters sit in four consecutive lanes (quantize8 reduces the amax across them).
+// as8 byte ((b * TOK + r) * 4 + q) * 8 holds the quarter's 8 values; sa[b * TOK + r] the block's
+// half-scale. Rows M..TOK-1 quantize zeros (codes 0).
+extern "C" __global__ void __launch_bounds__(256)
+mxfp4_decode_quant(const u16 *__restrict__ A, int lda, int M, int K, u8 *__restrict__ as8, float *__restrict__ sa) {
+  mx::pdl_launch_dependents();
+  const int nblk = K >> 5;
+  const long long it = (long long)blockIdx.x * 256 + threadIdx.x;
+  const long long items = (long long)TOK * nblk * 4;
+  const int r = (int)(it / (nblk * 4)), b = (int)((it >> 2) % nblk), q = (int)(it & 3);
+  uint4 v = make_uint4(0u, 0u, 0u, 0u);
+  if (it < items && r < M) v = *(const uint4 *)(A + (long long)r * lda + b * 32 + q * 8);
+  if (it - (it & 31) >= items) return;  // whole warps past the end (the shuffles need all lanes)
+  u32 sbyte;
+  const u32 codes = mx::quantize8(v, sbyte);
+  if (it < items) {
+    const long long o = (long long)b * TOK + r;
+    *(uint2 *)(as8 + (o * 4 + q) * 8) = make_uint2(mx::e2m1x4_to_s8x4(codes), mx::e2m1x4_to_s8x4(codes >> 16));
+    if (q == 0) sa[o] = mx::half_scale(sbyte);
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+mxfp4_gemm_decode(const u8 *__restrict__ qa, const float *__restrict__ qs, const u8 *__restrict__ W,
+                  const u8 *__restrict__ Wsc, int ldsc, u16 *__restrict__ C, int ldc, int M, int N, int K) {
+  extern __shared__ __align__(16) u8 smem[];
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const u32 S = mx::cluster_size(), rank = mx::cluster_rank();
+  const int nblk = K >> 5;
+  const int kb_begin = (int)((long long)nblk * rank / S), kb_end = (int)((long long)nblk * (rank + 1) / S);
+  const int nb_cta = kb_end - kb_begin;
+  const int nb_max = (nblk + (int)S - 1) / (int)S;  // the host sizes shared memory for this many blocks
+
+  u8 *as8 = smem;                                  // [nb_max][TOK][32]
+  float *sa = (float *)(smem + nb_max * TOK * 32);  // [nb_max][TOK]
+  float *sw = sa + nb_max * TOK;                    // [nb_max][ROWS]
+  float *red = sw + nb_max * ROWS;                  // [KW][ROWS][TOK], then the CTA's partial
+
+  // This warp: group gi of the CTA, part kw of its K range.
+  const int gi = warp % G, kw = warp / G;
+  const int grp = blockIdx.x * G + gi;
+  const bool live = grp * 16 < N;
+  const int lb0 = (int)((long long)nb_cta * kw / KW), lb1 = (int)((long long)nb_cta * (kw + 1) / KW);
+  const int nb = live ? lb1 - lb0 : 0;
+  const u8 *wp = W + (long long)grp * 8 * K + (long long)(kb_begin + lb0) * 256 + g * 16 + t * 4;
+
+  // The weight's first DEPTH blocks go out before anything else.
+  u32 lo[DEPTH], hi[DEPTH];
+#pragma unroll
+  for (int d = 0; d < DEPTH; ++d) {
+    lo[d] = hi[d] = 0u;
+    if (d < nb) {
+      lo[d] = ldg_stream(wp + d * 256);
+      hi[d] = ldg_stream(wp + d * 256 + 128);
+    }
+  }
+
+  // The weight's half-scales of the CTA's rows and blocks (aiter's shuffled scale layout).
+  {
+    const int rows_valid = min(ROWS, N - (int)blockIdx.x * ROWS);
+    constexpr int U = 4;
+    for (int base = 0; base < ROWS * nb_cta; base += U * THREADS) {
+      u32 byte[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int it = base + u * THREADS + tid, b = it / ROWS, r = it % ROWS;
+        const int n = blockIdx.x * ROWS + r, cb = kb_begin + b;
+        byte[u] = (it < ROWS * nb_cta && r < rows_valid)
+                      ? Wsc[(long long)(n >> 5) * 32 * ldsc + (cb >> 3) * 256 + mx::shuffled_scale_offset(n, cb)]
+                      : 127u;
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int it = base + u * THREADS + tid;
+        if (it < ROWS * nb_cta) sw[it] = mx::half_scale(byte[u]);
+      }
+    }
+  }
+
+  // A's K range, quantized by mxfp4_decode_quant: contiguous in both arrays.
+  mx::pdl_wait();
+  {
+    const uint4 *src8 = (const uint4 *)(qa + (long long)kb_begin * TOK * 32);
+    const uint4 *srcs = (const uint4 *)(qs + (long long)kb_begin * TOK);
+    const int n8 = nb_cta * TOK * 2, ns = nb_cta * TOK / 4;
+    constexpr int U = 4;
+    for (int base = 0; base < n8 + ns; base += U * THREADS) {
+      uint4 v[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int i = base + u * THREADS + tid;
+        v[u] = i < n8 ? src8[i] : (i < n8 + ns ? srcs[i - n8] : make_uint4(0u, 0u, 0u, 0u));
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int i = base + u * THREADS + tid;
+        if (i < n8)
+          ((uint4 *)as8)[i] = v[u];
+        else if (i < n8 + ns)
+          ((uint4 *)sa)[i - n8] = v[u];
+      }
+    }
+  }
+  __syncthreads();
+
+  float acc[MT][4];
+#pragma unroll
+  for (int j = 0; j < MT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+  const u8 *a_t = as8 + g * 32 + t * 8;
+  const float *sa_t = sa + 2 * t;
+  const float *sw_t = sw + gi * 16 + g;
+  // One block: refill its register slot DEPTH blocks ahead, convert, MMA, scale into the totals.
+  auto step = [&](int d, int b) {
+    const u32 l = lo[d], h = hi[d];
+    if (b + DEPTH < nb) {
+      lo[d] = ldg_stream(wp + (b + DEPTH) * 256);
+      hi[d] = ldg_stream(wp + (b + DEPTH) * 256 + 128);
+    }
+    const int lb = lb0 + b;
+    u32 af[4];
+    af[0] = mx::e2m1x4_to_s8x4(l);
+    af[1] = mx::e2m1x4_to_s8x4(h);
+    af[2] = mx::e2m1x4_to_s8x4(l >> 16);
+    af[3] = mx::e2m1x4_to_s8x4(h >> 16);
+    const float sw0 = sw_t[lb * ROWS], sw1 = sw_t[lb * ROWS + 8];
+#pragma unroll
+    for (int j = 0; j < MT; ++j) {
+      const uint2 bv = *(const uint2 *)(a_t + (lb * TOK + j * 8) * 32);
+      const float2 sav = *(const float2 *)(sa_t + lb * TOK + j * 8);
+      int dd[4];
+      mx::mma_s8(dd, af, bv.x, bv.y, 0x4B400000);
+      const float k = 12582912.0f;
+      acc[j][0] = fmaf(__int_as_float(dd[0]) - k, sw0 * sav.x, acc[j][0]);
+      acc[j][1] = fmaf(__int_as_float(dd[1]) - k, sw0 * sav.y, acc[j][1]);
+      acc[j][2] = fmaf(__int_as_float(dd[2]) - k, sw1 * sav.x, acc[j][2]);
+      acc[j][3] = fmaf(__int_as_float(dd[3]) - k, sw1 * sav.y, acc[j][3]);
+    }
+  };
+  int b0 = 0;
+  for (; b0 + DEPTH <= nb; b0 += DEPTH) {  // whole rounds: no test a block, the chains interleave
+#pragma unroll
+    for (int d = 0; d < DEPTH; ++d) step(d, b0 + d);
+  }
+#pragma unroll
+  for (int d = 0; d < DEPTH; ++d)
+    if (b0 + d < nb) step(d, b0 + d);
+
+  // The KW warps of a group: totals added in warp order. red[kw][row][tok].
+#pragma unroll
+  for (int j = 0; j < MT; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = gi * 16 + g + (e >> 1) * 8, tok = j * 8 + 2 * t + (e & 1);
+      red[(kw * ROWS + row) * TOK + tok] = acc[j][e];
+    }
+  __syncthreads();
+  float *part = red + KW * ROWS * TOK;  // [ROWS][TOK]
+  for (int i = tid; i < ROWS * TOK; i += THREADS) {
+    float s = red[i];
+#pragma unroll
+    for (int q = 1; q < KW; ++q) s += red[q * ROWS * TOK + i];
+    part[i] = s;
+  }
+  if (S > 1)
+    mx::cluster_sync();  // every CTA's partial is written
+  else
+    __syncthreads();
+  // This CTA's share of the outputs (pairs of weight rows for one token), the S partials added in
+  // rank order, rounded once.
+  const int rows_valid = min(ROWS, N - (int)blockIdx.x * ROWS);
+  const int pairs = (ROWS / 2) * M;
+  for (int p = (int)rank * THREADS + tid; p < pairs; p += (int)S * THREADS) {
+    const int tok = p / (ROWS / 2), r = 2 * (p % (ROWS / 2));
+    if (r >= rows_valid) continue;
+    float s0 = 0.0f, s1 = 0.0f;
+    for (u32 q = 0; q < S; ++q) {
+      const float *src = part + r * TOK + tok;
+      float v0, v1;
+      if (S > 1) {
+        u32 remote0, remote1;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote0) : "r"(mx::smem_addr(src)), "r"(q));
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote1) : "r"(mx::smem_addr(src + TOK)), "r"(q));
+        asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v0) : "r"(remote0) : "memory");
+        asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v1) : "r"(remote1) : "memory");
+      } else {
+        v0 = src[0];
+        v1 = src[TOK];
+      }
+      s0 = q == 0 ? v0 : s0 + v0;
+      s1 = q == 0 ? v1 : s1 + v1;
+    }
+    const int n = blockIdx.x * ROWS + r;
+    *(u32 *)(C + (long long)tok * ldc + n) = (u32)mx::float_to_bf16(s0) | ((u32)mx::float_to_bf16(s1) << 16);
+  }
+  if (S > 1) mx::cluster_sync_relaxed();  // no CTA leaves while another reads its partial
+}
