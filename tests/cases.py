@@ -114,7 +114,7 @@ def large_m_operands(m, n, k, kind, seed=0):
         a = a * torch.exp2(torch.randint(-12, 12, (m, k // 32), generator=g).float()).repeat_interleave(32, 1)
         b = b * torch.exp2(torch.randint(-12, 12, (n, k // 32), generator=g).float()).repeat_interleave(32, 1)
     if kind == "mixed":  # an outlier channel (its block leaves the band), the first 7 rows spread (their
-        a[:7] *= torch.exp2(torch.randint(-9, 9, (7, k // 32), generator=g).float()).repeat_interleave(32, 1)
+        a[:7] *= torch.exp2(torch.randint(-9, 9, (min(m, 7), k // 32), generator=g).float()).repeat_interleave(32, 1)
         a[:, 5] *= 300.0  # tile's segments fold little), the other tiles' other blocks fold
     w = mxfp4.prepare(mxfp4.quantize(b.to(torch.bfloat16)))
     return a.to(torch.bfloat16), w

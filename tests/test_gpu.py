@@ -88,7 +88,8 @@ def test_decode_kernels_meet_the_contract(params, m, n, k, kind):
     out = mxfp4.gemm_a4w4(a.cuda(), wd, params=params)
     report = testing.check_gemm(out.cpu(), a, w)
     assert report.violations == 0 and report.nonfinite_mismatch == 0, report
-    assert report.identical_fraction >= (0.999 if kind != "spread" else 0.98), report
+    # the first 7 rows of "mixed" are spread too: at M <= 7 every row is (wide-range data, 98% is the bar)
+    assert report.identical_fraction >= (0.999 if kind == "randn" or (kind == "mixed" and m > 7) else 0.98), report
     assert _same_bits(out, mxfp4.gemm_a4w4(a.cuda(), wd, params=params))
 
 

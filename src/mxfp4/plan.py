@@ -5,8 +5,9 @@ variant of ``cuda/csrc/gemm_a4w4.cu`` (one launch, A quantized inside it; tile s
 and pipeline depth, plus the split of K over a cluster), ``DecodeParams`` one of
 ``cuda/csrc/gemm_decode.cu`` (A quantized once, then the GEMM). ``WgmmaParams`` fixes one variant of
 ``cuda/csrc/gemm_wgmma.cu``, the kernels for M >= ``WGMMA_MIN_M``. ``choose`` returns the large-M
-kernels from that M on, else the tuned entry for the shape when the shipped table has one,
-otherwise ``heuristic``.
+kernels from that M on (up to ``TABLE_MAX_M`` rows the tuned table may pick the decode kernels
+instead); below it the tuned entry for the shape when the shipped table has one, otherwise
+``heuristic``.
 """
 from __future__ import annotations
 
@@ -135,10 +136,10 @@ class DecodeParams:
 
     def smem_bytes(self, k: int) -> int:
         """Dynamic shared memory at K = k (mirrors gemm_decode.cu): A's int8 values and half-scales and
-        the weight's half-scales of a CTA's K range, the warps' totals and the CTA's partial."""
+        the weight's half-scales of a CTA's K range, the warps' totals, the CTA's partial, a barrier."""
         nb = -(-(k // 32) // self.split)
         tok, rows = self.tokens, 16 * self.g
-        return nb * tok * 36 + nb * rows * 4 + (self.kw + 1) * rows * tok * 4
+        return nb * tok * 36 + nb * rows * 4 + (self.kw + 1) * rows * tok * 4 + 8  # + the copies' barrier
 
     def workspace_bytes(self, k: int) -> int:
         """A quantized, per call: int8 values [K/32][tokens][32], then float32 half-scales."""
@@ -286,15 +287,22 @@ def heuristic(p: Problem, sm_count: int = 132) -> GemmParams | DecodeParams:
     return GemmParams(bn, bm, warps_n, warps_m, kc, sb, stages, split)
 
 
-KERNELS = {"a4w4": GemmParams, "decode": DecodeParams}
-"""The table's kernel names: the one-launch mma.sync kernel and the two-launch decode kernels."""
+KERNELS = {"a4w4": GemmParams, "decode": DecodeParams, "wgmma": WgmmaParams}
+"""The table's kernel names: the one-launch mma.sync kernel, the two-launch decode kernels and the
+large-M kernels."""
+
+TABLE_MAX_M = 64
+"""The table steers shapes up to this many rows; from 33 rows its entries choose between the decode
+kernels and the large-M kernels, which at 40..64 rows each win on some projections (H200, same run:
+64x2112x7168 42.6 us against 57.2, 64x2880x4096 32.0 against 37.4; 64x24576x1536 58.6 against 39.0,
+64x7168x2048 29.8 against 25.1). Above it the large-M kernels always run."""
 
 
-def kernel_name(params: GemmParams | DecodeParams) -> str:
+def kernel_name(params: GemmParams | DecodeParams | WgmmaParams) -> str:
     return next(name for name, cls in KERNELS.items() if isinstance(params, cls))
 
 
-def load_table(path: pathlib.Path = TABLE_PATH) -> dict[tuple[int, int, int], GemmParams | DecodeParams]:
+def load_table(path: pathlib.Path = TABLE_PATH) -> dict[tuple[int, int, int], GemmParams | DecodeParams | WgmmaParams]:
     """The tuned table: (m, n, k) -> GemmParams or DecodeParams (an entry's "kernel", "a4w4" when
     absent). A missing file is an empty table."""
     try:
@@ -312,15 +320,15 @@ def load_table(path: pathlib.Path = TABLE_PATH) -> dict[tuple[int, int, int], Ge
     return table
 
 
-def choose(p: Problem, table: dict[tuple[int, int, int], GemmParams | DecodeParams],
+def choose(p: Problem, table: dict[tuple[int, int, int], GemmParams | DecodeParams | WgmmaParams],
            sm_count: int = 132) -> GemmParams | DecodeParams | WgmmaParams:
-    """The large-M kernel from ``WGMMA_MIN_M`` rows on; else the table's entry for the exact shape,
-    else the heuristic."""
-    if p.m >= WGMMA_MIN_M:
-        return wgmma_params(p)
-    params = table.get((p.m, p.n, p.k))
+    """The table's entry for the exact shape (up to ``TABLE_MAX_M`` rows); else the large-M kernels
+    from ``WGMMA_MIN_M`` rows on, else the heuristic."""
+    params = table.get((p.m, p.n, p.k)) if p.m <= TABLE_MAX_M else None
     if params is not None and params.fits(p):
         return params
+    if p.m >= WGMMA_MIN_M:
+        return wgmma_params(p)
     return heuristic(p, sm_count)
 
 

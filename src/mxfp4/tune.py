@@ -1,7 +1,8 @@
-"""The tuner: for each shape, time the candidates of both small-M kernels (GemmParams, DecodeParams)
-under the competition rule, keep the fastest exact one, and write the table that :func:`mxfp4.plan.choose` reads (JSON, written atomically).
-Shapes of ``plan.WGMMA_MIN_M`` rows or more run the large-M kernel, which the table does not steer:
-they are skipped."""
+"""The tuner: for each shape, time the candidate kernels (below 33 rows both small-M kernels'
+GemmParams and DecodeParams; from 33 rows the decode kernels against the large-M kernels) under the
+competition rule, keep the fastest exact one, and write the table that :func:`mxfp4.plan.choose`
+reads (JSON, written atomically).
+Shapes above ``plan.TABLE_MAX_M`` rows always run the large-M kernels: they are skipped."""
 from __future__ import annotations
 
 import json
@@ -19,13 +20,16 @@ from .ops import gemm_a4w4
 from .tensor import Layout, MXFP4Tensor
 
 
-FINALISTS = 4
+FINALISTS = 3
 """Candidates timed a second, longer round (the fastest of the first)."""
 
 
-def candidates(p: plan.Problem, sm_count: int = 132) -> list[plan.GemmParams | plan.DecodeParams]:
-    """Variants worth timing for ``p``: those of both small-M kernels (``gemm_candidates``,
-    ``decode_candidates``)."""
+def candidates(p: plan.Problem, sm_count: int = 132) -> list[plan.GemmParams | plan.DecodeParams | plan.WgmmaParams]:
+    """Variants worth timing for ``p``: below ``plan.WGMMA_MIN_M`` rows those of both small-M kernels
+    (``gemm_candidates``, ``decode_candidates``), from there to ``plan.TABLE_MAX_M`` the decode
+    kernels' and the large-M kernels' own choice."""
+    if p.m >= plan.WGMMA_MIN_M:
+        return decode_candidates(p, sm_count) + [plan.wgmma_params(p)]
     return gemm_candidates(p, sm_count) + decode_candidates(p, sm_count)
 
 
@@ -100,8 +104,8 @@ def tune(shapes: tuple[Shape, ...], path: pathlib.Path, progress=print) -> dict:
         table = {"device": torch.cuda.get_device_name(), "entries": []}
     entries = {(e["m"], e["n"], e["k"]): e for e in table["entries"]}
     for i, s in enumerate(shapes):
-        if s.m >= plan.WGMMA_MIN_M:
-            progress(f"[{i + 1}/{len(shapes)}] {s.label}: the large-M kernel runs it (no table entry); skipped")
+        if s.m > plan.TABLE_MAX_M:
+            progress(f"[{i + 1}/{len(shapes)}] {s.label}: the large-M kernels run it (no table entry); skipped")
             continue
         data = task.generate_input(s.m, s.n, s.k, s.seed, "cuda")
         a = data[0]
@@ -120,23 +124,28 @@ def tune(shapes: tuple[Shape, ...], path: pathlib.Path, progress=print) -> dict:
             if not report.passed:
                 progress(f"  {params} is not exact on {s.label}: {report}; skipped")
                 continue
-            first.append((timer.time(lambda: gemm_a4w4(a, w, params=params), max_runs=10, budget_s=0.1).mean_us,
+            first.append((timer.time(lambda: gemm_a4w4(a, w, params=params), max_runs=4, budget_s=0.05).mean_us,
                           params))
         if not first:
             raise RuntimeError(f"no candidate was exact on {s.label}")
         # The fastest few again, longer: the first round's means carry a few percent of noise.
         finalists = [p for _, p in sorted(first, key=lambda x: x[0])[:FINALISTS]]
-        final = [(timer.time(lambda: gemm_a4w4(a, w, params=p), max_runs=40, budget_s=0.4).mean_us, p)
+        final = [(timer.time(lambda: gemm_a4w4(a, w, params=p), max_runs=25, budget_s=0.3).mean_us, p)
                  for p in finalists]
         best = min(final, key=lambda x: x[0])
         entries[(s.m, s.n, s.k)] = {"m": s.m, "n": s.n, "k": s.k, "us": round(best[0], 2),
                                     "kernel": plan.kernel_name(best[1]),
                                     "params": {f: getattr(best[1], f) for f in best[1].__dataclass_fields__}}
         progress(f"[{i + 1}/{len(shapes)}] {s.label}: {best[0]:.2f} us with {best[1]}")
+        _write(table, entries, path)  # after every shape: an interrupted run keeps what it measured
+    _write(table, entries, path)
+    return table
+
+
+def _write(table: dict, entries: dict, path: pathlib.Path) -> None:
     table["entries"] = [entries[key] for key in sorted(entries)]
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     with os.fdopen(fd, "w") as f:
         json.dump(table, f, indent=1)
     os.replace(tmp, path)
-    return table

@@ -15,7 +15,7 @@ import threading
 
 import torch
 
-from ..plan import SEGMENT_BLOCKS
+from ..plan import SEGMENT_BLOCKS, SMEM_LIMIT
 from . import jit
 
 PREP_THREADS = 1024
@@ -268,7 +268,8 @@ def decode_launch(params, n: int, k: int, device: torch.device):
         defines = params.defines()
         smem = params.smem_bytes(k)
         quant = kernel(params.source, "mxfp4_decode_quant", defines, device)
-        gemm = kernel(params.source, "mxfp4_gemm_decode", defines, device, smem)
+        # The variant's shared memory grows with K / split: allow the most once, whatever shape loads it first.
+        gemm = kernel(params.source, "mxfp4_gemm_decode", defines, device, SMEM_LIMIT)
         if params.split > 8:
             _allow_large_cluster(gemm, device)
         items = params.tokens * (k // 32) * 4  # one thread a quarter block

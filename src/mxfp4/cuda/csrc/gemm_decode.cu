@@ -81,6 +81,7 @@ mxfp4_gemm_decode(const u8 *__restrict__ qa, const float *__restrict__ qs, const
   float *sa = (float *)(smem + nb_max * TOK * 32);  // [nb_max][TOK]
   float *sw = sa + nb_max * TOK;                    // [nb_max][ROWS]
   float *red = sw + nb_max * ROWS;                  // [KW][ROWS][TOK], then the CTA's partial
+  u64 *bar = (u64 *)(red + (KW + 1) * ROWS * TOK);  // A's copies
 
   // This warp: group gi of the CTA, part kw of its K range.
   const int gi = warp % G, kw = warp / G;
@@ -101,53 +102,54 @@ mxfp4_gemm_decode(const u8 *__restrict__ qa, const float *__restrict__ qs, const
     }
   }
 
-  // The weight's half-scales of the CTA's rows and blocks (aiter's shuffled scale layout).
-  {
-    const int rows_valid = min(ROWS, N - (int)blockIdx.x * ROWS);
-    constexpr int U = 4;
-    for (int base = 0; base < ROWS * nb_cta; base += U * THREADS) {
-      u32 byte[U];
+  // The weight's half-scales of the CTA's rows and blocks. In aiter's shuffled scale layout a
+  // 256-byte chunk holds 32 rows x 8 blocks; the CTA's chunks go out in one round of 16-byte loads.
+  const int n0 = (int)blockIdx.x * ROWS, rows_valid = min(ROWS, N - n0);
+  const int u0 = n0 >> 5, c0 = kb_begin >> 3;
+  const int units = ((n0 + rows_valid - 1) >> 5) - u0 + 1, cols = ((kb_end - 1) >> 3) - c0 + 1;
+  const int pieces = units * cols * 16;
+  constexpr int U = 4;
+  for (int base = 0; base < pieces; base += U * THREADS) {
+    uint4 v[U];
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int it = base + u * THREADS + tid, b = it / ROWS, r = it % ROWS;
-        const int n = blockIdx.x * ROWS + r, cb = kb_begin + b;
-        byte[u] = (it < ROWS * nb_cta && r < rows_valid)
-                      ? Wsc[(long long)(n >> 5) * 32 * ldsc + (cb >> 3) * 256 + mx::shuffled_scale_offset(n, cb)]
-                      : 127u;
-      }
+    for (int u = 0; u < U; ++u) {
+      const int i = base + u * THREADS + tid, chunk = i >> 4;
+      v[u] = i < pieces ? *(const uint4 *)(Wsc + (long long)(u0 + chunk / cols) * 32 * ldsc + (c0 + chunk % cols) * 256 +
+                                          (i & 15) * 16)
+                        : make_uint4(0u, 0u, 0u, 0u);
+    }
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int it = base + u * THREADS + tid;
-        if (it < ROWS * nb_cta) sw[it] = mx::half_scale(byte[u]);
+    for (int u = 0; u < U; ++u) {
+      const int i = base + u * THREADS + tid, chunk = i >> 4;
+      if (i >= pieces) continue;
+      const u32 w4[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const int o = (i & 15) * 16 + j;  // offset in the chunk: the inverse of mx::shuffled_scale_offset
+        const int r = (u0 + chunk / cols) * 32 + ((o & 1) << 4) + ((o >> 2) & 15) - n0;
+        const int b = (c0 + chunk % cols) * 8 + ((o >> 1) & 1) * 4 + (o >> 6) - kb_begin;
+        if (r >= 0 && r < rows_valid && b >= 0 && b < nb_cta) sw[b * ROWS + r] = mx::half_scale((w4[j >> 2] >> (8 * (j & 3))) & 0xFFu);
       }
     }
   }
+  for (int i = tid; i < nb_cta * ROWS; i += THREADS)  // rows past N: any finite scale (their codes are never used)
+    if (i % ROWS >= rows_valid) sw[i] = 1.0f;
 
-  // A's K range, quantized by mxfp4_decode_quant: contiguous in both arrays.
-  mx::pdl_wait();
-  {
-    const uint4 *src8 = (const uint4 *)(qa + (long long)kb_begin * TOK * 32);
-    const uint4 *srcs = (const uint4 *)(qs + (long long)kb_begin * TOK);
-    const int n8 = nb_cta * TOK * 2, ns = nb_cta * TOK / 4;
-    constexpr int U = 4;
-    for (int base = 0; base < n8 + ns; base += U * THREADS) {
-      uint4 v[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int i = base + u * THREADS + tid;
-        v[u] = i < n8 ? src8[i] : (i < n8 + ns ? srcs[i - n8] : make_uint4(0u, 0u, 0u, 0u));
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int i = base + u * THREADS + tid;
-        if (i < n8)
-          ((uint4 *)as8)[i] = v[u];
-        else if (i < n8 + ns)
-          ((uint4 *)sa)[i - n8] = v[u];
-      }
-    }
+  // A's K range, quantized by mxfp4_decode_quant (contiguous in both arrays): two bulk copies after
+  // the first launch is done.
+  if (tid == 0) {
+    mx::mbar_init(bar, 1);
+    mx::fence_barrier_init();
   }
   __syncthreads();
+  if (tid == 0) {
+    mx::pdl_wait();
+    const u32 b8 = (u32)(nb_cta * TOK * 32), bs = (u32)(nb_cta * TOK * 4);
+    mx::mbar_arrive_expect_tx(bar, b8 + bs);
+    mx::bulk_copy(as8, qa + (long long)kb_begin * TOK * 32, b8, bar);
+    mx::bulk_copy(sa, qs + (long long)kb_begin * TOK, bs, bar);
+  }
+  mx::mbar_wait(bar, 0);
 
   float acc[MT][4];
 #pragma unroll
@@ -213,27 +215,34 @@ mxfp4_gemm_decode(const u8 *__restrict__ qa, const float *__restrict__ qs, const
     __syncthreads();
   // This CTA's share of the outputs (pairs of weight rows for one token), the S partials added in
   // rank order, rounded once.
-  const int rows_valid = min(ROWS, N - (int)blockIdx.x * ROWS);
   const int pairs = (ROWS / 2) * M;
   for (int p = (int)rank * THREADS + tid; p < pairs; p += (int)S * THREADS) {
     const int tok = p / (ROWS / 2), r = 2 * (p % (ROWS / 2));
     if (r >= rows_valid) continue;
-    float s0 = 0.0f, s1 = 0.0f;
-    for (u32 q = 0; q < S; ++q) {
-      const float *src = part + r * TOK + tok;
-      float v0, v1;
-      if (S > 1) {
-        u32 remote0, remote1;
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote0) : "r"(mx::smem_addr(src)), "r"(q));
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote1) : "r"(mx::smem_addr(src + TOK)), "r"(q));
-        asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v0) : "r"(remote0) : "memory");
-        asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v1) : "r"(remote1) : "memory");
-      } else {
-        v0 = src[0];
-        v1 = src[TOK];
+    const float *src = part + r * TOK + tok;
+    float v0[16], v1[16];  // every partial's loads go out before the first add
+#pragma unroll
+    for (u32 q = 0; q < 16; ++q) {
+      if (q < S) {
+        if (S > 1) {
+          u32 remote0, remote1;
+          asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote0) : "r"(mx::smem_addr(src)), "r"(q));
+          asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote1) : "r"(mx::smem_addr(src + TOK)), "r"(q));
+          asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v0[q]) : "r"(remote0) : "memory");
+          asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v1[q]) : "r"(remote1) : "memory");
+        } else {
+          v0[q] = src[0];
+          v1[q] = src[TOK];
+        }
       }
-      s0 = q == 0 ? v0 : s0 + v0;
-      s1 = q == 0 ? v1 : s1 + v1;
+    }
+    float s0 = v0[0], s1 = v1[0];
+#pragma unroll
+    for (u32 q = 1; q < 16; ++q) {
+      if (q < S) {
+        s0 += v0[q];
+        s1 += v1[q];
+      }
     }
     const int n = blockIdx.x * ROWS + r;
     *(u32 *)(C + (long long)tok * ldc + n) = (u32)mx::float_to_bf16(s0) | ((u32)mx::float_to_bf16(s1) << 16);
