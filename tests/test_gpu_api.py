@@ -120,8 +120,12 @@ def test_plan_is_remembered_per_shape():
     from mxfp4 import ops
 
     a, plain = _operands(16, 2112, 7168)
-    mxfp4.gemm_a4w4(a, mxfp4.prepare(plain))
-    assert ops._chosen[(16, 2112, 7168, a.device.index)] == ops.params_for(plan.Problem(16, 2112, 7168), a.device)
+    w = mxfp4.prepare(plain)
+    mxfp4.gemm_a4w4(a, w)
+    ops.gemm_a4w4_partial(a, w)
+    params = ops.params_for(plan.Problem(16, 2112, 7168), a.device)
+    assert ops._chosen[(16, 2112, 7168, a.device.index, False)] == params
+    assert ops._chosen[(16, 2112, 7168, a.device.index, True)] == plan.float32_output(params)
 
 
 @pytest.mark.parametrize("n, k", [(2112, 2880), (1000, 544)])  # the second: N % 16 == 8, K % 64 == 32 (padded)
