@@ -1,7 +1,10 @@
-"""Tensor-parallel MXFP4 layers: bit-identical to the one-process layer, gloo in 2 and 4 processes.
+"""Tensor-parallel MXFP4 layers against the one-process layer, gloo in 2 and 4 processes.
 
-The worker processes build the same weights and inputs from seeds, run the sharded layers and
-save every rank's outputs; the comparisons run here, against MXFP4Linear in this process.
+Column-parallel: bit-identical (CPU reference). Row-parallel: the same bits on every rank and from
+call to call, the rank-order sum of float32 partials that this process computes alike, within the
+kernels' bound of the exact one-process product, and bit-identical to the one-process layer on
+nearly every output. The worker processes build the same weights and inputs from seeds, run the
+sharded layers and save every rank's outputs; the comparisons run here.
 """
 import pathlib
 
@@ -11,7 +14,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import mxfp4
-from mxfp4 import distributed as tp, formats, reference
+from mxfp4 import distributed as tp, formats, ops, testing
 from mxfp4.nn import MXFP4Linear
 from mxfp4.tensor import MXFP4Tensor
 
@@ -61,8 +64,9 @@ def _worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
                 out[("column", n, k, m)] = col(x)
                 x_shard = tp.shard_input(x, rank, world)
                 out[("row", n, k, m)] = row(x_shard)
+                out[("row again", n, k, m)] = row(x_shard)
                 # the naive way: each rank's partial rounded to bf16, then a bf16 all-reduce
-                naive = reference.round_to_bf16(tp.reference_partial(x_shard, row.weight))
+                naive = mxfp4.gemm_a4w4(x_shard, row.weight)
                 dist.all_reduce(naive)
                 out[("naive", n, k, m)] = naive
         w, bias, _ = data["cases"][(SHAPES[0][0], SHAPES[0][1])]
@@ -107,42 +111,67 @@ def test_column_parallel_gathered_output_is_bit_identical(run):
             _assert_all_ranks(ranks, ("column", n, k, m), layer(x))
 
 
-def test_row_parallel_output_is_bit_identical_on_every_rank(run):
-    _, ranks, data = run
+def _row_parallel_in_one_process(x, w, world, bias=None):
+    """What the row-parallel layers compute, in this process: each rank's float32 partial, the
+    rank-order float32 sum, one bf16 rounding, then the bias."""
+    parts = [ops.gemm_a4w4_partial(tp.shard_input(x, r, world), tp.shard_rows(w, r, world)) for r in range(world)]
+    y = tp.sum_in_rank_order(parts).to(torch.bfloat16)
+    return y + bias if bias is not None else y
+
+
+def test_row_parallel_output_is_the_same_on_every_rank_and_deterministic(run):
+    world, ranks, data = run
+    for (n, k), (w, bias, xs) in data["cases"].items():
+        for m, x in xs.items():
+            key = ("row", n, k, m)
+            _assert_all_ranks(ranks, key, _row_parallel_in_one_process(x, w, world, bias))
+            _assert_all_ranks(ranks, ("row again", n, k, m), ranks[0][key])
+
+
+def test_row_parallel_output_is_within_the_kernels_bound_of_the_one_process_product(run):
+    # measured at these seeds: 100% bit-identical to the one-process layer at world 2 and 4 (the
+    # in-process cases below count the rare outputs that differ)
+    world, ranks, data = run
+    identical = elements = 0
     for (n, k), (w, bias, xs) in data["cases"].items():
         layer = MXFP4Linear.from_mxfp4(w, bias)
         for m, x in xs.items():
-            assert tp.split_k_exact(x, w).all(), "the test data must obey the documented condition"
-            _assert_all_ranks(ranks, ("row", n, k, m), layer(x))
+            y = ranks[0][("row", n, k, m)]
+            if bias is None:  # a bias adds a second bf16 rounding, the one-process layer's too
+                report = testing.check_gemm(y, x, w)
+                assert report.violations == 0 and report.nonfinite_mismatch == 0, (n, k, m, report)
+            identical += int((_bits(y) == _bits(layer(x))).sum())
+            elements += y.numel()
+    assert identical / elements >= 0.999, identical / elements
 
 
-def test_naive_bf16_all_reduce_differs(run):
-    # the row-parallel test above could not fail if rounding partials were harmless
+def test_naive_bf16_all_reduce_leaves_the_bound(run):
+    # the row-parallel tests above could not fail if rounding partials were harmless: rounded bf16
+    # partials, added in bf16, break the kernels' bound on ordinary data
     _, ranks, data = run
-    differ = 0
+    violations = 0
     for (n, k), (w, bias, xs) in data["cases"].items():
         for m, x in xs.items():
-            differ += int((ranks[0][("naive", n, k, m)] != mxfp4.gemm_a4w4(x, w)).sum())
-    assert differ > 0
+            violations += testing.check_gemm(ranks[0][("naive", n, k, m)], x, w).violations
+    assert violations > 0
 
 
 def test_three_dimensional_input_and_full_input_to_row_layer(run):
-    _, ranks, data = run
+    world, ranks, data = run
     w, bias, _ = data["cases"][(SHAPES[0][0], SHAPES[0][1])]
-    want = MXFP4Linear.from_mxfp4(w, bias)(data["x3d"])
-    _assert_all_ranks(ranks, "x3d column", want)
-    _assert_all_ranks(ranks, "x3d row", want)
+    _assert_all_ranks(ranks, "x3d column", MXFP4Linear.from_mxfp4(w, bias)(data["x3d"]))
+    _assert_all_ranks(ranks, "x3d row", _row_parallel_in_one_process(data["x3d"], w, world, bias))
 
 
-def test_mlp_column_then_row_is_bit_identical(run):
-    _, ranks, data = run
+def test_mlp_column_then_row(run):
+    world, ranks, data = run
     p = data["mlp"]
     gate, up = MXFP4Linear.from_mxfp4(p["gate"]), MXFP4Linear.from_mxfp4(p["up"])
-    down = MXFP4Linear.from_mxfp4(p["down"], p["down_bias"])
     for m, x in p["x"].items():
-        assert tp.split_k_exact((torch.nn.functional.silu(gate(x).float()) * up(x).float()).bfloat16(),
-                                p["down"]).all()
-        _assert_all_ranks(ranks, ("mlp", m), _mlp(x, gate, up, down))
+        h = (torch.nn.functional.silu(gate(x).float()) * up(x).float()).bfloat16()  # column-parallel: these bits
+        _assert_all_ranks(ranks, ("mlp", m), _row_parallel_in_one_process(h, p["down"], world, p["down_bias"]))
+        report = testing.check_gemm(_row_parallel_in_one_process(h, p["down"], world), h, p["down"])
+        assert report.violations == 0 and report.nonfinite_mismatch == 0, (m, report)
 
 
 # ---- in one process: the pieces the layers are made of -------------------------------------------
@@ -176,20 +205,35 @@ def test_shard_range_covers_model_sizes_evenly_on_32_element_boundaries(world):
             assert ranges == [(r * size // world, (r + 1) * size // world) for r in range(world)]
 
 
-def test_uneven_shards_in_one_process_equal_the_one_process_layer():
+def test_uneven_shards_in_one_process():
     # GPT-OSS down_proj (K = 2880 = 90 blocks, shards of K % 64 == 32 at TP = 4 and 8) and a DeepSeek
-    # N (2112 = 66 units of 32 rows), at M = 3 on the reference: bit-identical gathered and summed outputs
+    # N (2112 = 66 units of 32 rows), at M = 3 on the reference: bit-identical gathered outputs, and
+    # summed outputs within the kernels' bound (measured: all bit-identical at this seed)
     gen = torch.Generator().manual_seed(5)
     for n, k in ((2112, 576), (96, 2880)):
         w = mxfp4.quantize(_randn(gen, n, k))
         x = _randn(gen, 3, k)
         want = mxfp4.gemm_a4w4(x, w)
-        for world in (2, 4, 8):
+        for world in (2, 3, 4, 8):
             if n >= world * 32:
                 cols = torch.cat([mxfp4.gemm_a4w4(x, tp.shard_columns(w, r, world)) for r in range(world)], -1)
                 assert torch.equal(_bits(cols), _bits(want)), (n, k, world)
-            assert tp.split_k_exact(x, w).all()
-            assert torch.equal(_bits(_row_parallel_in_one_process(x, w, world)), _bits(want)), (n, k, world)
+            report = testing.check_gemm(_row_parallel_in_one_process(x, w, world), x, w)
+            assert report.passed, (n, k, world, report)
+
+
+@pytest.mark.parametrize("world", (2, 3, 4, 8))
+def test_row_parallel_in_one_process_meets_the_contract_on_randn_and_model_like_data(world):
+    # randn and model-like (outlier channels) activations, K = 7168 and 2880: every output within the
+    # bound, and the fraction bit-identical to the one-process reference at least the kernels' 99.9%
+    from mxfp4.bench import data
+
+    gen = torch.Generator().manual_seed(world)
+    for n, k in ((512, 7168), (1024, 2880)):
+        for x, b in ((_randn(gen, 16, k), _randn(gen, n, k)), data.model_like(16, n, k, world, "cpu")):
+            w = mxfp4.quantize(b)
+            report = testing.check_gemm(_row_parallel_in_one_process(x, w, world), x, w)
+            assert report.passed, (n, k, world, report)
 
 
 def test_column_bits_kept_follows_the_kernels_row_groups():
@@ -218,40 +262,26 @@ def test_shards_reassemble_the_weight(n, k, world):
     assert torch.equal(torch.cat([s.scales for s in rows], 1), plain.scales)
 
 
-def _wide_row_weight(exponent: int) -> MXFP4Tensor:
-    """Row 0 of a [16, 128] weight: block 0 sums to 257 * 2**(exponent - 1), blocks 2 and 3 to 32 each."""
+def _cancelling_row_weight() -> MXFP4Tensor:
+    """Row 0 of a [16, 128] weight: block 0 sums to 192 * 2**30, block 1 to 0.5, block 2 to -192 * 2**30."""
     codes = torch.zeros(16, 128, dtype=torch.uint8)
-    codes[0, :21], codes[0, 21], codes[0, 22] = 7, 4, 1  # 21 * 6.0 + 2.0 + 0.5 = 128.5
-    codes[0, 64:80], codes[0, 96:112] = 4, 4             # 16 * 2.0 = 32
+    codes[0, :32], codes[0, 32], codes[0, 64:96] = 7, 1, 15  # 6.0, 0.5, -6.0
     scales = torch.full((16, 4), 127, dtype=torch.uint8)
-    scales[0, 0] = 127 + exponent
+    scales[0, 0] = scales[0, 2] = 127 + 30
     return MXFP4Tensor(formats.pack_codes(codes), scales, (16, 128))
 
 
-def _row_parallel_in_one_process(x, w, world):
-    parts = [tp.reference_partial(tp.shard_input(x, r, world), tp.shard_rows(w, r, world)) for r in range(world)]
-    return reference.round_to_bf16(tp.sum_in_rank_order(parts))
-
-
-def test_documented_limit_is_real():
-    # x = 1.0 quantizes exactly, so row 0's block terms are 257 * 2**52, 0, 32, 32 at exponent 53.
-    # One process (exact): just above the bf16 tie 257 * 2**52, so 2**60 + 2**53. Two ranks: the
-    # partials 257 * 2**52 and 64 add in float64 (ulp 256 there) back to the tie, which goes to 2**60.
+def test_float32_partials_are_inside_the_bound_not_bit_identical():
+    # x = 1.0 quantizes exactly. One process (exact): 0.5. Two ranks: rank 0's partial 192 * 2**30 + 0.5
+    # is 192 * 2**30 in float32 (ulp 2**14), rank 1's cancels it: 0, inside the bound (K/32 * 2**-24 *
+    # 384 * 2**30 is 1.5 * 2**16); the one-process kernel's float32 sum loses the 0.5 the same way.
     x = torch.ones(1, 128, dtype=torch.bfloat16)
-    w = _wide_row_weight(53)
-    assert not tp.split_k_exact(x, w)[0, 0]
-    assert mxfp4.gemm_a4w4(x, w)[0, 0].item() == 2.0 ** 60 + 2.0 ** 53
-    assert _row_parallel_in_one_process(x, w, 2)[0, 0].item() == 2.0 ** 60
-    # below the limit the condition holds and the bits agree, across the whole range it holds in
-    exact_seen = 0
-    for exponent in range(0, 60):
-        w = _wide_row_weight(exponent)
-        if tp.split_k_exact(x, w)[0, 0]:
-            exact_seen += 1
-            assert torch.equal(_row_parallel_in_one_process(x, w, 2), mxfp4.gemm_a4w4(x, w)), exponent
-    # the condition in integer units (S = 8 * 257 and 8 * 64, scale bytes e_min + e and e_min):
-    # 2056 * 2**e + 2 * 512 < 2**53 holds for e <= 41
-    assert exact_seen == 42
+    w = _cancelling_row_weight()
+    assert mxfp4.gemm_a4w4(x, w)[0, 0].item() == 0.5
+    two = _row_parallel_in_one_process(x, w, 2)
+    assert two[0, 0].item() == 0.0
+    report = testing.check_gemm(two, x, w)
+    assert report.violations == 0 and report.identical_fraction < 1
 
 
 def test_errors_name_the_argument_and_rule():
@@ -273,9 +303,6 @@ def test_errors_name_the_argument_and_rule():
                                                 world_size=2)
     with pytest.raises(TypeError, match="layer must be a mxfp4.nn.MXFP4Linear"):
         tp.RowParallelMXFP4Linear.from_layer(torch.nn.Linear(64, 64), rank=0, world_size=1)
-    row = tp.RowParallelMXFP4Linear.from_mxfp4(w, rank=0, world_size=1, partial_gemm=lambda a, w: torch.zeros(1))
-    with pytest.raises(TypeError, match="partial_gemm must return float64"):
-        row(torch.randn(2, 224).bfloat16())
 
 
 def test_world_size_one_equals_the_layer_without_a_process_group():
@@ -284,7 +311,7 @@ def test_world_size_one_equals_the_layer_without_a_process_group():
     layer = MXFP4Linear.from_mxfp4(w)
     col = tp.ColumnParallelMXFP4Linear.from_layer(layer, rank=0, world_size=1, gather_output=True)
     row = tp.RowParallelMXFP4Linear.from_layer(layer, rank=0, world_size=1)
-    assert torch.equal(col(x), layer(x)) and torch.equal(row(x), layer(x))
+    assert torch.equal(col(x), layer(x)) and torch.equal(row(x), layer(x))  # one partial, rounded once
     assert col.kept_bytes() == row.kept_bytes() == layer.kept_bytes()
 
 
@@ -299,4 +326,4 @@ def test_gpu_run_script_runs_at_world_size_one_on_the_cpu():
                            "--intermediate", "256", "--no-task-shapes"], env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "all promised bit-identities hold" in done.stdout and "bf16_tp_ms" in done.stdout
+    assert "all promised checks hold" in done.stdout and "bf16_tp_ms" in done.stdout and "row_vs_one" in done.stdout

@@ -4,7 +4,9 @@ A small MLP model whose shapes shard unevenly (hidden 352 = 11 blocks, intermedi
 is quantized and saved here; each worker builds it on the meta device, loads its shard of every
 MXFP4 weight and records every byte range it reads from the files. Checked here: each rank read
 exactly its rows or columns of every sharded weight and its scales (nothing else of them), keeps
-just its shard's bytes, and its outputs equal the one-process model's bit for bit (CPU reference).
+just its shard's bytes, and its outputs equal the one-process model's bit for bit (CPU reference;
+the row-parallel layers promise the kernels' bound, and their float32 partials round as the exact
+product here, as on nearly every output: tests/test_distributed.py).
 """
 import pathlib
 

@@ -120,5 +120,57 @@ def test_plan_is_remembered_per_shape():
     from mxfp4 import ops
 
     a, plain = _operands(16, 2112, 7168)
-    mxfp4.gemm_a4w4(a, mxfp4.prepare(plain))
-    assert ops._chosen[(16, 2112, 7168, a.device.index)] == ops.params_for(plan.Problem(16, 2112, 7168), a.device)
+    w = mxfp4.prepare(plain)
+    mxfp4.gemm_a4w4(a, w)
+    ops.gemm_a4w4_partial(a, w)
+    params = ops.params_for(plan.Problem(16, 2112, 7168), a.device)
+    assert ops._chosen[(16, 2112, 7168, a.device.index, False)] == params
+    assert ops._chosen[(16, 2112, 7168, a.device.index, True)] == plan.float32_output(params)
+
+
+@pytest.mark.parametrize("n, k", [(2112, 2880), (1000, 544)])  # the second: N % 16 == 8, K % 64 == 32 (padded)
+@pytest.mark.parametrize("m", [1, 7, 16, 100, 333])  # the small-M kernel, the register and int8-weight kernels
+def test_float32_partial_of_the_kernels_is_within_the_bound(m, n, k):
+    from mxfp4 import ops
+
+    a, plain = _operands(m, n, k, seed=m)
+    w = mxfp4.prepare(plain)
+    torch.full((m, -(-n // 16) * 16), float("nan"), dtype=torch.float32, device="cuda")  # poison the next block
+    out = ops.gemm_a4w4_partial(a, w)
+    assert out.dtype == torch.float32 and out.shape == (m, n)
+    exact, mag = testing.exact_product(a, plain)
+    # unrounded: the float32 part of the kernels' bound alone (2**-149: float32's subnormal spacing)
+    bound = (k // 32) * 2.0 ** -24 * mag + 2.0 ** -149
+    assert ((out.double() - exact).abs() <= bound).all()
+    assert torch.equal(out, ops.gemm_a4w4_partial(a, w))
+    rounded = out.to(torch.bfloat16)
+    assert testing.check_gemm(rounded, a, plain).passed
+    one = mxfp4.gemm_a4w4(a, w)
+    if m >= plan.WGMMA_MIN_M:  # the same float32 total the bf16 epilogue rounds
+        assert torch.equal(rounded, one)
+    else:  # the float64 total through float32 to bf16, against once to bf16: equal but where a float32 ulp decides
+        assert (rounded == one).double().mean().item() >= 0.999
+
+
+@pytest.mark.parametrize("world", [1, 2, 4])
+@pytest.mark.parametrize("m", [1, 16, 100, 333])
+def test_row_parallel_on_the_kernels_within_the_bound_of_the_one_process_layer(world, m):
+    """What each rank of a row-parallel layer computes, all ranks in this process: the kernels' float32
+    partials of the K-shards added in rank order and rounded once (world 1: the layer itself)."""
+    from mxfp4 import distributed as tp, ops
+
+    n, k = 2112, 2880
+    a, plain = _operands(m, n, k, seed=world * 1000 + m)
+    layer = MXFP4Linear.from_mxfp4(plain)
+    one = layer(a)
+    if world == 1:
+        row = tp.RowParallelMXFP4Linear.from_layer(layer, rank=0, world_size=1)
+        assert torch.equal(row(a), one)
+        return
+    parts = [ops.gemm_a4w4_partial(tp.shard_input(a, r, world), tp.shard_rows(plain, r, world)) for r in range(world)]
+    y = tp.sum_in_rank_order(parts).to(torch.bfloat16)
+    report = testing.check_gemm(y, a, plain)
+    assert report.violations == 0 and report.nonfinite_mismatch == 0, report
+    assert (y == one).double().mean().item() >= 0.999
+    again = [ops.gemm_a4w4_partial(tp.shard_input(a, r, world), tp.shard_rows(plain, r, world)) for r in range(world)]
+    assert torch.equal(tp.sum_in_rank_order(again).to(torch.bfloat16), y)

@@ -163,6 +163,7 @@ def test_readme_cpu_snippet_runs_as_written():
 def test_kernel_path_logic_on_the_cpu(monkeypatch, n, k, dtype):
     """The kernel path's padding, slicing, out= and dtypes, with each launch replaced by the reference
     on the padded problem the kernel would see (its inputs checked as the kernels need them)."""
+    import dataclasses
     import types
 
     from mxfp4 import plan
@@ -174,9 +175,11 @@ def test_kernel_path_logic_on_the_cpu(monkeypatch, n, k, dtype):
     def kernel(a2, data, scales, out, params):
         n16, k64 = data.shape[0], 2 * data.shape[1]
         assert a2.dtype == torch.bfloat16 and a2.shape[1] == k64 and tuple(out.shape) == (a2.shape[0], n16)
-        assert out.dtype == torch.bfloat16 and out.stride(1) == 1 and cuda_ops._rows_ok(a2)
+        assert out.dtype == (torch.float32 if params.out_f32 else torch.bfloat16)
+        assert out.stride(1) == 1 and cuda_ops._rows_ok(a2)
         out.copy_(torch.full_like(out, float("nan")))  # poison, then write
-        out.copy_(reference.gemm_a4w4(a2, MXFP4Tensor(data, scales, (n16, k64), Layout.AITER_SHUFFLED)))
+        padded = MXFP4Tensor(data, scales, (n16, k64), Layout.AITER_SHUFFLED)
+        out.copy_(reference.gemm_a4w4(a2, padded, out_dtype=None if params.out_f32 else torch.bfloat16))
         launched.append(params)
 
     g = torch.Generator().manual_seed(n + k)
@@ -185,7 +188,8 @@ def test_kernel_path_logic_on_the_cpu(monkeypatch, n, k, dtype):
     fake = types.SimpleNamespace(gemm_a4w4=kernel, gemm_a4w4_wgmma=kernel, rows_for_kernel=cuda_ops.rows_for_kernel)
     monkeypatch.setattr(ops, "_cuda_ops", lambda: fake)
     monkeypatch.setattr(ops, "cuda_supported", lambda device: True)
-    monkeypatch.setattr(ops, "_params", lambda m, n, k, index: plan.heuristic(plan.Problem(m, n, k)))
+    monkeypatch.setattr(ops, "_params", lambda m, n, k, index, out_f32=False: dataclasses.replace(
+        plan.heuristic(plan.Problem(m, n, k)), out_f32=out_f32))
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
     for a in (torch.randn(5, k, generator=g).to(dtype), torch.randn(2, 3, k, generator=g).to(dtype)):
         want = reference.gemm_a4w4(a, plain)
@@ -196,13 +200,17 @@ def test_kernel_path_logic_on_the_cpu(monkeypatch, n, k, dtype):
             out = torch.full(want.shape, float("nan"), dtype=out_dtype)
             assert mxfp4.gemm_a4w4(a, w, out) is out and torch.equal(out, want.to(out_dtype))
         assert torch.equal(ops.gemm_a4w4_op(a, w, dtype), want.to(dtype))
-    assert len(launched) == 2 * 5
+        partial = ops.gemm_a4w4_partial(a, w)  # the float32 variant, its N columns
+        exact = reference.gemm_a4w4(a, plain, out_dtype=None)
+        assert partial.dtype == torch.float32 and partial.shape == want.shape
+        assert torch.equal(partial, exact.to(torch.float32)) and launched[-1].out_f32
+    assert len(launched) == 2 * 6
     if dtype is torch.float32:  # a value the kernels' bf16 input cannot carry: the reference, with a warning
         a = torch.randn(3, k, generator=g)
         a[1, 0] = 3.4e38
         ops._warn_once.cache_clear()
         with pytest.warns(RuntimeWarning, match="1.75 \\* 2\\*\\*127"):
             got = mxfp4.gemm_a4w4(a, w)
-        assert torch.equal(got, reference.gemm_a4w4(a, plain)) and len(launched) == 10
+        assert torch.equal(got, reference.gemm_a4w4(a, plain)) and len(launched) == 12
         with pytest.raises(ValueError, match="1.75 \\* 2\\*\\*127"):
             mxfp4.gemm_a4w4(a, w, backend="cuda")

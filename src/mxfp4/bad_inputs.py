@@ -35,6 +35,12 @@ def _gemm(**kw):
     return mxfp4.gemm_a4w4(**args)
 
 
+def _float32_params():
+    from mxfp4 import plan
+
+    return plan.GemmParams(out_f32=True)
+
+
 def _out_overlapping_w():
     import mxfp4
     from mxfp4 import MXFP4Tensor
@@ -117,6 +123,8 @@ BAD_INPUTS: tuple[BadInput, ...] = (
     BadInput("gemm_a4w4(a, w, backend=None)", lambda: _gemm(backend=None), ValueError, "backend must be one of"),
     BadInput("gemm_a4w4(a on cpu, w, backend='cuda')", lambda: _gemm(backend="cuda"), ValueError, "backend='cuda'"),
     BadInput("gemm_a4w4(a, w, params={'bn': 64})", lambda: _gemm(params={"bn": 64}), TypeError, "params must be"),
+    BadInput("gemm_a4w4(a, w, params=GemmParams(out_f32=True))", lambda: _gemm(params=_float32_params()), ValueError,
+             "params.out_f32 variants write the unrounded float32 total"),
     # quantize, dequantize, prepare
     BadInput("quantize(None)", lambda: _ops()[0].quantize(None), TypeError, "x must be a torch.Tensor"),
     BadInput("quantize(x int32)", lambda: _ops()[0].quantize(torch.zeros(4, 32, dtype=torch.int32)), TypeError,

@@ -23,38 +23,26 @@ from the one-process layer's in its last bits: always within the kernels' contra
 RowParallelMXFP4Linear holds columns ``shard_range(K, rank, W)`` of the weight (input features,
 on 32-element block boundaries, the scales with them) and takes the same K-shard of the activation.
 Activations are quantized per 32-element block along K, so quantizing the shard gives the codes
-and scales the whole row would get. Each rank computes its unrounded float64 partial sum; the
-partials are gathered and added in rank order on every rank (deterministic, the same bits on
-every rank) and rounded to bf16 once. Rounding each partial to bf16 and all-reducing would add
-two or more roundings and does differ from the one-process layer.
+and scales the whole row would get. Each rank computes its partial sum unrounded, as float32
+(:func:`mxfp4.ops.gemm_a4w4_partial`: on a Hopper GPU the kernels' own total, the ``out_f32``
+variants; on the CPU the exact partial rounded once to float32); the partials are gathered and
+added in rank order in float32 on every rank, and the total is rounded to bf16 once. Every rank
+adds the same float32 numbers in the same order: the same bits on every rank and from call to call.
+At world size 1 the total is the one partial, and the kernel rounds it in its own epilogue: the
+one-process layer's call and bits.
 
-When the row-parallel result equals the one-process reference bit for bit. For one output
-element write the block terms ``t_b = S_b * 2**(sa_b + sw_b - 256)`` (``S_b`` the integer dot
-product of the doubled e2m1 codes of block b, ``|S_b| <= 4608``; ``sa_b``, ``sw_b`` the e8m0
-bytes). The reference rounds the exact sum of the terms once; each rank's partial is its terms'
-sum in float64 (exact, or kept to 53 bits with a sticky bit), and the partials are added in rank
-order in float64. Every term and every partial sum is a multiple of
-``q = 2**(min over S_b != 0 of sa_b + sw_b - 256)``, so all of those additions are exact, and the
-result equals the exact sum, whenever
-
-    sum_b |S_b| * 2**(sa_b + sw_b - e_min) < 2**53,      e_min = min over S_b != 0 of sa_b + sw_b
-
-(:func:`split_k_exact` evaluates it). The condition is about the row's scales, not about where the
-shards split K: it holds for every world size and every split on block boundaries. It is
-sufficient, not necessary: it ignores the trailing zero bits of ``S_b``, and many inexact sums
-still round alike. A simpler sufficient form: the scale exponents of the row's blocks with nonzero
-products span ``e_max - e_min < 53 - log2(144 * K)`` binary orders, i.e. at most 33 for K = 7168
-and 31 for K = 16384 (randn operands span at most 4: each row's block scales lie within 2 orders).
-Outside the condition the rank-order float64 sum can round (each addition by at most half a
-float64 ulp, 2**-53 relative), which changes the bf16 output only when the sum lies that close to
-a bf16 rounding boundary (``tests/test_distributed.py`` builds such a row). NaN scale bytes give NaN either way.
-
-On the CPU both layers run the exact reference, so the statement above is the whole story. On a
-Hopper GPU the one-process layer runs the CUDA kernel, whose result equals the exact product
-rounded to bf16 on model-like data (docs/design.md); the row-parallel partial runs the float64
-reference on the GPU (slow: a bmm and a Python loop over blocks), so it equals the kernel
-wherever the kernel equals the exact rounding. The partial GEMM is one function
-(``partial_gemm``, default :func:`reference_partial`) so a float64-output kernel can replace it.
+The result is within the kernels' contract of the one-process product: for one output, with
+``m = sum |a_k w_k|`` over the whole row and ``m_r`` over rank r's part, rank r's partial is within
+``(K_r/32) * 2**-24 * m_r`` of its exact value (at most K_r/32 float32 roundings of exact block
+terms), and the rank-order sum adds W - 1 roundings of at most ``2**-24 * m`` each, so the total is
+within ``(max_r K_r/32 + W - 1) * 2**-24 * m <= (K/32) * 2**-24 * m`` (every rank holds at least one
+block, so ``K/32 >= max_r K_r/32 + W - 1``), and the one bf16 rounding adds ``ulp_bf16``. It is not
+bit for bit the one-process output: that rounds a different float32 total (the kernels) or the
+exact product (the CPU reference), and the two differ where the product lies within a few float32
+ulps of a bf16 rounding boundary (tests/test_distributed.py measures how often, and builds a
+cancelling row where the float32 partial loses the whole result, as the one-process kernel does).
+Rounding each partial to bf16 and all-reducing instead leaves the bound: two or more bf16
+roundings of partials that can be far larger than the total.
 
 Inference only: the weights are buffers and the collectives are not differentiated.
 """
@@ -62,19 +50,16 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-from typing import Callable, Mapping
+from typing import Mapping
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from . import formats, ops, plan, reference
+from . import ops, plan
 from .formats import BLOCK
 from .nn import MXFP4Linear
 from .tensor import Layout, MXFP4Tensor, prepare
-
-PartialGemm = Callable[[torch.Tensor, MXFP4Tensor], torch.Tensor]
-"""``(a [..., K_shard], w [N, K_shard]) -> float64 [..., N]``: the unrounded sum of the shard's block products."""
 
 SHARD_UNIT = 32
 """Elements of a shard's dimension per unit of :func:`shard_range`: one 32-element block of K (the
@@ -82,15 +67,10 @@ scales go with their blocks), and for N two of the layout's 16-row groups, so th
 layer's output shard is the next row-parallel layer's input shard."""
 
 
-def reference_partial(a: torch.Tensor, w: MXFP4Tensor) -> torch.Tensor:
-    """The exact reference's float64 sum of the block products, before the bf16 rounding (any device;
-    slow on the GPU)."""
-    return reference.gemm_a4w4(a, w, scale_rule=w.scale_rule, out_dtype=None)
-
-
 def sum_in_rank_order(partials: list[torch.Tensor] | tuple[torch.Tensor, ...]) -> torch.Tensor:
-    """``((p0 + p1) + p2) + ...`` in float64: the fixed order every rank uses, so every rank gets the same bits."""
-    total = partials[0].to(torch.float64, copy=True)
+    """``((p0 + p1) + p2) + ...`` of float32 partials, in float32: the fixed order every rank uses, so
+    every rank gets the same bits (a new tensor; the partials are left as they are)."""
+    total = partials[0].clone()
     for p in partials[1:]:
         total += p
     return total
@@ -177,26 +157,6 @@ def column_bits_kept(n: int, world_size: int, params) -> bool:
         return True
     rows = 128 if params.int8_weight else 64
     return all(shard_range(n, r, world_size)[0] % rows == 0 for r in range(world_size))
-
-
-def split_k_exact(a: torch.Tensor, w: MXFP4Tensor) -> torch.Tensor:
-    """Bool [..., N]: where the float64 sum of block terms is exact in every order (see the module docstring).
-
-    There the row-parallel layer equals the one-process reference bit for bit, for any world size.
-    A check for data, not for the forward path: it holds [K/32, M, N] float64 in memory.
-    """
-    lead, k = a.shape[:-1], a.shape[-1]
-    a2 = a.reshape(-1, k)
-    codes, a_bytes = formats.quantize_codes(a2, w.scale_rule)
-    plain = w.to_layout(Layout.PLAIN)
-    a_vals = (formats.e2m1_to_float(codes, torch.float64) * 2).reshape(a2.shape[0], -1, BLOCK)
-    w_vals = (formats.e2m1_to_float(formats.unpack_codes(plain.data), torch.float64) * 2).reshape(w.shape[0], -1,
-                                                                                                 BLOCK)
-    sums = torch.bmm(a_vals.permute(1, 0, 2), w_vals.permute(1, 2, 0)).abs()  # [nb, M, N], exact integers
-    e = a_bytes.t().to(torch.int64).unsqueeze(-1) + plain.scales.t().to(torch.int64).unsqueeze(1)  # [nb, M, N]
-    nan = ((a_bytes == formats.E8M0_NAN).any(-1).unsqueeze(-1)
-           | (plain.scales == formats.E8M0_NAN).any(-1).unsqueeze(0))
-    return (reference.float64_sum_exact(sums, e) | nan).reshape(*lead, w.shape[0])
 
 
 def _column_gemm(x: torch.Tensor, w: MXFP4Tensor, full_n: int) -> torch.Tensor:
@@ -361,51 +321,45 @@ class ColumnParallelMXFP4Linear(_ShardedMXFP4Linear):
 
 
 class RowParallelMXFP4Linear(_ShardedMXFP4Linear):
-    """y = round_bf16(sum over ranks, in rank order, of float64 partials) (+ bias), the same on every rank.
+    """y = bf16(sum over ranks, in rank order, of float32 partials) (+ bias), the same on every rank.
 
     ``x`` is this rank's K-shard [..., shard_range(K)] (``input_is_parallel``, the output of a column-parallel
-    layer without gather) or the full input [..., K]. Bit-identical to the unsharded layer's
-    reference result under the condition in the module docstring (:func:`split_k_exact`).
-    ``partial_gemm`` computes the unrounded float64 partial (default: the exact reference).
+    layer without gather) or the full input [..., K]. Each partial is :func:`mxfp4.ops.gemm_a4w4_partial`
+    (the kernels' unrounded float32 total on a Hopper GPU); the output is within the kernels' contract of
+    the one-process product (module docstring).
     """
 
     def __init__(self, shard: MXFP4Tensor, bias: torch.Tensor | None, *, in_features: int, rank: int,
-                 world_size: int, input_is_parallel: bool = True, group: dist.ProcessGroup | None = None,
-                 partial_gemm: PartialGemm = reference_partial) -> None:
+                 world_size: int, input_is_parallel: bool = True, group: dist.ProcessGroup | None = None) -> None:
         _check_weight(shard)
         k0, k1 = shard_range(in_features, rank, world_size, "in_features")
         if shard.shape[1] != k1 - k0:
             raise ValueError(f"shard has K = {shard.shape[1]}; rank {rank} of {world_size} holds inputs [{k0}, {k1}) "
                              f"of in_features ({in_features}) (shard_range)")
         _check_bias(bias, shard.shape[0])
-        if not callable(partial_gemm):
-            raise TypeError(f"partial_gemm must be callable (a, w) -> float64, got {partial_gemm!r}")
         super().__init__(shard, bias, rank, world_size, group)
         self.in_features, self.out_features = in_features, shard.shape[0]
         self.input_is_parallel = input_is_parallel
-        self.partial_gemm = partial_gemm
 
     @classmethod
     def from_mxfp4(cls, weight: MXFP4Tensor, bias: torch.Tensor | None = None, *, rank: int | None = None,
                    world_size: int | None = None, input_is_parallel: bool = True,
-                   group: dist.ProcessGroup | None = None,
-                   partial_gemm: PartialGemm = reference_partial) -> "RowParallelMXFP4Linear":
+                   group: dist.ProcessGroup | None = None) -> "RowParallelMXFP4Linear":
         """This rank's layer from the full weight [N, K] (and bias [N], added once after the sum)."""
         rank, world_size = _rank_and_world(rank, world_size, group)
         return cls(shard_rows(weight, rank, world_size), bias, in_features=weight.shape[1], rank=rank,
-                   world_size=world_size, input_is_parallel=input_is_parallel, group=group,
-                   partial_gemm=partial_gemm)
+                   world_size=world_size, input_is_parallel=input_is_parallel, group=group)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.input_is_parallel:
             x = shard_input(x, self.rank, self.world_size)
-        w = self.weight
-        ops.validate(x, w, None)
-        partial = self.partial_gemm(x, w)
-        if partial.dtype != torch.float64:
-            raise TypeError(f"partial_gemm must return float64 (the unrounded sum), got {partial.dtype}")
-        total = sum_in_rank_order(self._gather(partial)) if self.world_size > 1 else partial
-        y = reference.round_to_bf16(total)
+        if self.world_size == 1:  # the total is this rank's partial: the kernel's epilogue rounds it once
+            y = ops.gemm_a4w4(x, self.weight)
+            if self.out_features % 16:
+                y = y.contiguous()  # a layer's output is dense (gemm_a4w4 gives N of N16 columns)
+        else:
+            total = sum_in_rank_order(self._gather(ops.gemm_a4w4_partial(x, self.weight)))
+            y = total.to(torch.bfloat16)  # the one rounding, to nearest even as the kernels' epilogue
         return y + self.bias if self.bias is not None else y
 
     def extra_repr(self) -> str:
@@ -415,8 +369,7 @@ class RowParallelMXFP4Linear(_ShardedMXFP4Linear):
 
 
 __all__ = ["ColumnParallelMXFP4Linear", "RowParallelMXFP4Linear", "TensorParallel", "shard_range", "shard_columns", "shard_rows",
-           "shard_input", "column_bits_kept", "split_k_exact", "reference_partial", "sum_in_rank_order",
-           "PartialGemm", "SHARD_UNIT"]
+           "shard_input", "column_bits_kept", "sum_in_rank_order", "SHARD_UNIT"]
 
 
 if __name__ == "__main__":

@@ -139,16 +139,19 @@ def params_for(problem: plan.Problem, device: torch.device) -> plan.GemmParams |
     return _params(problem.m, problem.n, problem.k, index)
 
 
-def _params(m: int, n: int, k: int, index: int) -> plan.GemmParams | plan.DecodeParams | plan.WgmmaParams:
-    params = _chosen.get((m, n, k, index))
+def _params(m: int, n: int, k: int, index: int, out_f32: bool = False) -> plan.GemmParams | plan.DecodeParams | plan.WgmmaParams:
+    params = _chosen.get((m, n, k, index, out_f32))
     if params is None:
-        params = _chosen[(m, n, k, index)] = plan.choose(plan.Problem(m, n, k), _table(), _device_facts(index)[1])
+        params = plan.choose(plan.Problem(m, n, k), _table(), _device_facts(index)[1])
+        if out_f32:
+            params = plan.float32_output(params)
+        _chosen[(m, n, k, index, out_f32)] = params
     return params
 
 
-_chosen: dict[tuple[int, int, int, int], plan.GemmParams | plan.DecodeParams | plan.WgmmaParams] = {}
-"""plan.choose's answer per (m, n, k, device index): a pure function of the shipped table and the
-device, remembered so an eager call does not rebuild it (3.7 us of Python per call)."""
+_chosen: dict[tuple[int, int, int, int, bool], plan.GemmParams | plan.DecodeParams | plan.WgmmaParams] = {}
+"""plan.choose's answer per (m, n, k, device index, float32 output): a pure function of the shipped
+table and the device, remembered so an eager call does not rebuild it (3.7 us of Python per call)."""
 
 
 def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, *,
@@ -176,6 +179,9 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
     if params is not None and not isinstance(params, (plan.GemmParams, plan.DecodeParams, plan.WgmmaParams)):
         raise TypeError(f"params must be a mxfp4.plan.GemmParams, DecodeParams or WgmmaParams, got "
                         f"{type(params).__name__}")
+    if params is not None and params.out_f32:
+        raise ValueError("params.out_f32 variants write the unrounded float32 total (ops.gemm_a4w4_partial), "
+                         "not gemm_a4w4's bf16 output")
     if out_dtype is not None and out_dtype not in _FLOATS:
         raise TypeError(f"out_dtype must be torch.bfloat16, float16 or float32, got {out_dtype!r}")
     if out is not None and out_dtype is not None and out.dtype is not out_dtype:
@@ -200,6 +206,21 @@ def _run(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_dtype: t
     return _on_kernels(a, w, out, out_dtype, params, m, n, k)
 
 
+def gemm_a4w4_partial(a: torch.Tensor, w: MXFP4Tensor) -> torch.Tensor:
+    """float32 [..., N]: ``quant(a) @ dequant(w)^T`` before its rounding to bf16, for a row-parallel
+    rank's partial sum (``mxfp4.distributed``); inference only, no autograd.
+
+    On a Hopper GPU the kernels' own total (the ``out_f32`` variant of the kernel ``plan.choose``
+    picks): the large-M kernels' float32 total, the small-M kernel's float64 total rounded to nearest
+    float32; either within ``(K/32) * 2**-24 * sum|a w|`` of the exact product (docs/design.md,
+    Tensor parallel). Elsewhere the exact product rounded once to float32.
+    """
+    m, n, k = validate(a, w, None)
+    if select_backend(a, w) == "reference":
+        return reference.gemm_a4w4(a, w, scale_rule=w.scale_rule, out_dtype=None).to(torch.float32)
+    return _on_kernels(a, w, None, torch.float32, None, m, n, k, unrounded=True)
+
+
 _cuda_ops_module = None
 
 
@@ -214,12 +235,15 @@ def _cuda_ops():
 
 
 def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_dtype: torch.dtype,
-                params: plan.GemmParams | plan.DecodeParams | plan.WgmmaParams | None, m: int, n: int, k: int) -> torch.Tensor:
+                params: plan.GemmParams | plan.DecodeParams | plan.WgmmaParams | None, m: int, n: int, k: int,
+                unrounded: bool = False) -> torch.Tensor:
+    """The kernels' launch for :func:`gemm_a4w4` (bf16 output, converted to ``out_dtype``) or, with
+    ``unrounded``, for :func:`gemm_a4w4_partial` (the float32 total; ``out`` and ``params`` None)."""
     n16, k2 = w.data.shape  # the weight as the kernels read it: N16 rows, K64 / 2 bytes
     k64 = 2 * k2
     bf16_out = out is not None and n16 == n and out.dtype is torch.bfloat16  # the kernel writes out itself
     if not bf16_out:
-        buf = torch.empty((m, n16), dtype=torch.bfloat16, device=a.device)
+        buf = torch.empty((m, n16), dtype=torch.float32 if unrounded else torch.bfloat16, device=a.device)
     else:
         buf = out if out.dim() == 2 else out.view(m, n)
     if m and n:
@@ -232,7 +256,7 @@ def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_d
         else:
             a2 = cuda_ops.rows_for_kernel(a2)
         if params is None:
-            params = _params(m, n16, k64, a.device.index)
+            params = _params(m, n16, k64, a.device.index, unrounded)
         else:
             params.check()
             if not params.fits(plan.Problem(m, n16, k64)):
@@ -249,7 +273,7 @@ def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_d
             out.view(m, n).copy_(buf[:, :n])
         return out
     result = buf if n16 == n else buf[:, :n]
-    if out_dtype is not torch.bfloat16:
+    if out_dtype is not result.dtype:
         result = result.to(out_dtype)
     return result if a.dim() == 2 else result.view(*a.shape[:-1], n)
 

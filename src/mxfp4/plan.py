@@ -52,7 +52,9 @@ class GemmParams:
     bn, bm: output tile (weight rows x A rows) of a CTA; warps_n x warps_m consumer warps share it
     (each warp bn/warps_n rows, a multiple of 16, by bm/warps_m rows, a multiple of 8).
     kc: K blocks (32 elements) of A quantized per chunk; sb: K blocks per weight stage; stages:
-    depth of the weight ring. split: CTAs of a cluster that share K (1..8).
+    depth of the weight ring. split: CTAs of a cluster that share K (1..8). out_f32: the output is
+    float32, the float64 total rounded to nearest float32 (a row-parallel partial,
+    ``ops.gemm_a4w4_partial``), not bf16.
     """
 
     source = "gemm_a4w4.cu"
@@ -65,10 +67,14 @@ class GemmParams:
     sb: int = 4
     stages: int = 8
     split: int = 1
+    out_f32: bool = False
 
     def defines(self) -> dict[str, int]:
-        return dict(BN=self.bn, BM=self.bm, WARPS_N=self.warps_n, WARPS_M=self.warps_m, KC=self.kc,
-                    SB=self.sb, STAGES=self.stages)
+        d = dict(BN=self.bn, BM=self.bm, WARPS_N=self.warps_n, WARPS_M=self.warps_m, KC=self.kc,
+                 SB=self.sb, STAGES=self.stages)
+        if self.out_f32:  # absent otherwise: the bf16 variants keep their cached cubins
+            d["OUT_F32"] = 1
+        return d
 
     @property
     def threads(self) -> int:
@@ -112,7 +118,8 @@ class DecodeParams:
 
     mt: token rows held, 8 * mt (M <= 8 * mt); g: 16-row weight groups a CTA owns; kw: warps that
     share a group's K range (g * kw warps a CTA); depth: blocks of weight bytes in flight a warp;
-    split: CTAs of a cluster that share K (1..16; above 8 a non-portable cluster).
+    split: CTAs of a cluster that share K (1..16; above 8 a non-portable cluster). out_f32: the
+    output is the float32 total unrounded (a row-parallel partial, ``ops.gemm_a4w4_partial``).
     """
 
     source = "gemm_decode.cu"
@@ -122,9 +129,13 @@ class DecodeParams:
     kw: int = 4
     depth: int = 8
     split: int = 1
+    out_f32: bool = False
 
     def defines(self) -> dict[str, int]:
-        return dict(MT=self.mt, G=self.g, KW=self.kw, DEPTH=self.depth)
+        d = dict(MT=self.mt, G=self.g, KW=self.kw, DEPTH=self.depth)
+        if self.out_f32:
+            d["OUT_F32"] = 1
+        return d
 
     @property
     def threads(self) -> int:
@@ -165,16 +176,22 @@ class WgmmaParams:
     """One launch of the large-M kernels: a CTA computes tn tokens x 128 weight rows; stages is the
     depth of its shared-memory ring (one segment of K, SEGMENT_BLOCKS blocks, a stage). int8_weight:
     the prep also writes the weight as int8 in the layout wgmma reads (``mxfp4_gemm_i8``, tn 128),
-    else the GEMM converts the weight's codes in registers (``mxfp4_gemm_wgmma``)."""
+    else the GEMM converts the weight's codes in registers (``mxfp4_gemm_wgmma``). out_f32: the
+    output is the float32 totals unrounded (a row-parallel partial, ``ops.gemm_a4w4_partial``),
+    stored from registers, not bf16 staged through the ring."""
 
     source = "gemm_wgmma.cu"
 
     tn: int = 96
     stages: int = 4
     int8_weight: bool = False
+    out_f32: bool = False
 
     def defines(self) -> dict[str, int]:
-        return dict(TN=self.tn, STAGES=self.stages)
+        d = dict(TN=self.tn, STAGES=self.stages)
+        if self.out_f32:
+            d["OUT_F32"] = 1
+        return d
 
     @property
     def gemm_name(self) -> str:
@@ -215,7 +232,8 @@ class WgmmaParams:
             (self.tn in (64, 96, 128), "tn must be 64, 96 or 128"),
             (not self.int8_weight or self.tn == 128, "int8_weight needs tn 128"),
             (self.stages >= 2, "stages must be at least 2"),
-            (self.tn * 136 * 2 <= self.stages * self.stage_bytes, "the ring must hold the output tile"),
+            (self.out_f32 or self.tn * 136 * 2 <= self.stages * self.stage_bytes,
+             "the ring must hold the bf16 output tile"),
             (self.smem_bytes() <= SMEM_LIMIT, f"shared memory {self.smem_bytes()} > {SMEM_LIMIT}"),
         ]
         for ok, rule in rules:
@@ -332,9 +350,15 @@ def choose(p: Problem, table: dict[tuple[int, int, int], GemmParams | DecodePara
     return heuristic(p, sm_count)
 
 
+def float32_output(params: GemmParams | DecodeParams | WgmmaParams) -> GemmParams | DecodeParams | WgmmaParams:
+    """The variant of ``params`` that writes the unrounded float32 total (``out_f32``)."""
+    return dataclasses.replace(params, out_f32=True)
+
+
 def shipped_variants(shapes: list[tuple[int, int, int]]) -> list[GemmParams | DecodeParams | WgmmaParams]:
     """Every compiled variant a call can take: the table's entries and what ``choose`` gives for
-    ``shapes`` (split is a launch choice: variants differing only in it compile once)."""
+    ``shapes``, each with its float32-output twin (split is a launch choice: variants differing
+    only in it compile once)."""
     table = load_table()
     variants = set(table.values()) | {choose(Problem(m, n, k), table) for m, n, k in shapes}
-    return sorted(variants, key=str)
+    return sorted(variants | {float32_output(p) for p in variants}, key=str)

@@ -13,16 +13,18 @@ _quant_configs: dict[int, runtime.LaunchConfig] = {}  # grid -> the quantize ker
 
 def gemm_a4w4(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor,
               params: plan.GemmParams) -> torch.Tensor:
-    """out [M, N] bf16 = quant(a [M, K] bf16) x W^T, W in aiter's shuffled layouts (data, scales).
+    """out [M, N] bf16 (float32 for ``params.out_f32``) = quant(a [M, K] bf16) x W^T, W in aiter's
+    shuffled layouts (data, scales).
 
     One launch on the current stream; A is quantized inside it, nothing is allocated. The caller
     has validated shapes, dtypes and devices (``mxfp4.ops``); this checks what the kernel's loads
-    and bulk copies need: 16-byte aligned rows.
+    and bulk copies need: 16-byte aligned rows, and the output dtype the variant writes.
     """
     m, k = a.shape
     n = data.shape[0]
     lda = _check_rows(a)
     _check_weight(data, scales)
+    _check_out_dtype(out, params)
     if out.stride(1) != 1:
         raise ValueError("out must have unit stride along N")
     kernel, config = runtime.gemm_launch(params, (-(-n // params.bn), -(-m // params.bm)), a.device)
@@ -33,15 +35,17 @@ def gemm_a4w4(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: to
 
 def gemm_a4w4_decode(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor,
                      params: plan.DecodeParams) -> torch.Tensor:
-    """The decode path of :func:`gemm_a4w4` (M <= params.tokens): two launches on the current
+    """The decode path of :func:`gemm_a4w4` (M <= params.tokens; out float32 for ``params.out_f32``,
+    else bf16): two launches on the current
     stream, A quantized into a workspace allocated for the call (``params.workspace_bytes``, freed
     with it), then the GEMM, which starts streaming the weight before A is ready."""
     m, k = a.shape
     n = data.shape[0]
     lda = _check_rows(a)
     _check_weight(data, scales)
-    if out.stride(1) != 1 or out.stride(0) % 2 or out.data_ptr() % 4:
-        raise ValueError("out must have unit stride along N, an even row stride and a 4-byte aligned start")
+    if out.stride(1) != 1 or out.stride(0) % 2 or out.data_ptr() % 8:
+        raise ValueError("out must have unit stride along N, an even row stride and an 8-byte aligned start")
+    _check_out_dtype(out, params)
     quant, quant_cfg, gemm, gemm_cfg = runtime.decode_launch(params, n, k, a.device)
     ws = torch.empty(params.workspace_bytes(k), dtype=torch.uint8, device=a.device)
     qa = ws.data_ptr()
@@ -61,6 +65,7 @@ def gemm_a4w4_wgmma(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, o
     n = data.shape[0]
     lda = _check_rows(a)
     _check_weight(data, scales)
+    _check_out_dtype(out, params)
     if out.stride(1) != 1 or out.stride(0) % 8 or out.data_ptr() % 16:
         raise ValueError("out must have unit stride along N, a row stride that is a multiple of 8 and a "
                          "16-byte aligned start")
@@ -137,6 +142,12 @@ def _check_weight(data: torch.Tensor, scales: torch.Tensor) -> None:
     if not (data.is_contiguous() and scales.is_contiguous() and data.data_ptr() % 16 == 0
             and scales.data_ptr() % 16 == 0):
         raise ValueError("the weight's data and scales must be contiguous and 16-byte aligned")
+
+
+def _check_out_dtype(out: torch.Tensor, params: plan.GemmParams | plan.DecodeParams | plan.WgmmaParams) -> None:
+    want = torch.float32 if params.out_f32 else torch.bfloat16
+    if out.dtype is not want:
+        raise ValueError(f"out must be {want} for {params} (it writes {want}), got {out.dtype}")
 
 
 def _check_rows(a: torch.Tensor) -> int:

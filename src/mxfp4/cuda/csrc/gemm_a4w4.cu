@@ -21,6 +21,17 @@
 #ifndef BN
 #error "BN, BM, WARPS_N, WARPS_M, KC, SB and STAGES are set by the JIT"
 #endif
+// OUT_F32 1: C is float32, the float64 total rounded to nearest float32 instead of to bf16 (a
+// row-parallel rank's partial, summed across ranks and rounded to bf16 after). Only the final
+// store differs.
+#ifndef OUT_F32
+#define OUT_F32 0
+#endif
+#if OUT_F32
+typedef float out_t;
+#else
+typedef u16 out_t;
+#endif
 
 #define NCW (WARPS_N * WARPS_M)   // consumer warps
 #define NCT (NCW * 32)            // consumer threads
@@ -84,7 +95,7 @@ __device__ __forceinline__ void quantize_chunk(const u16 *__restrict__ A, int ld
 
 extern "C" __global__ void __launch_bounds__(NCT + 32, 1)
 mxfp4_gemm_a4w4(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, const u8 *__restrict__ Wsc,
-                int ldsc, u16 *__restrict__ C, int ldc, int M, int N, int K) {
+                int ldsc, out_t *__restrict__ C, int ldc, int M, int N, int K) {
   extern __shared__ __align__(128) u8 smem[];
   u8 *ring = smem;
   float *sw = (float *)(smem + OFF_SW);
@@ -320,8 +331,12 @@ mxfp4_gemm_a4w4(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, co
       const int mi = p / (BN / 2), n = 2 * (p - mi * (BN / 2));
       const int m = (int)rank + mi * (int)S;
       if (p < pairs && m0 + m < M && n0 + n < N)  // N % 16 == 0: a pair is whole
+#if OUT_F32
+        *(float2 *)(C + (long long)(m0 + m) * ldc + n0 + n) = make_float2((float)sum[u].x, (float)sum[u].y);
+#else
         *(u32 *)(C + (long long)(m0 + m) * ldc + n0 + n) =
             (u32)mx::double_to_bf16(sum[u].x) | ((u32)mx::double_to_bf16(sum[u].y) << 16);
+#endif
     }
   }
   // No CTA leaves while another reads its partial tile. The reads are done (their values are

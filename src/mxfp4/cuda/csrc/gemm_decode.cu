@@ -27,6 +27,17 @@
 #error "MT, G, KW and DEPTH are set by the JIT"
 #endif
 
+// OUT_F32 1: C is float32, the unrounded float32 total (a row-parallel rank's partial, summed across
+// ranks and rounded to bf16 after). Only the final store differs.
+#ifndef OUT_F32
+#define OUT_F32 0
+#endif
+#if OUT_F32
+typedef float out_t;
+#else
+typedef u16 out_t;
+#endif
+
 #define WARPS (G * KW)
 #define THREADS (WARPS * 32)
 #define TOK (MT * 8)   // token rows the kernels hold (M <= TOK)
@@ -67,7 +78,7 @@ mxfp4_decode_quant(const u16 *__restrict__ A, int lda, int M, int K, u8 *__restr
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 mxfp4_gemm_decode(const u8 *__restrict__ qa, const float *__restrict__ qs, const u8 *__restrict__ W,
-                  const u8 *__restrict__ Wsc, int ldsc, u16 *__restrict__ C, int ldc, int M, int N, int K) {
+                  const u8 *__restrict__ Wsc, int ldsc, out_t *__restrict__ C, int ldc, int M, int N, int K) {
   extern __shared__ __align__(16) u8 smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
@@ -245,7 +256,11 @@ mxfp4_gemm_decode(const u8 *__restrict__ qa, const float *__restrict__ qs, const
       }
     }
     const int n = blockIdx.x * ROWS + r;
+#if OUT_F32
+    *(float2 *)(C + (long long)tok * ldc + n) = make_float2(s0, s1);
+#else
     *(u32 *)(C + (long long)tok * ldc + n) = (u32)mx::float_to_bf16(s0) | ((u32)mx::float_to_bf16(s1) << 16);
+#endif
   }
   if (S > 1) mx::cluster_sync_relaxed();  // no CTA leaves while another reads its partial
 }

@@ -46,6 +46,17 @@
 #ifndef TN
 #error "TN and STAGES are set by the JIT"
 #endif
+// OUT_F32 1: C is float32, the GEMMs' float32 totals unrounded (a row-parallel rank's partial,
+// summed across ranks and rounded to bf16 after), stored from registers: no staging tile, so the
+// shared memory is the bf16 variant's. Only the output differs.
+#ifndef OUT_F32
+#define OUT_F32 0
+#endif
+#if OUT_F32
+typedef float out_t;
+#else
+typedef u16 out_t;
+#endif
 
 #define SEG 8                              // blocks per segment
 #define TW 128                             // weight rows per CTA
@@ -369,7 +380,7 @@ mxfp4_wgmma_prep(const u16 *__restrict__ A, int lda, int M, int K, const u8 *__r
 
 extern "C" __global__ void __launch_bounds__(384, 1)
 mxfp4_gemm_wgmma(const u8 *__restrict__ ablob, const u8 *__restrict__ wmeta, const __grid_constant__ TensorMap wmap,
-                 u16 *__restrict__ C, int ldc, int M, int N, int K, int ntile, int nwt) {
+                 out_t *__restrict__ C, int ldc, int M, int N, int K, int ntile, int nwt) {
   extern __shared__ __align__(1024) u8 smem_raw[];
   u8 *smem = (u8 *)(((unsigned long long)smem_raw + 1023) & ~1023ull);
   u64 *full = (u64 *)(smem + STAGES * STAGE_BYTES), *empty = full + STAGES;
@@ -554,6 +565,24 @@ mxfp4_gemm_wgmma(const u8 *__restrict__ ablob, const u8 *__restrict__ wmeta, con
     }
   }
 
+#if OUT_F32
+  // ---- output: the float32 totals from registers; a warp's store covers 4 tokens x 8 rows, whole
+  // 32-byte sectors ----
+  const bool in0 = n0 + rl0 < N, in1 = n0 + rl1 < N;
+#pragma unroll
+  for (int j = 0; j < TN / 8; ++j) {
+    const int m = t0 + 8 * j + 2 * t;
+    float *c0 = C + (long long)m * ldc + n0;
+    if (m < M) {
+      if (in0) c0[rl0] = acc[4 * j];
+      if (in1) c0[rl1] = acc[4 * j + 2];
+    }
+    if (m + 1 < M) {
+      if (in0) c0[ldc + rl0] = acc[4 * j + 1];
+      if (in1) c0[ldc + rl1] = acc[4 * j + 3];
+    }
+  }
+#else
   // ---- output: the tile rounded to bf16, staged in shared memory (the ring is drained), then
   // written a token row at a time in 16-byte pieces ----
   mx::named_barrier(1, 256);
@@ -574,6 +603,7 @@ mxfp4_gemm_wgmma(const u8 *__restrict__ ablob, const u8 *__restrict__ wmeta, con
     if (m < M && n < N)
       *(uint4 *)(C + (long long)m * ldc + n) = *(const uint4 *)(ct + tok * C_PITCH + ch * 8);
   }
+#endif
 }
 
 // D (64 x 128, s32) += A (64 x 32 s8) * B (128 x 32 s8), both from shared memory (descriptors).
@@ -591,7 +621,7 @@ __device__ __forceinline__ void wgmma_ss_s8(int (&d)[64], u64 da, u64 db) {
 // accumulate in one int32 sum started at the row's start bits (the fold, as mxfp4_gemm_wgmma's),
 // scaled once by the token's multiplier; every other block is a term scaled by both multipliers.
 extern "C" __global__ void __launch_bounds__(384, 1)
-mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, u16 *__restrict__ C, int ldc, int M, int N,
+mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t *__restrict__ C, int ldc, int M, int N,
               int K, int ntile, int nwt) {
 #if TN == 128
   extern __shared__ __align__(1024) u8 smem_raw[];
@@ -720,6 +750,19 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, u16 *_
     }
   }
 
+#if OUT_F32
+  // ---- output: the float32 totals from registers, two columns a store (a warp's: 8 tokens x 32
+  // bytes) ----
+  const int m0 = t0 + tok0, m1 = t0 + tok1;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const int n = n0 + 8 * j + 2 * t;
+    if (n < N) {  // N % 16 == 0: a pair is whole
+      if (m0 < M) *(float2 *)(C + (long long)m0 * ldc + n) = make_float2(acc[4 * j], acc[4 * j + 1]);
+      if (m1 < M) *(float2 *)(C + (long long)m1 * ldc + n) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+    }
+  }
+#else
   // ---- output: staged in shared memory as [token][weight row], written in 16-byte pieces ----
   mx::named_barrier(1, 256);
   u16 *ct = (u16 *)smem;
@@ -737,6 +780,7 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, u16 *_
     if (m < M && n < N)
       *(uint4 *)(C + (long long)m * ldc + n) = *(const uint4 *)(ct + tok * C_PITCH + ch * 8);
   }
+#endif
 #endif
 }
 
