@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import mxfp4
-from mxfp4 import reference
+from mxfp4 import moe, reference
 from mxfp4.formats import unpack_codes
 from mxfp4.fuzz.oracle import oracle_quantize, oracle_values, round_bf16
 from mxfp4 import ExpertWeights, grouped_gemm_a4w4
@@ -119,3 +119,170 @@ def test_stack_refuses_mixed_experts():
         ExpertWeights.stack([])
     with pytest.raises(ValueError, match=r"must have logical shape \(512, 64\)"):
         ExpertWeights(mxfp4.prepare(experts(1, 256, 64)[0]), 2, 16)
+
+
+# ---- the experts module against the model's own forward -------------------------------------------
+
+transformers = pytest.importorskip("transformers")
+
+
+class W4A4(torch.overrides.TorchFunctionMode):
+    """Every product with a weight in the module's own forward (F.linear, x @ W, torch.bmm) as the exact
+    W4A4 reference: activations quantized per 1x32 block, the weight's values quantized (the tests set
+    weights to MXFP4 values first, so that changes nothing), the product rounded once to bf16."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.nn.functional.linear:
+            x, w, b = args[0], args[1], args[2] if len(args) > 2 else kwargs.get("bias")
+            y = reference.gemm_a4w4(x, mxfp4.quantize(w))
+            return y if b is None else y + b
+        if func in (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__):
+            x, w = args
+            return reference.gemm_a4w4(x, mxfp4.quantize(w.t()))
+        if func is torch.bmm:
+            p, q = args
+            if q.shape[-1] == 1:  # W [S, N, K] @ x [S, K, 1]
+                return torch.stack([reference.gemm_a4w4(q[s, :, 0], mxfp4.quantize(p[s])) for s in range(len(p))])[..., None]
+            return torch.stack([reference.gemm_a4w4(p[s], mxfp4.quantize(q[s].t())) for s in range(len(p))])
+        return func(*args, **kwargs)
+
+
+def to_mxfp4_values(w: torch.Tensor, k_dim: int) -> torch.Tensor:
+    """``w`` with every 32-element block along ``k_dim`` replaced by its MXFP4 values (in w's dtype)."""
+    moved = w.detach().transpose(k_dim, -1)
+    return mxfp4.dequantize(mxfp4.quantize(moved.contiguous())).to(w.dtype).transpose(k_dim, -1)
+
+
+def experts_module(kind: str):
+    """A transformers v5 experts module (random bf16 weights, MXFP4 values) of the kind's tiny config."""
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Experts
+    from transformers.models.gpt_oss.modeling_gpt_oss import GptOssExperts
+    from transformers.models.qwen2_moe.modeling_qwen2_moe import Qwen2MoeExperts
+    from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeExperts
+
+    cls, cfg = {
+        "deepseek_v3": (DeepseekV3Experts, transformers.DeepseekV3Config(hidden_size=64, moe_intermediate_size=32,
+                                                                        n_routed_experts=6)),
+        "qwen2_moe": (Qwen2MoeExperts, transformers.Qwen2MoeConfig(hidden_size=64, moe_intermediate_size=64,
+                                                                    num_experts=6)),
+        "qwen3_moe": (Qwen3MoeExperts, transformers.Qwen3MoeConfig(hidden_size=96, moe_intermediate_size=32,
+                                                                    num_experts=6)),
+        "gpt_oss": (GptOssExperts, transformers.GptOssConfig(hidden_size=64, intermediate_size=32, num_local_experts=6)),
+    }[kind]
+    torch.manual_seed(0)
+    m = cls(cfg).to(torch.bfloat16)
+    transposed = kind == "gpt_oss"
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            if p.dim() == 3:  # K is H for gate_up and I for down: dim 2, or dim 1 when stored [E, K, N]
+                p.copy_(to_mxfp4_values(torch.randn_like(p) * 0.5, 1 if transposed else 2))
+            else:
+                p.copy_(torch.randn_like(p))
+    return m
+
+
+def routing(t: int, e: int, k: int, dtype: torch.dtype, seed: int = 1):
+    g = torch.Generator().manual_seed(seed)
+    index = torch.stack([torch.randperm(e, generator=g)[:k] for _ in range(t)])
+    weights = torch.rand(t, k, generator=g).to(dtype)
+    return index, weights
+
+
+@pytest.mark.parametrize("implementation", ["eager", "batched_mm"])
+@pytest.mark.parametrize("kind", ["deepseek_v3", "qwen2_moe", "qwen3_moe", "gpt_oss"])
+def test_experts_match_the_models_forward_with_w4a4_products(kind, implementation):
+    """Bit for bit: the class's own forward (eager: index_add_ per expert; batched_mm: summed, as transformers'
+    default grouped_mm), each product replaced by the exact W4A4 product, against MXFP4Experts."""
+    m = experts_module(kind)
+    m.config._experts_implementation = implementation
+    ours = moe.from_module(m)
+    assert ours.accumulation is (moe.Accumulation.EAGER if implementation == "eager" else moe.Accumulation.SUM)
+    hidden = torch.randn(9, m.gate_up_proj.shape[1 if kind == "gpt_oss" else 2]).bfloat16()
+    # DeepSeek's router gives float32 weights, the others the hidden dtype; expert 5 gets no token, one gets 1
+    index, weights = routing(9, 5, 2, torch.float32 if kind == "deepseek_v3" else torch.bfloat16)
+    index[0, 0] = 4 if (index == 4).sum() != 1 else index[0, 0]
+    with torch.no_grad():
+        with W4A4():
+            want = m(hidden, index, weights)
+        got = ours(hidden, index, weights)
+    assert got.dtype == want.dtype == torch.bfloat16
+    assert torch.equal(got, want)
+    assert ours.kept_bytes() == sum(b.numel() for b in ours.buffers())
+
+
+def test_gpt_oss_gate_is_the_even_rows_of_gate_up():
+    """GPT-OSS interleaves gate (row 2j) and up (row 2j + 1): with the gate rows and biases zero,
+    (u + 1) * 0 * sigmoid(0) is 0, so every expert's output is its down bias alone; with the up rows zero
+    instead it is not."""
+    hidden, (index, _) = torch.randn(4, 64).bfloat16(), routing(4, 6, 1, torch.bfloat16)
+    for zero, want_bias_only in ((0, True), (1, False)):
+        m = experts_module("gpt_oss")
+        with torch.no_grad():
+            m.gate_up_proj[:, :, zero::2] = 0  # [E, H, 2I]: output column 2j + zero
+            m.gate_up_proj_bias[:, zero::2] = 0
+            out = moe.from_module(m)(hidden, index, torch.ones(4, 1, dtype=torch.bfloat16))
+        assert torch.equal(out, m.down_proj_bias[index[:, 0]]) is want_bias_only
+
+
+class MLP(torch.nn.Module):
+    """A per-expert MLP as transformers v4 held experts (and as Quark's per-expert checkpoints name them)."""
+
+    def __init__(self, hidden: int, inter: int, bias: bool = False):
+        super().__init__()
+        self.gate_proj = torch.nn.Linear(hidden, inter, bias=bias)
+        self.up_proj = torch.nn.Linear(hidden, inter, bias=bias)
+        self.down_proj = torch.nn.Linear(inter, hidden, bias=bias)
+        self.act_fn = torch.nn.SiLU()
+
+    def forward(self, x):
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+
+class PerExpertBlock(torch.nn.Module):
+    """A v4-style sparse MoE block: ``experts[e](tokens)`` per expert hit, weighted, index_add_ in expert order."""
+
+    def __init__(self, e: int = 5, hidden: int = 64, inter: int = 96, bias: bool = False):
+        super().__init__()
+        self.experts = torch.nn.ModuleList(MLP(hidden, inter, bias) for _ in range(e))
+
+    def forward(self, hidden, index, weights):
+        out = torch.zeros_like(hidden)
+        for e in range(len(self.experts)):
+            token, slot = torch.where(index == e)
+            if token.numel():
+                out.index_add_(0, token, (self.experts[e](hidden[token]) * weights[token, slot, None]).to(out.dtype))
+        return out
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_per_expert_layout_swaps_to_one_stacked_module(bias):
+    import copy
+
+    torch.manual_seed(0)
+    block = PerExpertBlock(bias=bias).to(torch.bfloat16)
+    linears = mxfp4.quantize_(copy.deepcopy(block), lambda m, n: isinstance(m, torch.nn.Linear))
+    assert isinstance(linears.experts[0].gate_proj, mxfp4.nn.MXFP4Linear)
+    mxfp4.quantize_(block)
+    assert isinstance(block.experts, mxfp4.nn.MXFP4Experts) and len(block.experts) == 5
+    assert not any(isinstance(m, (torch.nn.Linear, mxfp4.nn.MXFP4Linear)) for m in block.modules())
+    hidden, (index, weights) = torch.randn(7, 64).bfloat16(), routing(7, 4, 2, torch.bfloat16)
+    with torch.no_grad():
+        want = linears(hidden, index, weights)
+        assert torch.equal(block(hidden, index, weights), want)  # experts[e](x), one expert at a time
+        assert torch.equal(block.experts(hidden, index, weights), want)  # the fused call, grouped
+    with pytest.raises(IndexError, match="expert 5 out of range for 5 experts"):
+        block.experts[5]
+
+
+def test_experts_module_checks_its_inputs():
+    ours = moe.from_module(experts_module("qwen3_moe"))
+    hidden, (index, weights) = torch.randn(3, 96).bfloat16(), routing(3, 6, 2, torch.bfloat16)
+    with pytest.raises(ValueError, match=r"hidden_states must be \[T, 96\] and top_k_index \[T, k\]"):
+        ours(hidden[:, :64], index, weights)
+    with pytest.raises(ValueError, match=r"top_k_weights must have top_k_index's shape \(3, 2\)"):
+        ours(hidden, index, weights[:, :1])
+    with pytest.raises(ValueError, match=r"top_k_index must hold experts in \[0, 6\), got 6"):
+        ours(hidden, torch.full_like(index, 6), weights)
+    with pytest.raises(TypeError, match="is not an experts module mxfp4 swaps"):
+        moe.from_module(torch.nn.Linear(64, 64))
