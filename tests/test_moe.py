@@ -286,3 +286,107 @@ def test_experts_module_checks_its_inputs():
         ours(hidden, torch.full_like(index, 6), weights)
     with pytest.raises(TypeError, match="is not an experts module mxfp4 swaps"):
         moe.from_module(torch.nn.Linear(64, 64))
+
+
+# ---- tiny MoE models: quantize_, save, load on meta ------------------------------------------------
+
+def tiny(kind: str, device: str = "cpu"):
+    """A 2-layer model of the kind (random weights, bf16): DeepSeek-V3 (a dense first layer, then 8 routed
+    experts and a shared one, MLA attention) or GPT-OSS (4 experts with biases, attention sinks)."""
+    if kind == "deepseek_v3":
+        cfg = transformers.DeepseekV3Config(
+            vocab_size=256, hidden_size=64, intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8, n_shared_experts=1,
+            num_experts_per_tok=2, n_group=2, topk_group=1, first_k_dense_replace=1, kv_lora_rank=32,
+            q_lora_rank=32, qk_rope_head_dim=16, qk_nope_head_dim=16, v_head_dim=16, max_position_embeddings=64,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+        cls = transformers.DeepseekV3ForCausalLM
+    else:
+        cfg = transformers.GptOssConfig(vocab_size=256, hidden_size=64, intermediate_size=32, num_hidden_layers=2,
+                                        num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                        num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=64,
+                                        sliding_window=8)
+        cls = transformers.GptOssForCausalLM
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = cls(cfg)
+    if device == "cpu":  # larger router weights than the init's, so tokens spread over the experts
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if "router" in name or name.endswith("mlp.gate.weight"):
+                    p.normal_(0, 1)
+    return model.to(torch.bfloat16).eval()
+
+
+def logits(model) -> torch.Tensor:
+    ids = torch.randint(0, 256, (2, 9), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        return model(ids).logits
+
+
+@pytest.mark.parametrize("kind", ["deepseek_v3", "gpt_oss"])
+def test_tiny_moe_model_saves_and_loads_on_meta_bit_identical(kind, tmp_path):
+    source = mxfp4.quantize_(tiny(kind))
+    experts = [m for m in source.modules() if isinstance(m, mxfp4.nn.MXFP4Experts)]
+    assert len(experts) == (1 if kind == "deepseek_v3" else 2)
+    assert not any(isinstance(p, torch.nn.Parameter) and p.dim() == 3 for p in source.parameters())
+    want = logits(source)
+    path = mxfp4.save(source, tmp_path / kind, max_shard_size=100_000)
+    ckpt = mxfp4.load(path)
+    layer = 1 if kind == "deepseek_v3" else 0
+    prefix = f"model.layers.{layer}.mlp.experts.3"
+    assert ckpt.tensors[f"{prefix}.up_proj.weight"].shape == (32, 32)  # Quark's per-expert layers
+    assert ckpt.tensors[f"{prefix}.down_proj.weight_scale"].shape == (64, 1)
+    assert (f"{prefix}.gate_proj.bias" in ckpt) is (kind == "gpt_oss")
+    model = tiny(kind, device="meta")
+    mxfp4.quantize_(model, checkpoint=path, device="cpu")
+    assert not any(t.is_meta for t in [*model.parameters(), *model.buffers()])
+    assert torch.equal(logits(model), want)
+    loaded = model.get_submodule(f"model.layers.{layer}.mlp.experts")
+    assert loaded.accumulation is experts[0].accumulation
+    for b in ("gate_up_data", "gate_up_scales", "down_data", "down_scales"):
+        assert torch.equal(loaded.get_buffer(b), experts[0].get_buffer(b))
+
+
+def gptoss_checkpoint(source, path):
+    """``source`` (a bf16 GPT-OSS model) written as OpenAI's GPT-OSS MXFP4 checkpoints are: each experts
+    module's ``gate_up_proj`` / ``down_proj`` as ``*_blocks`` [E, N, K/32, 16] / ``*_scales`` [E, N, K/32]
+    (N the output rows: gate_up_proj [E, H, 2I] transposed), biases beside them, everything else bf16."""
+    from . import quark_export
+
+    tensors = {}
+    for key, t in source.state_dict().items():
+        if key.endswith("experts.gate_up_proj") or key.endswith("experts.down_proj"):
+            w = mxfp4.quantize(t.transpose(1, 2).contiguous())  # [E, N, K]
+            e, n, k = w.shape
+            tensors[f"{key}_blocks"] = w.data.reshape(e, n, k // 32, 16)
+            tensors[f"{key}_scales"] = w.scales
+        else:
+            tensors[key] = t
+    config = {**source.config.to_dict(),
+              "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn",
+                                                                                          "model.embed_tokens",
+                                                                                          "lm_head"]}}
+    quark_export.write_checkpoint(path, tensors, config, shards=2)
+    return path
+
+
+def test_gptoss_checkpoint_loads_its_experts_on_meta(tmp_path):
+    """A GPT-OSS checkpoint: experts from *_blocks / *_scales with their biases, every linear layer the
+    model's bf16 one; logits bit-identical to the bf16 model with only its experts quantized in memory."""
+    source = tiny("gpt_oss")
+    path = gptoss_checkpoint(source, tmp_path / "gptoss")
+    bias = source.model.layers[1].mlp.experts.gate_up_proj_bias.detach().clone()
+    want = logits(mxfp4.quantize_(source, lambda m, n: moe.experts_layout(m) is not None))
+    model = tiny("gpt_oss", device="meta")
+    mxfp4.quantize_(model, checkpoint=path)
+    assert type(model.model.layers[0].self_attn.q_proj) is torch.nn.Linear
+    assert isinstance(model.model.layers[1].mlp.experts, mxfp4.nn.MXFP4Experts)
+    assert torch.equal(logits(model), want)
+
+    experts = mxfp4.checkpoint.load_gptoss_experts(path)
+    gate_up = experts["model.layers.1.mlp.experts.gate_up_proj"]
+    assert torch.equal(gate_up.bias, bias)
+    assert gate_up.weights.num_experts == 4 and gate_up.weights.n == 64
+    loaded = model.model.layers[1].mlp.experts.weights("gate_up")
+    assert torch.equal(gate_up.weights.weight.data, loaded.weight.data)

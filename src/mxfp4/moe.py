@@ -449,5 +449,22 @@ def activation_args(module: nn.Module, layout: ExpertsLayout) -> dict:
     return {**args, "act_fn": module.act_fn if layout.fused else module[0].act_fn}
 
 
+def join_gate_up(gate: torch.Tensor, up: torch.Tensor, activation: Activation) -> torch.Tensor:
+    """One expert's gate [I, ...] and up [I, ...] rows (codes, scales or biases) in its gate_up order:
+    concatenated for GLU, interleaved (gate row j at 2j, up row j at 2j + 1) for GPT-OSS."""
+    if activation is Activation.GLU:
+        return torch.cat([gate, up])
+    return torch.stack([gate, up], dim=1).reshape(2 * gate.shape[0], *gate.shape[1:])
+
+
+def split_gate_up(gate_up: torch.Tensor, activation: Activation) -> tuple[torch.Tensor, torch.Tensor]:
+    """The inverse of :func:`join_gate_up`: (gate, up) rows of one expert's gate_up rows."""
+    if activation is Activation.GLU:
+        gate, up = gate_up.chunk(2)
+    else:
+        gate, up = gate_up[0::2], gate_up[1::2]
+    return gate.contiguous(), up.contiguous()
+
+
 __all__ = ["ExpertWeights", "grouped_gemm_a4w4", "padded_rows", "Activation", "Accumulation", "MXFP4Experts", "Expert",
-           "ExpertsLayout", "experts_layout", "from_module"]
+           "ExpertsLayout", "experts_layout", "from_module", "join_gate_up", "split_gate_up"]
