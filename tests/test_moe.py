@@ -143,7 +143,8 @@ class W4A4(torch.overrides.TorchFunctionMode):
         if func is torch.bmm:
             p, q = args
             if q.shape[-1] == 1:  # W [S, N, K] @ x [S, K, 1]
-                return torch.stack([reference.gemm_a4w4(q[s, :, 0], mxfp4.quantize(p[s])) for s in range(len(p))])[..., None]
+                rows = [reference.gemm_a4w4(q[s, :, 0], mxfp4.quantize(p[s])) for s in range(len(p))]
+                return torch.stack(rows)[..., None]
             return torch.stack([reference.gemm_a4w4(p[s], mxfp4.quantize(q[s].t())) for s in range(len(p))])
         return func(*args, **kwargs)
 
@@ -168,7 +169,8 @@ def experts_module(kind: str):
                                                                     num_experts=6)),
         "qwen3_moe": (Qwen3MoeExperts, transformers.Qwen3MoeConfig(hidden_size=96, moe_intermediate_size=32,
                                                                     num_experts=6)),
-        "gpt_oss": (GptOssExperts, transformers.GptOssConfig(hidden_size=64, intermediate_size=32, num_local_experts=6)),
+        "gpt_oss": (GptOssExperts, transformers.GptOssConfig(hidden_size=64, intermediate_size=32,
+                                                              num_local_experts=6)),
     }[kind]
     torch.manual_seed(0)
     m = cls(cfg).to(torch.bfloat16)
@@ -348,7 +350,7 @@ def test_tiny_moe_model_saves_and_loads_on_meta_bit_identical(kind, tmp_path):
         assert torch.equal(loaded.get_buffer(b), experts[0].get_buffer(b))
 
 
-def gptoss_checkpoint(source, path):
+def gptoss_checkpoint(source, path, drop=()):
     """``source`` (a bf16 GPT-OSS model) written as OpenAI's GPT-OSS MXFP4 checkpoints are: each experts
     module's ``gate_up_proj`` / ``down_proj`` as ``*_blocks`` [E, N, K/32, 16] / ``*_scales`` [E, N, K/32]
     (N the output rows: gate_up_proj [E, H, 2I] transposed), biases beside them, everything else bf16."""
@@ -363,6 +365,8 @@ def gptoss_checkpoint(source, path):
             tensors[f"{key}_scales"] = w.scales
         else:
             tensors[key] = t
+    for key in drop:
+        del tensors[key]
     config = {**source.config.to_dict(),
               "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn",
                                                                                           "model.embed_tokens",
@@ -390,3 +394,23 @@ def test_gptoss_checkpoint_loads_its_experts_on_meta(tmp_path):
     assert gate_up.weights.num_experts == 4 and gate_up.weights.n == 64
     loaded = model.model.layers[1].mlp.experts.weights("gate_up")
     assert torch.equal(gate_up.weights.weight.data, loaded.weight.data)
+
+
+def test_experts_checkpoint_errors_name_the_tensor_or_layer(tmp_path):
+    import json
+
+    path = mxfp4.save(mxfp4.quantize_(tiny("deepseek_v3")), tmp_path / "ds")
+    config = json.loads((path / "config.json").read_text())
+    config["quantization_config"]["exclude"].append(r"re:.*experts\.3\.")
+    (path / "config.json").write_text(json.dumps(config))
+    model = tiny("deepseek_v3", device="meta")
+    with pytest.raises(ValueError, match=r"layer 'model.layers.1.mlp.experts.3.gate_proj': quantization_config."
+                                         r"exclude makes it FLOAT; the experts of 'model.layers.1.mlp.experts' load "
+                                         "as MXFP4 only"):
+        mxfp4.quantize_(model, checkpoint=path)
+    assert model.model.layers[1].mlp.experts.gate_up_proj.is_meta  # unchanged
+
+    path = gptoss_checkpoint(tiny("gpt_oss"), tmp_path / "gptoss", drop=["model.layers.0.mlp.experts.down_proj_bias"])
+    with pytest.raises(ValueError, match=r"'model.layers.0.mlp.experts.down_proj_bias' is missing \(experts "
+                                         r"'model.layers.0.mlp.experts' have biases"):
+        mxfp4.quantize_(tiny("gpt_oss", device="meta"), checkpoint=path)

@@ -143,6 +143,11 @@ def quantize_(model: nn.Module, filter_fn: Callable[[nn.Module, str], bool] | No
     Everything is checked before anything changes: on an error (naming the tensor or the layer and
     the rule) the model is as it was. See :mod:`mxfp4.checkpoint.loader`.
 
+    Experts modules load from a checkpoint as one MXFP4Experts each: from Quark's per-expert layers
+    ``<experts>.<e>.gate_proj`` / ``up_proj`` / ``down_proj`` (``.weight``, ``.weight_scale``, ``.bias``),
+    or, from a GPT-OSS checkpoint (``quant_method`` "mxfp4"), ``<experts>.gate_up_proj_blocks`` /
+    ``_scales`` / ``_bias`` and ``down_proj_*``, whose other linear layers stay the model's own.
+
     ``tp`` (with ``checkpoint``; a :class:`mxfp4.distributed.TensorParallel`): the MXFP4 layers its
     rules name become this rank's :class:`~mxfp4.distributed.ColumnParallelMXFP4Linear` (rows
     ``shard_range(N)`` of the weight) or :class:`~mxfp4.distributed.RowParallelMXFP4Linear` (inputs
@@ -159,7 +164,8 @@ def quantize_(model: nn.Module, filter_fn: Callable[[nn.Module, str], bool] | No
         if device is not None:
             raise TypeError("device= goes with checkpoint= (quantizing in place keeps each layer where it is)")
         keep = filter_fn or default_filter
-        experts = [(name, m) for name, m in model.named_modules() if moe.experts_layout(m) is not None and keep(m, name)]
+        experts = [(name, m) for name, m in model.named_modules()
+                   if moe.experts_layout(m) is not None and keep(m, name)]
         for name, m in experts:
             layout = moe.experts_layout(m)
             if layout.hidden_size % BLOCK or layout.intermediate_size % BLOCK:

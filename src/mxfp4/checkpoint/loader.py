@@ -5,6 +5,11 @@ the meta device (``with torch.device("meta"): AutoModelForCausalLM.from_config(c
 weights then never exist. Every header is checked against the model first (a plan), so a bad
 checkpoint leaves the model as it was; then each tensor is read into a host buffer of its own size,
 moved to the device and swapped in, and the host buffer freed before the next is read.
+
+Experts modules (:func:`mxfp4.moe.experts_layout`) become :class:`mxfp4.moe.MXFP4Experts`, from Quark's
+per-expert layers or from a GPT-OSS checkpoint's ``*_blocks`` / ``*_scales`` / ``*_bias``; one
+projection's experts are read, then stacked and prepared on the device (about three times that
+projection's MXFP4 bytes at the peak).
 """
 from __future__ import annotations
 
