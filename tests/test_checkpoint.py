@@ -216,12 +216,12 @@ def test_gptoss_experts_load_per_expert(tmp_path):
                "model.layers.0.mlp.experts.down_proj_scales": q.scales.contiguous()},
               str(tmp_path / "model.safetensors"))
     (tmp_path / "config.json").write_text(json.dumps({"quantization_config": {"quant_method": "mxfp4"}}))
-    experts = checkpoint.load_gptoss_experts(tmp_path)["model.layers.0.mlp.experts.down_proj"]
-    assert len(experts) == e
-    for i, x in enumerate(experts):
-        plain = x.to_layout(mxfp4.Layout.PLAIN)
+    down = checkpoint.load_gptoss_experts(tmp_path)["model.layers.0.mlp.experts.down_proj"]
+    assert down.weights.num_experts == e and down.bias is None
+    for i in range(e):
+        plain = down.weights.plain(i)
         assert torch.equal(plain.data, q.data[i]) and torch.equal(plain.scales, q.scales[i])
-    assert mxfp4.dequantize(experts[0])[0, :2].tolist() == [0.5 * 8, 1.0 * 8]
+    assert mxfp4.dequantize(down.weights.expert(0))[0, :2].tolist() == [0.5 * 8, 1.0 * 8]
 
     save_file({"x_blocks": blocks.contiguous(), "x_scales": q.scales[:, :, :3].contiguous()},
               str(tmp_path / "model.safetensors"))

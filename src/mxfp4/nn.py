@@ -8,7 +8,9 @@ from typing import Callable
 import torch
 from torch import nn
 
+from . import moe
 from .formats import BLOCK, ScaleRule
+from .moe import MXFP4Experts
 from .ops import gemm_a4w4, gemm_a4w4_op
 from .tensor import Layout, MXFP4Tensor, prepare, quantize
 
@@ -111,18 +113,25 @@ class MXFP4Linear(nn.Module):
 def default_filter(module: nn.Module, name: str) -> bool:
     """The layers :func:`quantize_` swaps by default: every ``nn.Linear`` with in_features % 32 == 0
     (one scale per 32 inputs; any shape runs on the kernels), except the output head (a module named
-    ``lm_head``), which models keep in full precision (as Quark's exports do)."""
-    return (isinstance(module, nn.Linear) and name.rsplit(".", 1)[-1] != "lm_head"
-            and module.in_features % BLOCK == 0)
+    ``lm_head``), which models keep in full precision (as Quark's exports do); and every experts module
+    :func:`mxfp4.moe.experts_layout` knows whose hidden and intermediate sizes are multiples of 32."""
+    if isinstance(module, nn.Linear):
+        return name.rsplit(".", 1)[-1] != "lm_head" and module.in_features % BLOCK == 0
+    layout = moe.experts_layout(module)
+    return layout is not None and layout.hidden_size % BLOCK == 0 and layout.intermediate_size % BLOCK == 0
 
 
 def quantize_(model: nn.Module, filter_fn: Callable[[nn.Module, str], bool] | None = None, *,
               checkpoint: "str | pathlib.Path | None" = None, scale_rule: ScaleRule = ScaleRule.AITER,
               device: "str | torch.device | None" = None, strict: bool = True, tp=None) -> nn.Module:
-    """Swaps ``nn.Linear`` layers of ``model`` for :class:`MXFP4Linear` in place; returns ``model``.
+    """Swaps ``nn.Linear`` layers of ``model`` for :class:`MXFP4Linear` and experts modules for
+    :class:`mxfp4.moe.MXFP4Experts` in place; returns ``model``.
 
     Without ``checkpoint``: the layers ``filter_fn(module, name)`` selects (default
-    :func:`default_filter`) are quantized from their own weights; each keeps its linear's dtype.
+    :func:`default_filter`) are quantized from their own weights; each keeps its module's dtype. Experts
+    modules (:func:`mxfp4.moe.experts_layout`: transformers' fused DeepSeek-V3, Qwen2-MoE, Qwen3-MoE and
+    GPT-OSS experts, or a ``ModuleList`` of gate / up / down MLPs) the filter selects become one
+    MXFP4Experts each, before the linear layers (so per-expert linears go with their experts).
     With ``checkpoint`` (a directory or :class:`mxfp4.checkpoint.Checkpoint`, Quark W4A4 MXFP4):
     its ``quantization_config`` decides which layers are MXFP4 (the others stay the model's own,
     their weights read as stored and cast to the model's float dtype); every tensor of the model
@@ -133,6 +142,11 @@ def quantize_(model: nn.Module, filter_fn: Callable[[nn.Module, str], bool] | No
     (e.g. DeepSeek's MTP layer) is an error; ``strict=False`` skips them with a logged note.
     Everything is checked before anything changes: on an error (naming the tensor or the layer and
     the rule) the model is as it was. See :mod:`mxfp4.checkpoint.loader`.
+
+    Experts modules load from a checkpoint as one MXFP4Experts each: from Quark's per-expert layers
+    ``<experts>.<e>.gate_proj`` / ``up_proj`` / ``down_proj`` (``.weight``, ``.weight_scale``, ``.bias``),
+    or, from a GPT-OSS checkpoint (``quant_method`` "mxfp4"), ``<experts>.gate_up_proj_blocks`` /
+    ``_scales`` / ``_bias`` and ``down_proj_*``, whose other linear layers stay the model's own.
 
     ``tp`` (with ``checkpoint``; a :class:`mxfp4.distributed.TensorParallel`): the MXFP4 layers its
     rules name become this rank's :class:`~mxfp4.distributed.ColumnParallelMXFP4Linear` (rows
@@ -150,11 +164,24 @@ def quantize_(model: nn.Module, filter_fn: Callable[[nn.Module, str], bool] | No
         if device is not None:
             raise TypeError("device= goes with checkpoint= (quantizing in place keeps each layer where it is)")
         keep = filter_fn or default_filter
-        chosen = [(name, m) for name, m in model.named_modules() if isinstance(m, nn.Linear) and keep(m, name)]
+        experts = [(name, m) for name, m in model.named_modules()
+                   if moe.experts_layout(m) is not None and keep(m, name)]
+        for name, m in experts:
+            layout = moe.experts_layout(m)
+            if layout.hidden_size % BLOCK or layout.intermediate_size % BLOCK:
+                raise ValueError(f"experts {name!r}: hidden ({layout.hidden_size}) and intermediate "
+                                 f"({layout.intermediate_size}) sizes must be multiples of {BLOCK}")
+        inside = tuple(f"{name}." for name, _ in experts)
+        chosen = [(name, m) for name, m in model.named_modules() if isinstance(m, nn.Linear) and keep(m, name)
+                  and not name.startswith(inside)]
         for name, m in chosen:
             if m.in_features % BLOCK:
                 raise ValueError(f"layer {name!r}: in_features ({m.in_features}) must be a multiple of {BLOCK} "
                                  "(one e8m0 scale per 32 inputs)")
+        while experts:
+            name, m = experts.pop(0)
+            _set_module(model, name, moe.from_module(m, scale_rule))
+            del m
         while chosen:  # each bf16 weight is released as soon as its layer is swapped
             name, m = chosen.pop(0)
             _set_module(model, name, MXFP4Linear.from_linear(m, scale_rule, dtype=m.weight.dtype))
@@ -175,4 +202,4 @@ def _set_module(model: nn.Module, name: str, module: nn.Module) -> None:
     setattr(model.get_submodule(parent) if parent else model, child, module)
 
 
-__all__ = ["MXFP4Linear", "Layout", "quantize_", "default_filter"]
+__all__ = ["MXFP4Linear", "MXFP4Experts", "Layout", "quantize_", "default_filter"]

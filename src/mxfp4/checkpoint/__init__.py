@@ -11,12 +11,13 @@ exactly is refused with a ValueError naming the field.
   one at a time without a memory map; the streamed, sharded writer.
 - ``quark.py``: the ``quantization_config`` rules (vLLM's and SGLang's), and the block written.
 - ``loader.py``: a checkpoint into a model built on any device, meta included (``quantize_``).
-- ``save.py``: :func:`save`. ``gptoss.py``: GPT-OSS MXFP4 experts.
+- ``save.py``: :func:`save`. ``gptoss.py``: GPT-OSS MXFP4 experts (``quantize_`` loads GPT-OSS checkpoints
+  too: experts as :class:`mxfp4.moe.MXFP4Experts`, the rest as the model's own layers).
 """
-from .gptoss import load_gptoss_experts
+from .gptoss import GptOssProjection, load_gptoss_experts
 from .quark import LayerKind, LayerRule, QuarkConfig, export_config, quark_config
 from .safetensors import Checkpoint, TensorInfo, load
 from .save import save
 
 __all__ = ["Checkpoint", "TensorInfo", "load", "save", "QuarkConfig", "LayerKind", "LayerRule", "quark_config",
-           "export_config", "load_gptoss_experts"]
+           "export_config", "GptOssProjection", "load_gptoss_experts"]

@@ -5,6 +5,11 @@ the meta device (``with torch.device("meta"): AutoModelForCausalLM.from_config(c
 weights then never exist. Every header is checked against the model first (a plan), so a bad
 checkpoint leaves the model as it was; then each tensor is read into a host buffer of its own size,
 moved to the device and swapped in, and the host buffer freed before the next is read.
+
+Experts modules (:func:`mxfp4.moe.experts_layout`) become :class:`mxfp4.moe.MXFP4Experts`, from Quark's
+per-expert layers or from a GPT-OSS checkpoint's ``*_blocks`` / ``*_scales`` / ``*_bias``; one
+projection's experts are read, then stacked and prepared on the device (about three times that
+projection's MXFP4 bytes at the peak).
 """
 from __future__ import annotations
 
@@ -15,10 +20,11 @@ import torch
 from torch import nn
 
 from ..distributed import ColumnParallelMXFP4Linear, RowParallelMXFP4Linear, TensorParallel, shard_range
+from .. import moe
 from ..formats import BLOCK
 from ..nn import MXFP4Linear
-from ..tensor import MXFP4Tensor
-from .quark import LayerKind, quark_config
+from ..tensor import Layout, MXFP4Tensor
+from .quark import LayerKind, LayerRule, QuarkConfig, quark_config
 from .safetensors import FLOAT_DTYPES, SCALE_DTYPES, Checkpoint
 
 log = logging.getLogger("mxfp4")
@@ -37,6 +43,14 @@ class _Swap:  # a linear layer that becomes an MXFP4Linear
 
 
 @dataclasses.dataclass
+class _Experts:  # an experts module that becomes an MXFP4Experts
+    name: str
+    layout: moe.ExpertsLayout
+    module: nn.Module  # the model's, for its activation's parameters
+    gptoss: bool  # weights as GPT-OSS *_blocks / *_scales [E, ...], else Quark's per-expert layers
+
+
+@dataclasses.dataclass
 class _Fill:  # one model tensor (all its tied names) from one checkpoint tensor
     key: str
     refs: list  # (module, attribute) pairs naming the same tensor
@@ -46,6 +60,7 @@ class _Fill:  # one model tensor (all its tied names) from one checkpoint tensor
 @dataclasses.dataclass
 class _Plan:
     swaps: list
+    experts: list
     fills: list
     rebuild: list  # modules whose non-persistent buffers are recomputed on the device
     move: list  # (module, buffer name) of non-persistent buffers moved to the device
@@ -76,11 +91,26 @@ def _rebuildable(module: nn.Module) -> bool:
 
 def _plan(model: nn.Module, ckpt: Checkpoint, device: torch.device, strict: bool,
           tp: TensorParallel | None = None) -> _Plan:
-    config = quark_config(ckpt.config)
+    qc = ckpt.config.get("quantization_config")
+    gptoss = isinstance(qc, dict) and qc.get("quant_method") == "mxfp4"
+    if gptoss:  # GPT-OSS: the experts are MXFP4, every linear layer the model's own
+        config = QuarkConfig(global_rule=LayerRule(LayerKind.FLOAT, "quantization_config.quant_method 'mxfp4' "
+                                                   "(GPT-OSS: MXFP4 experts only)"))
+        if tp is not None:
+            raise ValueError("tp= shards Quark checkpoints' MXFP4 layers; a GPT-OSS checkpoint has none")
+    else:
+        config = quark_config(ckpt.config)
     rank, world = tp.place() if tp is not None else (0, 1)
-    swaps, used, quantized_prefixes = [], set(), []
+    swaps, experts, used, quantized_prefixes = [], [], set(), []
     for name, m in model.named_modules():
-        if not isinstance(m, nn.Linear):
+        layout = moe.experts_layout(m)
+        if layout is None:
+            continue  # experts load whole, on every rank under tp= (no expert parallelism)
+        used |= _plan_experts(ckpt, config, name, layout, gptoss)
+        experts.append(_Experts(name, layout, m, gptoss))
+        quantized_prefixes.append(f"{name}.")
+    for name, m in model.named_modules():
+        if not isinstance(m, nn.Linear) or name.startswith(tuple(quantized_prefixes)):
             continue
         rule = config.rule(name, type(m).__name__)
         if rule.kind is LayerKind.FP8:
@@ -181,7 +211,87 @@ def _plan(model: nn.Module, ckpt: Checkpoint, device: torch.device, strict: bool
         kv_note = (f"checkpoint {str(ckpt.path)!r}: the FP8 KV-cache scales of export.kv_cache_group "
                    f"{list(config.kv_cache_group)} are kept as float32 buffers (<attention>.k_scale / .v_scale) for "
                    "a KV-cache quantizer; the model's attention keeps its KV cache in its own dtype")
-    return _Plan(swaps, fills, rebuild, move, unused, kv_note)
+    return _Plan(swaps, experts, fills, rebuild, move, unused, kv_note)
+
+
+def _projections(layout: moe.ExpertsLayout) -> tuple[tuple[str, int, int], ...]:
+    """(name, N, K) of each expert's Quark projections."""
+    h, i = layout.hidden_size, layout.intermediate_size
+    return ("gate_proj", i, h), ("up_proj", i, h), ("down_proj", h, i)
+
+
+def _plan_experts(ckpt: Checkpoint, config: QuarkConfig, name: str, layout: moe.ExpertsLayout,
+                  gptoss: bool) -> set[str]:
+    """Checks the checkpoint's tensors of the experts module ``name``; returns their names."""
+    e, h, i = layout.num_experts, layout.hidden_size, layout.intermediate_size
+    if h % BLOCK or i % BLOCK:
+        raise ValueError(f"experts {name!r}: hidden ({h}) and intermediate ({i}) sizes must be multiples of {BLOCK}")
+    used = set()
+    if gptoss:
+        if layout.activation is not moe.Activation.GPT_OSS:
+            raise ValueError(f"experts {name!r} ({layout.activation.name}): a GPT-OSS checkpoint holds GPT-OSS experts")
+        for proj, n, k in (("gate_up_proj", 2 * i, h), ("down_proj", h, i)):
+            p = f"{name}.{proj}"
+            ckpt.check(f"{p}_blocks", ("U8",), (e, n, k // BLOCK, 16), "GPT-OSS MXFP4 blocks: uint8 [E, N, K/32, 16]")
+            ckpt.check(f"{p}_scales", ("U8",), (e, n, k // BLOCK), "GPT-OSS MXFP4 scales: uint8 [E, N, K/32]")
+            used |= {f"{p}_blocks", f"{p}_scales"}
+            if layout.bias:
+                ckpt.check(f"{p}_bias", FLOAT_DTYPES, (e, n), f"experts {name!r} have biases: float [E, N]")
+                used.add(f"{p}_bias")
+        return used
+    for x in range(e):
+        for proj, n, k in _projections(layout):
+            p = f"{name}.{x}.{proj}"
+            rule = config.rule(p, "Linear")
+            if rule.kind is not LayerKind.MXFP4:
+                raise ValueError(f"layer {p!r}: {rule.where} makes it {rule.kind.name}; the experts of {name!r} load "
+                                 "as MXFP4 only (every expert's gate_proj, up_proj and down_proj)")
+            ckpt.check(f"{p}.weight", ("U8",), (n, k // 2), "Quark MXFP4 weight: uint8 [N, K/2]")
+            ckpt.check(f"{p}.weight_scale", SCALE_DTYPES, (n, k // BLOCK), "Quark MXFP4 scales: e8m0 [N, K/32]")
+            used |= {f"{p}.weight", f"{p}.weight_scale"}
+            if layout.bias:
+                ckpt.check(f"{p}.bias", FLOAT_DTYPES, (n,), f"experts {name!r} have biases: a float [{n}] tensor")
+                used.add(f"{p}.bias")
+    return used
+
+
+def _experts_module(ckpt: Checkpoint, s: _Experts, target: torch.device) -> moe.MXFP4Experts:
+    """The MXFP4Experts that replaces ``s``, its weights read one expert's projection at a time."""
+    layout, act = s.layout, s.layout.activation
+    e, h, i = layout.num_experts, layout.hidden_size, layout.intermediate_size
+
+    def on_target(w: MXFP4Tensor) -> MXFP4Tensor:
+        return MXFP4Tensor(w.data.to(target), w.scales.to(target), w.shape, Layout.PLAIN, w.scale_rule)
+
+    gate_up_bias = down_bias = None
+    if s.gptoss:
+        stacks = []
+        for proj, n, k in (("gate_up_proj", 2 * i, h), ("down_proj", h, i)):
+            data = ckpt.tensor(f"{s.name}.{proj}_blocks").to(target).reshape(e, n, k // 2)
+            scales = ckpt.tensor(f"{s.name}.{proj}_scales").to(target)
+            stacks.append(moe.ExpertWeights.stack([MXFP4Tensor(data[x], scales[x], (n, k)) for x in range(e)]))
+            del data, scales
+        gate_up, down = stacks
+        if layout.bias:
+            gate_up_bias = ckpt.tensor(f"{s.name}.gate_up_proj_bias").to(target)
+            down_bias = ckpt.tensor(f"{s.name}.down_proj_bias").to(target)
+    else:
+        gu, dn, gu_bias, dn_bias = [], [], [], []
+        for x in range(e):
+            gate, up, down_w = (on_target(ckpt.mxfp4_weight(f"{s.name}.{x}.{p}", n, k)) for p, n, k in
+                                _projections(layout))
+            gu.append(MXFP4Tensor(moe.join_gate_up(gate.data, up.data, act),
+                                  moe.join_gate_up(gate.scales, up.scales, act), (2 * i, h)))
+            dn.append(down_w)
+            if layout.bias:
+                gu_bias.append(moe.join_gate_up(*(ckpt.tensor(f"{s.name}.{x}.{p}.bias").to(target)
+                                                  for p in ("gate_proj", "up_proj")), act))
+                dn_bias.append(ckpt.tensor(f"{s.name}.{x}.down_proj.bias").to(target))
+        gate_up, down = moe.ExpertWeights.stack(gu), moe.ExpertWeights.stack(dn)
+        if layout.bias:
+            gate_up_bias, down_bias = torch.stack(gu_bias), torch.stack(dn_bias)
+    return moe.MXFP4Experts(gate_up, down, act, **moe.activation_args(s.module, layout), gate_up_bias=gate_up_bias,
+                            down_bias=down_bias, dtype=layout.dtype)
 
 
 def _assign(refs: list, value: torch.Tensor, old: torch.Tensor) -> None:
@@ -245,6 +355,9 @@ def load_into(model: nn.Module, ckpt: Checkpoint, *, device=None, strict: bool =
     target = _device_of(model, device)
     plan = _plan(model, ckpt, target, strict, tp)
     with torch.no_grad():
+        for s in plan.experts:
+            parent_name, _, child = s.name.rpartition(".")
+            setattr(model.get_submodule(parent_name) if parent_name else model, child, _experts_module(ckpt, s, target))
         for s in plan.swaps:
             parent_name, _, child = s.name.rpartition(".")
             parent = model.get_submodule(parent_name) if parent_name else model

@@ -167,7 +167,8 @@ def quark_config(config: dict) -> QuarkConfig:
         raise ValueError(f"{_QC}: {qc!r} must be an object")
     method = qc.get("quant_method")
     if method != "quark":
-        hint = " (GPT-OSS's MXFP4 experts: mxfp4.checkpoint.load_gptoss_experts)" if method == "mxfp4" else ""
+        hint = (" (a GPT-OSS checkpoint: mxfp4.quantize_(model, checkpoint=path) loads its experts)"
+                if method == "mxfp4" else "")
         raise ValueError(f"{_QC}.quant_method: {method!r} is not supported (must be 'quark'){hint}")
     for key in qc:
         if key not in _TOP_KEYS:

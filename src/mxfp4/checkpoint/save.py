@@ -6,7 +6,8 @@ import pathlib
 
 import torch
 
-from ..formats import ScaleRule
+from ..formats import BLOCK, ScaleRule
+from ..moe import MXFP4Experts, split_gate_up
 from ..nn import MXFP4Linear
 from ..tensor import Layout
 from .quark import export_config
@@ -37,7 +38,10 @@ def save(model: torch.nn.Module, path: str | pathlib.Path, config: dict | None =
     Each :class:`mxfp4.nn.MXFP4Linear` becomes ``<name>.weight`` uint8 [N, K/2] / ``.weight_scale``
     [N, K/32] (the plain layout of its bytes) and ``.bias``; every other tensor of
     ``model.state_dict()`` is saved as it is (tied tensors once); the remaining ``nn.Linear`` layers
-    are listed in ``exclude`` by name. FP8 KV-cache scales that loading kept (``k_scale`` /
+    are listed in ``exclude`` by name. Each :class:`mxfp4.moe.MXFP4Experts` ``<p>`` is written as Quark's
+    per-expert layers ``<p>.<e>.gate_proj`` / ``up_proj`` / ``down_proj`` (``.weight``, ``.weight_scale``,
+    ``.bias`` when it has biases): GPT-OSS's interleaved gate_up rows split into their gate (even) and up
+    (odd) rows. FP8 KV-cache scales that loading kept (``k_scale`` /
     ``v_scale`` beside ``k_proj`` / ``v_proj``) are written back as ``<k_proj>.output_scale`` with
     their ``layer_quant_config`` entries and ``export.kv_cache_group``. Tensors go, in state_dict
     order and one at a time (moved to the host when their turn comes), into ``model.safetensors``
@@ -51,7 +55,8 @@ def save(model: torch.nn.Module, path: str | pathlib.Path, config: dict | None =
     limit = parse_size(max_shard_size)
     path = pathlib.Path(path)
     layers = {n: m for n, m in model.named_modules() if isinstance(m, MXFP4Linear)}
-    for name, m in layers.items():
+    experts = {n: m for n, m in model.named_modules() if isinstance(m, MXFP4Experts)}
+    for name, m in [*layers.items(), *experts.items()]:
         if m.scale_rule is not ScaleRule.AITER:
             raise ValueError(f"layer {name!r} quantizes activations with ScaleRule.{m.scale_rule.name}; "
                              "the Quark format written here states aiter's rule (Quark's 'even')")
@@ -69,6 +74,10 @@ def save(model: torch.nn.Module, path: str | pathlib.Path, config: dict | None =
 
     for key, t in model.state_dict(keep_vars=True).items():
         owner, _, attr = key.rpartition(".")
+        if owner in experts:
+            if attr == "gate_up_data":  # the module's whole checkpoint, written at its first tensor
+                entries += _expert_entries(owner, experts[owner])
+            continue
         if owner in layers:
             m = layers[owner]
             if attr == "weight_data":
@@ -100,6 +109,43 @@ def save(model: torch.nn.Module, path: str | pathlib.Path, config: dict | None =
     write_shards(path, entries, limit)
     (path / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True, default=str) + "\n")
     return path
+
+
+def _expert_entries(name: str, m: MXFP4Experts) -> list[Entry]:
+    """Quark's per-expert layers of ``m``, one expert's projection in plain bytes on the host at a time."""
+    h, i = m.hidden_size, m.intermediate_size
+    pending = {}
+
+    def part(e: int, proj: str, what: str):
+        def make():
+            key = (e, proj)
+            if key not in pending:  # gate and up come from one expert's gate_up rows
+                which = "down" if proj == "down_proj" else "gate_up"
+                w = m.weights(which).plain(e)
+                if which == "down":
+                    pending[key] = {"data": w.data, "scales": w.scales}
+                else:
+                    for p, data, scales in zip(("gate_proj", "up_proj"), *[split_gate_up(t, m.activation)
+                                                                          for t in (w.data, w.scales)]):
+                        pending[(e, p)] = {"data": data, "scales": scales}
+            t = pending[key].pop(what)
+            if not pending[key]:
+                del pending[key]
+            return t
+        return make
+
+    entries = []
+    for e in range(m.num_experts):
+        for proj, n, k in (("gate_proj", i, h), ("up_proj", i, h), ("down_proj", h, i)):
+            prefix = f"{name}.{e}.{proj}"
+            entries.append(Entry(f"{prefix}.weight", "U8", (n, k // 2), part(e, proj, "data")))
+            entries.append(Entry(f"{prefix}.weight_scale", "U8", (n, k // BLOCK), part(e, proj, "scales")))
+            if proj == "down_proj" and m.down_bias is not None:
+                entries.append(Entry(f"{prefix}.bias", NAMES[m.dtype], (n,), lambda e=e: m.down_bias[e].detach()))
+            elif proj != "down_proj" and m.gate_up_bias is not None:
+                entries.append(Entry(f"{prefix}.bias", NAMES[m.dtype], (n,), lambda e=e, j=int(proj == "up_proj"):
+                                     split_gate_up(m.gate_up_bias[e].detach(), m.activation)[j]))
+    return entries
 
 
 __all__ = ["save"]
