@@ -174,3 +174,21 @@ def test_row_parallel_on_the_kernels_within_the_bound_of_the_one_process_layer(w
     assert (y == one).double().mean().item() >= 0.999
     again = [ops.gemm_a4w4_partial(tp.shard_input(a, r, world), tp.shard_rows(plain, r, world)) for r in range(world)]
     assert torch.equal(tp.sum_in_rank_order(again).to(torch.bfloat16), y)
+
+
+@pytest.mark.parametrize("counts", [[7, 0, 1, 100], [333, 0, 0], [1, 1, 1, 1, 16, 32, 64]])
+def test_grouped_gemm_on_the_kernels_meets_the_contract(counts):
+    from mxfp4.moe import ExpertWeights, grouped_gemm_a4w4
+    g = torch.Generator().manual_seed(len(counts))
+    ws = [mxfp4.quantize(torch.randn(2880, 512, generator=g).bfloat16()) for _ in counts]
+    stacked = ExpertWeights.stack([mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout) for w in ws])
+    a = torch.randn(sum(counts), 512, generator=g).bfloat16().cuda()
+    offsets = torch.tensor(counts).cumsum(0).to(torch.int32).cuda()
+    out = grouped_gemm_a4w4(a, stacked, offsets)
+    start = 0
+    for w, c in zip(ws, counts):
+        if c:
+            report = testing.check_gemm(out[start:start + c].cpu(), a[start:start + c].cpu(), w)
+            assert report.passed, report
+        start += c
+    assert torch.equal(out, grouped_gemm_a4w4(a, stacked, offsets))
