@@ -94,31 +94,15 @@ def test_decode_kernels_meet_the_contract(params, m, n, k, kind):
 
 
 @pytest.mark.parametrize("kind", ["wide", "special"])
-def test_decode_kernels_on_special_values(kind):
-    a, w = make_case(Case(kind, 7, 32, 512, kind), "cpu")
+@pytest.mark.parametrize("m, variants", [(7, DECODE), (100, LARGE_M)], ids=["decode", "large_m"])
+def test_kernel_variants_on_special_values(kind, m, variants):
+    a, w = make_case(Case(kind, m, 32, 512, kind), "cpu")
     want = exact_bf16(a, w)
     domain = kernel_domain(a, w)
     exact, mag = testing.exact_product(a, w)
-    for params in DECODE:
-        if not params.fits(plan.Problem(7, 32, 512)):
-            continue
-        out = mxfp4.gemm_a4w4(a.cuda(), mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout),
-                              params=params).cpu()
-        assert torch.equal(torch.isnan(out)[domain], torch.isnan(want)[domain])
-        assert torch.equal(torch.isinf(out)[domain], torch.isinf(want)[domain])
-        ok = torch.isfinite(want.double()) & torch.isfinite(out.double()) & domain
-        assert ((out.double() - exact).abs()[ok] <= testing.kernel_bound(exact, mag, 512)[ok]).all()
-
-
-@pytest.mark.parametrize("kind", ["wide", "special"])
-def test_large_m_kernel_on_special_values(kind):
-    a, w = make_case(Case(kind, 100, 32, 512, kind), "cpu")
-    want = exact_bf16(a, w)
-    domain = kernel_domain(a, w)
-    exact, mag = testing.exact_product(a, w)
-    for params in LARGE_M:
-        out = mxfp4.gemm_a4w4(a.cuda(), mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout),
-                              params=params).cpu()
+    wd = mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout)
+    for params in (p for p in variants if p.fits(plan.Problem(m, 32, 512))):
+        out = mxfp4.gemm_a4w4(a.cuda(), wd, params=params).cpu()
         assert torch.equal(torch.isnan(out)[domain], torch.isnan(want)[domain])
         assert torch.equal(torch.isinf(out)[domain], torch.isinf(want)[domain])
         ok = torch.isfinite(want.double()) & torch.isfinite(out.double()) & domain

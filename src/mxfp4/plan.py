@@ -45,6 +45,12 @@ class Problem:
         return self.k // 32
 
 
+def _with_output(defines: dict[str, int], out_f32: bool) -> dict[str, int]:
+    """A variant's defines with OUT_F32 for the float32-output twin (absent otherwise: the bf16
+    variants keep their cached cubins)."""
+    return {**defines, "OUT_F32": 1} if out_f32 else defines
+
+
 @dataclasses.dataclass(frozen=True)
 class GemmParams:
     """One launch of the GEMM kernel.
@@ -70,11 +76,8 @@ class GemmParams:
     out_f32: bool = False
 
     def defines(self) -> dict[str, int]:
-        d = dict(BN=self.bn, BM=self.bm, WARPS_N=self.warps_n, WARPS_M=self.warps_m, KC=self.kc,
-                 SB=self.sb, STAGES=self.stages)
-        if self.out_f32:  # absent otherwise: the bf16 variants keep their cached cubins
-            d["OUT_F32"] = 1
-        return d
+        return _with_output(dict(BN=self.bn, BM=self.bm, WARPS_N=self.warps_n, WARPS_M=self.warps_m,
+                                 KC=self.kc, SB=self.sb, STAGES=self.stages), self.out_f32)
 
     @property
     def threads(self) -> int:
@@ -132,10 +135,7 @@ class DecodeParams:
     out_f32: bool = False
 
     def defines(self) -> dict[str, int]:
-        d = dict(MT=self.mt, G=self.g, KW=self.kw, DEPTH=self.depth)
-        if self.out_f32:
-            d["OUT_F32"] = 1
-        return d
+        return _with_output(dict(MT=self.mt, G=self.g, KW=self.kw, DEPTH=self.depth), self.out_f32)
 
     @property
     def threads(self) -> int:
@@ -188,10 +188,7 @@ class WgmmaParams:
     out_f32: bool = False
 
     def defines(self) -> dict[str, int]:
-        d = dict(TN=self.tn, STAGES=self.stages)
-        if self.out_f32:
-            d["OUT_F32"] = 1
-        return d
+        return _with_output(dict(TN=self.tn, STAGES=self.stages), self.out_f32)
 
     @property
     def gemm_name(self) -> str:

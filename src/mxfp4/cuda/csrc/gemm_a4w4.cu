@@ -21,17 +21,8 @@
 #ifndef BN
 #error "BN, BM, WARPS_N, WARPS_M, KC, SB and STAGES are set by the JIT"
 #endif
-// OUT_F32 1: C is float32, the float64 total rounded to nearest float32 instead of to bf16 (a
-// row-parallel rank's partial, summed across ranks and rounded to bf16 after). Only the final
-// store differs.
-#ifndef OUT_F32
-#define OUT_F32 0
-#endif
-#if OUT_F32
-typedef float out_t;
-#else
-typedef u16 out_t;
-#endif
+// OUT_F32 1 (out_t, mxfp4.cuh): C is float32, the float64 total rounded to nearest float32 instead of
+// to bf16. Only the final store differs.
 
 #define NCW (WARPS_N * WARPS_M)   // consumer warps
 #define NCT (NCW * 32)            // consumer threads

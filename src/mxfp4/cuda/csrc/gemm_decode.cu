@@ -27,16 +27,8 @@
 #error "MT, G, KW and DEPTH are set by the JIT"
 #endif
 
-// OUT_F32 1: C is float32, the unrounded float32 total (a row-parallel rank's partial, summed across
-// ranks and rounded to bf16 after). Only the final store differs.
-#ifndef OUT_F32
-#define OUT_F32 0
-#endif
-#if OUT_F32
-typedef float out_t;
-#else
-typedef u16 out_t;
-#endif
+// OUT_F32 1 (out_t, mxfp4.cuh): C is float32, the unrounded float32 total. Only the final store
+// differs.
 
 #define WARPS (G * KW)
 #define THREADS (WARPS * 32)

@@ -46,17 +46,8 @@
 #ifndef TN
 #error "TN and STAGES are set by the JIT"
 #endif
-// OUT_F32 1: C is float32, the GEMMs' float32 totals unrounded (a row-parallel rank's partial,
-// summed across ranks and rounded to bf16 after), stored from registers: no staging tile, so the
-// shared memory is the bf16 variant's. Only the output differs.
-#ifndef OUT_F32
-#define OUT_F32 0
-#endif
-#if OUT_F32
-typedef float out_t;
-#else
-typedef u16 out_t;
-#endif
+// OUT_F32 1 (out_t, mxfp4.cuh): C is float32, the GEMMs' float32 totals unrounded, stored from
+// registers: no staging tile, so the shared memory is the bf16 variant's. Only the output differs.
 
 #define SEG 8                              // blocks per segment
 #define TW 128                             // weight rows per CTA

@@ -8,6 +8,17 @@ typedef unsigned short u16;
 typedef unsigned char u8;
 typedef unsigned long long u64;
 
+// The GEMMs' output element: bf16 bits, or with OUT_F32 1 (a JIT define) float32, the unrounded total
+// (a row-parallel rank's partial, summed across ranks and rounded to bf16 after).
+#ifndef OUT_F32
+#define OUT_F32 0
+#endif
+#if OUT_F32
+typedef float out_t;
+#else
+typedef u16 out_t;
+#endif
+
 namespace mx {
 
 // 2**k as float32 for k in [-127, 127] (2**-127 is the subnormal 0x00400000).
