@@ -13,8 +13,8 @@ ColumnParallelMXFP4Linear holds rows ``shard_range(N, rank, W)`` of the weight W
 features). Output elements are independent, and each rank's shard runs with the kernel parameters
 the unsharded problem would get. On the CPU (the exact reference) the gathered output is the
 one-process layer's bit for bit. On a Hopper GPU it is too wherever the kernel decides nothing by
-weight rows beyond the shard's: M <= 32 (the small-M kernel), and for the large-M kernels when every
-shard boundary is a multiple of 64 rows (M <= 256, the register kernel folds per 64-row group) or
+weight rows beyond the shard's: the small-M kernels (and the decode kernels to 64 rows), and for the
+large-M kernels when every shard boundary is a multiple of 64 rows (M <= 256, the register kernel folds per 64-row group) or
 of 128 rows (M > 256, the int8-weight kernel folds per 128-row tile); :func:`column_bits_kept`
 says which. Elsewhere a shard's groups differ from the unsharded weight's, so an output can differ
 from the one-process layer's in its last bits: always within the kernels' contract

@@ -211,8 +211,8 @@ def gemm_a4w4_partial(a: torch.Tensor, w: MXFP4Tensor) -> torch.Tensor:
     rank's partial sum (``mxfp4.distributed``); inference only, no autograd.
 
     On a Hopper GPU the kernels' own total (the ``out_f32`` variant of the kernel ``plan.choose``
-    picks): the large-M kernels' float32 total, the small-M kernel's float64 total rounded to nearest
-    float32; either within ``(K/32) * 2**-24 * sum|a w|`` of the exact product (docs/design.md,
+    picks): the large-M and the decode kernels' float32 total, the one-launch small-M kernel's float64
+    total rounded to nearest float32; either within ``(K/32) * 2**-24 * sum|a w|`` of the exact product (docs/design.md,
     Tensor parallel). Elsewhere the exact product rounded once to float32.
     """
     m, n, k = validate(a, w, None)
