@@ -1,0 +1,178 @@
+"""Mixture of experts: every expert's MXFP4 weight stacked in one prepared tensor, and the grouped GEMM.
+
+:class:`ExpertWeights` holds E experts' [N, K] weights as ONE prepared :class:`MXFP4Tensor` of logical
+shape [E * Np, K], expert e in rows [e * Np, e * Np + N), Np = N rounded up to 256: the shuffled
+scales' tile (aiter pads scale rows to 256), so expert e's rows are a prepared tensor of its own by
+views alone (its codes are 16-row groups, its scales 32-row units, both contiguous; its scale rows
+padded to 256 as a single weight's are). The padding rows are zero codes at scale 1 and are never
+computed. :func:`grouped_gemm_a4w4` multiplies tokens sorted by expert with their experts' weights.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from .. import ops, reference
+from ..tensor import Layout, MXFP4Tensor, prepare
+
+ROW_TILE = 256
+"""Each expert's rows start on a multiple of this: the shuffled scale layout's padded tile (256 rows)."""
+
+
+def padded_rows(n: int) -> int:
+    """Np: the rows an expert of N output rows takes in an :class:`ExpertWeights` (N rounded up to 256)."""
+    return -(-n // ROW_TILE) * ROW_TILE
+
+
+@dataclasses.dataclass(frozen=True)
+class ExpertWeights:
+    """E experts' MXFP4 weights [N, K], stacked along N in one prepared MXFP4Tensor [E * Np, K].
+
+    ``weight`` is in aiter's shuffled layout (:func:`mxfp4.prepare`); expert e's output rows are
+    rows [e * Np, e * Np + N) of it (``n_padded`` = Np = N rounded up to 256), the rest zero
+    blocks. :meth:`expert` is expert e's weight as a prepared MXFP4Tensor of views; nothing else
+    is kept. Build one with :meth:`stack`.
+    """
+
+    weight: MXFP4Tensor
+    num_experts: int
+    n: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.weight, MXFP4Tensor):
+            raise TypeError(f"ExpertWeights.weight must be an MXFP4Tensor, got {type(self.weight).__name__}")
+        if self.weight.layout is not Layout.AITER_SHUFFLED:
+            raise ValueError("ExpertWeights.weight must be prepared (aiter's shuffled layout): build it with "
+                             "ExpertWeights.stack")
+        for name in ("num_experts", "n"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise ValueError(f"ExpertWeights.{name} must be a positive int, got {value!r}")
+        want = (self.num_experts * padded_rows(self.n), self.weight.shape[1])
+        if self.weight.shape != want:
+            raise ValueError(f"ExpertWeights.weight must have logical shape {want} ({self.num_experts} experts of "
+                             f"{padded_rows(self.n)} rows for N = {self.n}), got {self.weight.shape}")
+
+    @property
+    def k(self) -> int:
+        return self.weight.shape[1]
+
+    @property
+    def n_padded(self) -> int:
+        return padded_rows(self.n)
+
+    @property
+    def device(self) -> torch.device:
+        return self.weight.device
+
+    @classmethod
+    def stack(cls, experts: list[MXFP4Tensor]) -> "ExpertWeights":
+        """The experts' weights (each [N, K], plain or prepared, one shape and scale rule) stacked and prepared."""
+        if not isinstance(experts, (list, tuple)) or not experts:
+            raise ValueError("experts must be a non-empty list of MXFP4Tensor [N, K]")
+        first = experts[0]
+        for i, w in enumerate(experts):
+            if not isinstance(w, MXFP4Tensor):
+                raise TypeError(f"experts[{i}] must be an MXFP4Tensor, got {type(w).__name__}")
+            if len(w.shape) != 2 or w.shape != first.shape or w.scale_rule is not first.scale_rule:
+                raise ValueError(f"experts[{i}] is {w.shape} {w.scale_rule.name}; every expert must be 2-D "
+                                 f"[N, K] like experts[0] ({first.shape} {first.scale_rule.name})")
+        n, k = first.shape
+        pad = padded_rows(n) - n
+        data, scales = [], []
+        for w in experts:
+            w = w.to_layout(Layout.PLAIN)
+            # zero codes at scale byte 127 (1.0): blocks of zeros, as prepare pads a weight
+            data.append(torch.nn.functional.pad(w.data, (0, 0, 0, pad)))
+            scales.append(torch.nn.functional.pad(w.scales, (0, 0, 0, pad), value=127))
+        stacked = MXFP4Tensor(torch.cat(data), torch.cat(scales), (len(experts) * (n + pad), k), Layout.PLAIN,
+                              first.scale_rule)
+        return cls(prepare(stacked), len(experts), n)
+
+    def expert(self, e: int) -> MXFP4Tensor:
+        """Expert e's weight [N, K], prepared: views of rows [e * Np, (e + 1) * Np) of the stacked tensor."""
+        if not 0 <= e < self.num_experts:
+            raise IndexError(f"expert {e} out of range for {self.num_experts} experts")
+        r0, n16 = e * self.n_padded, -(-self.n // 16) * 16
+        w = self.weight
+        return MXFP4Tensor(w.data[r0:r0 + n16], w.scales[r0:r0 + self.n_padded], (self.n, self.k),
+                           Layout.AITER_SHUFFLED, w.scale_rule)
+
+    def plain(self, e: int) -> MXFP4Tensor:
+        """Expert e's weight [N, K] in the plain layout (a copy: what checkpoints store)."""
+        return self.expert(e).to_layout(Layout.PLAIN)
+
+    def kept_bytes(self) -> int:
+        return self.weight.data.numel() + self.weight.scales.numel()
+
+
+def check_offsets(offsets: torch.Tensor, num_experts: int, rows: int, device: torch.device) -> list[int]:
+    """Validates ``offsets`` (see :func:`grouped_gemm_a4w4`) and returns them as host ints (on a GPU one
+    device-to-host copy, which waits for the stream)."""
+    if not isinstance(offsets, torch.Tensor):
+        raise TypeError(f"offsets must be a torch.Tensor, got {type(offsets).__name__}")
+    if offsets.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"offsets must be int32 or int64, got {offsets.dtype}")
+    if tuple(offsets.shape) != (num_experts,):
+        raise ValueError(f"offsets must have shape ({num_experts},): one cumulative end per expert, got "
+                         f"{tuple(offsets.shape)}")
+    if offsets.device != device:
+        raise ValueError(f"offsets ({offsets.device}) must be on a's device ({device})")
+    ends = offsets.tolist()
+    start = 0
+    for e, end in enumerate(ends):
+        if end < start:
+            raise ValueError(f"offsets must be non-decreasing from 0 (cumulative ends): offsets[{e}] = {end} < "
+                             f"{start}")
+        start = end
+    if start != rows:
+        raise ValueError(f"offsets[-1] ({start}) must equal a.shape[0] ({rows}): every row belongs to an expert")
+    return ends
+
+
+def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, *,
+                      backend: str = "auto") -> torch.Tensor:
+    """C [T, N] bf16: row t of ``a`` [T, K] times the expert its group names, as :func:`mxfp4.gemm_a4w4`.
+
+    ``a`` holds the tokens sorted by expert; ``offsets`` (int32 or int64 [E], on ``a``'s device) are
+    cumulative ends, as ``torch._grouped_mm``'s ``offs``: expert e takes rows
+    [offsets[e - 1], offsets[e]) (offsets[-1] read as 0), non-decreasing, the last equal to T. Empty
+    experts and experts of one row are ordinary. Each row's result is :func:`mxfp4.gemm_a4w4` of that row
+    (the CPU reference: the exact product rounded once to bf16; the kernels: within their contract),
+    deterministic, nothing kept between calls. ``backend`` as for :func:`mxfp4.gemm_a4w4`.
+
+    The offsets are read on the host: on a GPU one device-to-host copy, which waits for the stream (so
+    the call cannot be captured in a CUDA graph). The GPU path is one :func:`mxfp4.gemm_a4w4` launch per
+    non-empty expert (two from 33 rows), on views of the stacked weight.
+    """
+    if not isinstance(w, ExpertWeights):
+        raise TypeError(f"w must be an mxfp4.ExpertWeights (ExpertWeights.stack), got {type(w).__name__}")
+    if not isinstance(a, torch.Tensor):
+        raise TypeError(f"a must be a torch.Tensor, got {type(a).__name__}")
+    if a.dim() != 2:
+        raise ValueError(f"a must be 2-D [T, K] (tokens sorted by expert), got shape {tuple(a.shape)}")
+    ops.validate(a, w.expert(0), None)
+    if a.requires_grad and torch.is_grad_enabled():
+        raise ValueError("grouped_gemm_a4w4 is inference only (no autograd): call it under torch.no_grad()")
+    ends = check_offsets(offsets, w.num_experts, a.shape[0], a.device)
+    out = torch.empty((a.shape[0], w.n), dtype=torch.bfloat16, device=a.device)
+    groups = [(e, start, end) for e, (start, end) in enumerate(zip([0, *ends[:-1]], ends)) if end > start]
+    if ops.select_backend(a, w.expert(0), backend) == "reference":
+        for e, start, end in groups:
+            out[start:end] = reference.gemm_a4w4(a[start:end], w.expert(e), scale_rule=w.weight.scale_rule)
+    else:
+        _on_kernels(a, w, groups, out)
+    return out
+
+
+def _on_kernels(a: torch.Tensor, w: ExpertWeights, groups: list[tuple[int, int, int]], out: torch.Tensor) -> None:
+    """The GPU path: one gemm_a4w4 per non-empty expert, written into its rows of ``out``. A single-launch
+    grouped kernel (reading the offsets on the device) replaces this loop."""
+    for e, start, end in groups:
+        ops.gemm_a4w4(a[start:end], w.expert(e), out[start:end], backend="cuda")
+
+
+
+
+# ---- the experts module ----------------------------------------------------------------------------
