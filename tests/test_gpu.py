@@ -7,6 +7,7 @@ import torch
 
 import mxfp4
 from mxfp4 import formats, plan, task, testing
+from mxfp4.bench.data import shuffled_weight, task_data
 from mxfp4.nn import MXFP4Linear
 from mxfp4.tensor import Layout, MXFP4Tensor
 
@@ -55,14 +56,17 @@ def _same_bits(x: torch.Tensor, y: torch.Tensor) -> bool:
     return bool(((x.view(torch.int16) == y.view(torch.int16)) | (torch.isnan(x) & torch.isnan(y))).all())
 
 
-LARGE_M = [plan.WgmmaParams(64, 5), plan.WgmmaParams(96, 4), plan.WgmmaParams(128, 4), plan.WgmmaParams(128, 3, True)]
+LARGE_M = [plan.WgmmaParams(64, 5), plan.WgmmaParams(96, 4), plan.WgmmaParams(128, 4), plan.WgmmaParams(128, 3, True),
+           plan.WgmmaParams(64, 5, split=3), plan.WgmmaParams(128, 4, split=2)]
 
 
-@pytest.mark.parametrize("params", LARGE_M, ids=["tn64", "tn96", "tn128", "i8"])
+@pytest.mark.parametrize("params", LARGE_M, ids=["tn64", "tn96", "tn128", "i8", "tn64s3", "tn128s2"])
 @pytest.mark.parametrize("m, n, k, kind", [(333, 2112, 2880, "randn"), (333, 2112, 2880, "mixed"),
                                            (200, 160, 768, "spread"), (65, 128, 256, "randn"),
                                            (33, 2112, 2880, "mixed"), (333, 80, 640, "randn")])
 def test_large_m_kernel_meets_the_contract(params, m, n, k, kind):
+    if not params.fits(plan.Problem(m, n, k)):
+        pytest.skip(f"{params} does not take {m}x{n}x{k}")
     a, w = large_m_operands(m, n, k, kind)
     wd = mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout)
     out = mxfp4.gemm_a4w4(a.cuda(), wd, params=params)
@@ -70,6 +74,23 @@ def test_large_m_kernel_meets_the_contract(params, m, n, k, kind):
     assert report.violations == 0 and report.nonfinite_mismatch == 0, report
     assert report.identical_fraction >= (0.999 if kind != "spread" else 0.98), report
     assert _same_bits(out, mxfp4.gemm_a4w4(a.cuda(), wd, params=params))
+
+
+@pytest.mark.parametrize("split", [2, 4, 6])
+def test_large_m_k_split_runs_of_one_segment(split):
+    """K split over a cluster with runs of 1 or 2 segments (6 segments over 4 CTAs: 1, 2, 1, 2): a
+    rank's partial goes where its last stage was (stage 0), once both warpgroups are past it, on data
+    whose warpgroups take different paths."""
+    data = task_data(256, 1024, 1536, 5, "model", "cpu")  # weights with outlier columns: per-group paths
+    a, w = data[0], shuffled_weight(data)
+    wd = mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout)
+    params = plan.WgmmaParams(64, 5, split=split)
+    out = mxfp4.gemm_a4w4(a.cuda(), wd, params=params)
+    report = testing.check_gemm(out.cpu(), a, w)
+    assert report.violations == 0 and report.nonfinite_mismatch == 0, report
+    assert report.identical_fraction >= 0.999, report
+    for _ in range(3):
+        assert _same_bits(out, mxfp4.gemm_a4w4(a.cuda(), wd, params=params))
 
 
 DECODE = [plan.DecodeParams(1, 4, 4, 8, 3), plan.DecodeParams(2, 2, 4, 16, 3), plan.DecodeParams(4, 4, 2, 8, 12),

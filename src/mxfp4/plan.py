@@ -176,9 +176,10 @@ class WgmmaParams:
     """One launch of the large-M kernels: a CTA computes tn tokens x 128 weight rows; stages is the
     depth of its shared-memory ring (one segment of K, SEGMENT_BLOCKS blocks, a stage). int8_weight:
     the prep also writes the weight as int8 in the layout wgmma reads (``mxfp4_gemm_i8``, tn 128),
-    else the GEMM converts the weight's codes in registers (``mxfp4_gemm_wgmma``). out_f32: the
-    output is the float32 totals unrounded (a row-parallel partial, ``ops.gemm_a4w4_partial``),
-    stored from registers, not bf16 staged through the ring."""
+    else the GEMM converts the weight's codes in registers (``mxfp4_gemm_wgmma``). split: CTAs of a
+    cluster that share K (the register GEMM only, 1..8; a launch choice, not a compiled variant).
+    out_f32: the output is the float32 totals unrounded (a row-parallel partial,
+    ``ops.gemm_a4w4_partial``), stored from registers, not bf16 staged through the ring."""
 
     source = "gemm_wgmma.cu"
 
@@ -186,6 +187,7 @@ class WgmmaParams:
     stages: int = 4
     int8_weight: bool = False
     out_f32: bool = False
+    split: int = 1
 
     def defines(self) -> dict[str, int]:
         return _with_output(dict(TN=self.tn, STAGES=self.stages), self.out_f32)
@@ -196,8 +198,8 @@ class WgmmaParams:
 
     @property
     def meta_bytes(self) -> int:
-        """Per token tile and segment: fold multipliers, block multipliers, the tile's mask."""
-        return self.tn * (4 + 4 * SEGMENT_BLOCKS) + 16
+        """Per token tile and segment: fold multipliers, block multipliers, the tokens' band masks."""
+        return self.tn * (5 + 4 * SEGMENT_BLOCKS)
 
     @property
     def ablob_bytes(self) -> int:
@@ -229,6 +231,8 @@ class WgmmaParams:
             (self.tn in (64, 96, 128), "tn must be 64, 96 or 128"),
             (not self.int8_weight or self.tn == 128, "int8_weight needs tn 128"),
             (self.stages >= 2, "stages must be at least 2"),
+            (1 <= self.split <= 8, "split must be in 1..8 (a portable cluster)"),
+            (self.split == 1 or not self.int8_weight, "split needs the register GEMM (int8_weight False)"),
             (self.out_f32 or self.tn * 136 * 2 <= self.stages * self.stage_bytes,
              "the ring must hold the bf16 output tile"),
             (self.smem_bytes() <= SMEM_LIMIT, f"shared memory {self.smem_bytes()} > {SMEM_LIMIT}"),
@@ -238,17 +242,25 @@ class WgmmaParams:
                 raise ValueError(f"WgmmaParams {self}: {rule}")
 
     def fits(self, p: Problem) -> bool:
-        return True
+        return self.split <= -(-p.blocks // SEGMENT_BLOCKS)
 
 
-def wgmma_params(p: Problem) -> WgmmaParams:
+def wgmma_params(p: Problem, sm_count: int = 132) -> WgmmaParams:
     """The large-M kernels' variant: up to 256 rows the weight converted in registers on 64-token tiles
-    (less padding, more CTAs, no int8 copy of the weight to write); above, the weight as int8 from
-    the prep (``int8_weight``, 128-token tiles). H200, L2 flushed, same run (both kernels then with
-    ptxas's serialized wgmma, since fixed): 512x7168x2048 82.6 us (int8 weight) against 88.7
-    (registers, tn 128) and 89.7 (tn 64); 4096x7168x7168 887 against 1030; 8192^3 2165 against 2576;
-    model-like data 1123 against 1355 at 4096x7168x7168; at 256 rows 59.9 against 35.0 (tn 64)."""
-    return WgmmaParams(64, 5) if p.m <= 256 else WgmmaParams(128, 3, True)
+    (less padding, more CTAs, no int8 copy of the weight to write), K split over a cluster while the
+    grid has fewer CTAs than the SMs (clusters of 2, 4 or 8: clusters of 3, 5 or 7 CTAs left SMs idle); above, the weight as
+    int8 from the prep (``int8_weight``, 128-token tiles). H200, L2 flushed, same run (both kernels
+    then with ptxas's serialized wgmma, since fixed): 512x7168x2048 82.6 us (int8 weight) against
+    88.7 (registers, tn 128) and 89.7 (tn 64); 4096x7168x7168 887 against 1030; 8192^3 2165 against
+    2576; model-like data 1123 against 1355 at 4096x7168x7168; at 256 rows 59.9 against 35.0 (tn 64)."""
+    if p.m > 256:
+        return WgmmaParams(128, 3, True)
+    ctas = -(-p.m // 64) * -(-p.n // 128)
+    nseg = -(-p.blocks // SEGMENT_BLOCKS)
+    split = 1
+    while split < 8 and 2 * split * ctas <= sm_count and 2 * split <= nseg:
+        split *= 2
+    return WgmmaParams(64, 5, split=split)
 
 
 DECODE_MIN_K = 1536
@@ -343,7 +355,7 @@ def choose(p: Problem, table: dict[tuple[int, int, int], GemmParams | DecodePara
     if params is not None and params.fits(p):
         return params
     if p.m >= WGMMA_MIN_M:
-        return wgmma_params(p)
+        return wgmma_params(p, sm_count)
     return heuristic(p, sm_count)
 
 

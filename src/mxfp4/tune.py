@@ -29,7 +29,7 @@ def candidates(p: plan.Problem, sm_count: int = 132) -> list[plan.GemmParams | p
     (``gemm_candidates``, ``decode_candidates``), from there to ``plan.TABLE_MAX_M`` the decode
     kernels' and the large-M kernels' own choice."""
     if p.m >= plan.WGMMA_MIN_M:
-        return decode_candidates(p, sm_count) + [plan.wgmma_params(p)]
+        return decode_candidates(p, sm_count) + [plan.wgmma_params(p, sm_count)]
     return gemm_candidates(p, sm_count) + decode_candidates(p, sm_count)
 
 

@@ -18,7 +18,7 @@ import torch
 from ..plan import SEGMENT_BLOCKS, SMEM_LIMIT
 from . import jit
 
-PREP_THREADS = 1024
+PREP_THREADS = 256
 """Threads of a large-M prep CTA (PREP_THREADS in gemm_wgmma.cu)."""
 
 _lock = threading.Lock()  # loading a kernel
@@ -304,7 +304,8 @@ def wgmma_launch(params, m: int, n: int, k: int, device: torch.device):
         gemm = kernel(params.source, params.gemm_name, defines, device, smem)
         g = wgmma_geometry(params, m, n, k)
         hit = _wgmma[key] = (prep, config((g["a_ctas"] + g["w_ctas"], 1, 1), PREP_THREADS, 0, None),
-                             gemm, config((g["ntile"] * g["nwt"], 1, 1), 384, smem, None, dependent=True), g)
+                             gemm, config((g["ntile"] * g["nwt"], 1, params.split), 384, smem,
+                                          (1, 1, params.split) if params.split > 1 else None, dependent=True), g)
     return hit
 
 
@@ -337,4 +338,4 @@ def wgmma_geometry(params, m: int, n: int, k: int) -> dict[str, int]:
     ablob = nseg * ntile * params.ablob_bytes
     w_ctas = nwt * nseg if params.int8_weight else nwt * -(-nseg // (PREP_THREADS // 128))
     return dict(nseg=nseg, ntile=ntile, nwt=nwt, ablob=ablob, wmeta=nwt * nseg * params.wmeta_bytes,
-                a_ctas=nseg * ntile, w_ctas=w_ctas)
+                a_ctas=nseg * ntile * (params.tn // (PREP_THREADS // 32)), w_ctas=w_ctas)

@@ -2,22 +2,24 @@
 // (wgmma). Two launches, chained on one stream: the prep, then one of two GEMMs.
 //
 // Bands: a segment is 8 blocks of 32 elements. A token's band is the window [lo, lo + 3] of e8m0
-//   exponents holding the most of its nonzero blocks (ties: the lowest lo); a token tile's mask holds
-//   the blocks inside every token's band. A weight row's band and a weight tile's (or 64-row group's)
+//   exponents holding the most of its nonzero blocks (ties: the lowest lo), its mask the blocks inside
+//   it; a token tile's mask, the AND of its tokens' masks, is taken by the GEMM. A weight row's band
+//   and a weight tile's (or 64-row group's)
 //   mask are chosen alike. A band's blocks are shifted left by their exponent minus the band's
 //   smallest (<= 3: twice an e2m1 value, <= 12, stays int8) and share one multiplier, 2**(smallest -
 //   128); the others keep their own. The blocks in both masks add into one int32 sum, scaled once;
 //   every other block is a term of its own. An outlier channel's block leaves the band and the rest
 //   of its segment still folds.
 //
-// mxfp4_wgmma_prep (PREP_THREADS a CTA), workspace per call, nothing kept:
+// mxfp4_wgmma_prep (PREP_THREADS a CTA; a warp quantizes one token's segment, so every token is
+// done on its own and A spreads over TN / 8 CTAs a tile and segment), workspace per call, nothing kept:
 //     ablob [nseg][ntile] blobs of ABLOB bytes, one bulk copy per stage: the tile's int8 values as
 //          two swizzle atoms (blocks 0-3, then 4-7), each one 128-byte row per token with its
 //          16-byte chunks swizzled (chunk ^ row % 8: the 128-byte swizzle of the shared-memory
 //          operand) and a block's 32 values permuted so that position 4t + j holds element 8t + j
 //          and position 16 + 4t + j holds 8t + 4 + j (the order in which the weight's codes reach
 //          a thread's registers); then the band multiplier per token (TN floats), the per-block
-//          multipliers [8][TN] and the tile's mask;
+//          multipliers [8][TN] and the tokens' band masks (TN bytes);
 //     wmode 0: wmeta [ceil(N / 128)][nseg] blobs of WMETA bytes: the weight rows' eight e8m0 bytes
 //          (one u64 a row), then a mask byte per 64-row group (a row's band topping out at 232 or
 //          less: the accumulator trick below needs a normal float);
@@ -51,7 +53,7 @@
 
 #define SEG 8                              // blocks per segment
 #define TW 128                             // weight rows per CTA
-#define META (TN * (4 + 4 * SEG) + 16)     // fold[TN], blk[SEG][TN] floats, the tile's flag
+#define META (TN * (5 + 4 * SEG))          // fold[TN], blk[SEG][TN] floats, the tokens' masks[TN]
 #define ABLOB (TN * 128 * (SEG / 4) + META) // one token tile's segment: values, then meta
 #define WMETA (TW * 8 + 16)                // one weight tile's segment: exponents, flags
 #define S_A 0                              // stage: the A blob (values: SEG / 4 swizzle atoms of
@@ -62,8 +64,8 @@
 #define STAGE_BYTES ((S_WM + WMETA + 1023) / 1024 * 1024)
 #define SMEM_BYTES (1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8)
 #define GM 16                              // token tiles per raster group (L2 reuse of A)
-#define PREP_THREADS 1024                  // a prep CTA: a (token tile, segment) of A in 2..4 items a thread,
-                                           // 8 segments of weight meta, or one weight tile-segment
+#define PREP_THREADS 256                   // a prep CTA: 8 tokens of a (token tile, segment) of A, a warp
+                                           // a token, 2 segments of weight meta, or one weight tile-segment
 #define C_PITCH (TW + 8)                   // bf16 per token row of the staged output tile
 // mxfp4_gemm_i8's weight blob, one per (weight tile, segment): int8 values as A's, then the meta
 #define W_MULT (TW * 128 * (SEG / 4))      //   multipliers [SEG][TW] (float)
@@ -197,67 +199,56 @@ mxfp4_wgmma_prep(const u16 *__restrict__ A, int lda, int M, int K, const u8 *__r
   if (tid == 0) shared_mask = 0xFFu;
   __syncthreads();
   if ((int)blockIdx.x < a_ctas) {
-    // ---- A: tile `tile` of TN tokens, segment s ----
-    const int tile = (int)blockIdx.x % ntile, s = (int)blockIdx.x / ntile;
+    // ---- A: tokens 8 * grp .. 8 * grp + 7 of tile `tile`, segment s; warp w takes one token, its lane
+    // 4b + q quarter q of block b ----
+    constexpr int WARPS = PREP_THREADS / 32;
+    const int warp = tid >> 5, lane = tid & 31;
+    const int grp = (int)blockIdx.x % (TN / WARPS), ts = (int)blockIdx.x / (TN / WARPS);
+    const int tile = ts % ntile, s = ts / ntile;
     u8 *blob = ablob + ((long long)s * ntile + tile) * ABLOB;
     float *fold = (float *)(blob + S_M), *blk = fold + TN;
-    // item: token r, block b, quarter q; a token's 32 items are one warp. Every load goes out before
-    // the first is used: one memory latency for the tile, not one an iteration (64x7168x2048: the
-    // prep took 9.3 us with a load at the top of each of its 8 iterations).
-    constexpr int NIT = TN * 32 / PREP_THREADS;
-    uint4 va[NIT];
+    u8 *tmask = (u8 *)(blk + SEG * TN);
+    const int r = grp * WARPS + warp, b = lane >> 2, q = lane & 3;
+    const int m = tile * TN + r, cb = s * SEG + b;
+    uint4 va = make_uint4(0u, 0u, 0u, 0u);
+    if (m < M && cb < nblk) va = *(const uint4 *)(A + (long long)m * lda + cb * 32 + q * 8);
+    // The token's band (band_window) and mask: the blocks inside it (zero and NaN blocks fit any
+    // band; blocks past K are outside).
+    u32 sbyte;
+    const u32 cs = mx::quantize8(va, sbyte);
+    u32 nz = cs != 0u;
+    nz |= __shfl_xor_sync(0xffffffffu, nz, 1);
+    nz |= __shfl_xor_sync(0xffffffffu, nz, 2);
+    const int e = (nz && sbyte != 255u) ? (int)sbyte : -1;
+    const int lo = band_window(e);
+    const bool inb = cb < nblk && (e < 0 || (e >= lo && e <= lo + 3));
+    const u32 votes = __ballot_sync(0xffffffffu, inb);
+    // The token's multiplier is 2**(its smallest nonzero exponent in the band - 128); the band's
+    // blocks are shifted left by their exponent minus that (<= 3: int8), the others keep their own
+    // multiplier. A NaN block makes every multiplier of its token NaN.
+    const bool nan = sbyte == 255u;
+    int emin = (inb && nz && !nan) ? (int)sbyte : 1000;
+    u32 anynan = nan;
 #pragma unroll
-    for (int i = 0; i < NIT; ++i) {
-      const int it = i * PREP_THREADS + tid, r = it >> 5, b = (it >> 2) & 7, q = it & 3;
-      const int m = tile * TN + r, cb = s * SEG + b;
-      va[i] = make_uint4(0u, 0u, 0u, 0u);
-      if (m < M && cb < nblk) va[i] = *(const uint4 *)(A + (long long)m * lda + cb * 32 + q * 8);
+    for (int x = 4; x <= 16; x <<= 1) {
+      emin = min(emin, __shfl_xor_sync(0xffffffffu, emin, x));
+      anynan |= __shfl_xor_sync(0xffffffffu, anynan, x);
     }
-    // Pass 1: codes and exponents; each token's band (band_window) and the tile's band mask, the
-    // blocks inside every token's band (blocks past K are outside).
-    u32 cs[NIT], eb[NIT];
+    const float fm = anynan ? __uint_as_float(0x7fc00000u) : (emin == 1000 ? 0.0f : mx::half_scale((u32)emin));
+    const u32 sh = (inb && !anynan && nz) ? (u32)((int)sbyte - emin) : 0u;
+    const u32 w0 = shl_s8x4(mx::e2m1x4_to_s8x4(cs), sh), w1 = shl_s8x4(mx::e2m1x4_to_s8x4(cs >> 16), sh);
+    u8 *row = blob + (b >> 2) * (TN * 128) + r * 128;  // blocks 0-3 in the first atom column, 4-7 in the second
+    const int o0 = (b & 3) * 32 + 4 * q;
+    *(u32 *)(row + swz(r, o0)) = w0;
+    *(u32 *)(row + swz(r, o0 + 16)) = w1;
+    if (q == 0) blk[b * TN + r] = (inb || anynan) ? fm : mx::half_scale(sbyte);
+    if (lane == 0) {
+      fold[r] = fm;
+      u32 mask = 0;
 #pragma unroll
-    for (int i = 0; i < NIT; ++i) {
-      const int it = i * PREP_THREADS + tid, b = (it >> 2) & 7, q = it & 3;
-      u32 sbyte;
-      cs[i] = mx::quantize8(va[i], sbyte);
-      u32 nz = cs[i] != 0u;
-      nz |= __shfl_xor_sync(0xffffffffu, nz, 1);
-      nz |= __shfl_xor_sync(0xffffffffu, nz, 2);
-      eb[i] = sbyte | (nz << 8);
-      const int e = (nz && sbyte != 255u) ? (int)sbyte : -1;  // zero and NaN blocks fit any band
-      const int lo = band_window(e);
-      const bool inside = e < 0 || (e >= lo && e <= lo + 3);
-      if (q == 0 && (!inside || s * SEG + b >= nblk)) atomicAnd(&shared_mask, ~(1u << b));
+      for (int c = 0; c < SEG; ++c) mask |= ((votes >> (4 * c)) & 1u) << c;
+      tmask[r] = (u8)mask;
     }
-    __syncthreads();
-    const u32 band = shared_mask;
-    // Pass 2: a token's multiplier is 2**(its smallest nonzero exponent in the band - 128); the
-    // band's blocks are shifted left by their exponent minus that (<= 3: int8), the others keep
-    // their own multiplier. A NaN block makes every multiplier of its token NaN.
-#pragma unroll
-    for (int i = 0; i < NIT; ++i) {
-      const int it = i * PREP_THREADS + tid, r = it >> 5, b = (it >> 2) & 7, q = it & 3;
-      const u32 sbyte = eb[i] & 0xFFu, nz = eb[i] >> 8;
-      const bool nan = sbyte == 255u, inb = (band >> b) & 1u;
-      int emin = (inb && nz && !nan) ? (int)sbyte : 1000;
-      u32 anynan = nan;
-#pragma unroll
-      for (int x = 4; x <= 16; x <<= 1) {
-        emin = min(emin, __shfl_xor_sync(0xffffffffu, emin, x));
-        anynan |= __shfl_xor_sync(0xffffffffu, anynan, x);
-      }
-      const float fm = anynan ? __uint_as_float(0x7fc00000u) : (emin == 1000 ? 0.0f : mx::half_scale((u32)emin));
-      const u32 sh = (inb && !anynan && nz) ? (u32)((int)sbyte - emin) : 0u;
-      const u32 w0 = shl_s8x4(mx::e2m1x4_to_s8x4(cs[i]), sh), w1 = shl_s8x4(mx::e2m1x4_to_s8x4(cs[i] >> 16), sh);
-      u8 *row = blob + (b >> 2) * (TN * 128) + r * 128;  // blocks 0-3 in the first atom column, 4-7 in the second
-      const int o0 = (b & 3) * 32 + 4 * q;
-      *(u32 *)(row + swz(r, o0)) = w0;
-      *(u32 *)(row + swz(r, o0 + 16)) = w1;
-      if (q == 0) blk[b * TN + r] = (inb || anynan) ? fm : mx::half_scale(sbyte);
-      if (q == 0 && b == 0) fold[r] = fm;
-    }
-    if (tid == 0) *(int *)(blk + SEG * TN) = (int)band;
   } else if (wmode == 1) {
     // ---- W for mxfp4_gemm_i8: tile T (128 rows), segment s, as int8 in the layout wgmma reads
     // (A's: 128-byte swizzle, a block's elements permuted the same way), with the row's band as a
@@ -373,7 +364,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 mxfp4_gemm_wgmma(const u8 *__restrict__ ablob, const u8 *__restrict__ wmeta, const __grid_constant__ TensorMap wmap,
                  out_t *__restrict__ C, int ldc, int M, int N, int K, int ntile, int nwt) {
   extern __shared__ __align__(1024) u8 smem_raw[];
-  u8 *smem = (u8 *)(((unsigned long long)smem_raw + 1023) & ~1023ull);
+  // Aligned by an offset from the array (not through an integer cast), so the compiler keeps the
+  // shared address space: every access below is an LDS / STS, not a generic load.
+  u8 *smem = smem_raw + ((1024u - (mx::smem_addr(smem_raw) & 1023u)) & 1023u);
   u64 *full = (u64 *)(smem + STAGES * STAGE_BYTES), *empty = full + STAGES;
   {
     u32 dyn;
@@ -382,6 +375,10 @@ mxfp4_gemm_wgmma(const u8 *__restrict__ ablob, const u8 *__restrict__ wmeta, con
   }
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int nblk = K >> 5, nseg = (nblk + SEG - 1) / SEG;
+  // K split over the S CTAs of a cluster (1, 1, S): this CTA takes the rank-th of S near-equal runs
+  // of segments (the host keeps S <= nseg, so every run has one).
+  const u32 S = mx::cluster_size(), rank = mx::cluster_rank();
+  const int s_lo = (int)((long long)nseg * rank / S), cnt = (int)((long long)nseg * (rank + 1) / S) - s_lo;
   // Raster: GM token tiles sweep the weight tiles together (their A segments stay in L2).
   const int id = blockIdx.x, per_group = GM * nwt;
   const int grp = id / per_group, first = grp * GM, gsize = min(GM, ntile - first);
@@ -405,20 +402,22 @@ mxfp4_gemm_wgmma(const u8 *__restrict__ ablob, const u8 *__restrict__ wmeta, con
     if (lane == 0) {
       // The weight's codes of the first stages go out while the prep may still run (programmatic
       // dependent launch); the prep's blobs only after griddepcontrol.wait.
-      const int first = min(STAGES, nseg);
-      for (int s = 0; s < first; ++s) {
-        mx::mbar_arrive_expect_tx(&full[s], (u32)(ABLOB + 8 * SEG * 256 + WMETA));
-        tma_copy_2d(smem + s * STAGE_BYTES + S_W, &wmap, s * (SEG * 256 / 8), n0 / 16, &full[s]);
+      const int first = min(STAGES, cnt);
+      for (int i = 0; i < first; ++i) {
+        mx::mbar_arrive_expect_tx(&full[i], (u32)(ABLOB + 8 * SEG * 256 + WMETA));
+        tma_copy_2d(smem + i * STAGE_BYTES + S_W, &wmap, (s_lo + i) * (SEG * 256 / 8), n0 / 16, &full[i]);
       }
       mx::pdl_wait();
-      for (int s = 0; s < first; ++s) {
-        u8 *st = smem + s * STAGE_BYTES;
-        mx::bulk_copy(st + S_A, ablob + ((long long)s * ntile + tT) * ABLOB, (u32)ABLOB, &full[s]);
-        mx::bulk_copy(st + S_WM, wmeta + ((long long)tW * nseg + s) * WMETA, (u32)WMETA, &full[s]);
+      for (int i = 0; i < first; ++i) {
+        const int s = s_lo + i;
+        u8 *st = smem + i * STAGE_BYTES;
+        mx::bulk_copy(st + S_A, ablob + ((long long)s * ntile + tT) * ABLOB, (u32)ABLOB, &full[i]);
+        mx::bulk_copy(st + S_WM, wmeta + ((long long)tW * nseg + s) * WMETA, (u32)WMETA, &full[i]);
       }
       int stage = first % STAGES;
       u32 phase = first == STAGES ? 1u : 0u;
-      for (int s = first; s < nseg; ++s) {
+      for (int i = first; i < cnt; ++i) {
+        const int s = s_lo + i;
         mx::mbar_wait(&empty[stage], phase ^ 1);
         mx::fence_proxy_async();
         u8 *st = smem + stage * STAGE_BYTES;
@@ -432,6 +431,11 @@ mxfp4_gemm_wgmma(const u8 *__restrict__ ablob, const u8 *__restrict__ wmeta, con
         }
       }
     }
+    __syncwarp();  // lane 0 rejoins: the cluster barriers are .aligned (the whole warp executes them)
+    if (S > 1) {  // the partial reduction's two cluster barriers count every thread that has not exited
+      mx::cluster_sync();
+      mx::cluster_sync_relaxed();
+    }
     return;
   }
 
@@ -442,86 +446,102 @@ mxfp4_gemm_wgmma(const u8 *__restrict__ ablob, const u8 *__restrict__ wmeta, con
   int d[TN / 2];
   float acc[TN / 2];
 #pragma unroll
-  for (int i = 0; i < TN / 2; ++i) {
-    acc[i] = 0.0f;
-  }
-  int stage = 0;
-  u32 phase = 0;
-  for (int s = 0; s < nseg; ++s) {
-    const int nb = min(SEG, nblk - s * SEG);
+  for (int i = 0; i < TN / 2; ++i) acc[i] = 0.0f;
+
+  // A segment in three steps, software-pipelined over two register sets so that one segment's codes
+  // are converted while the other's wgmma run:
+  //   prepare: wait for its stage; the blocks that fold (inside the band of every token of the tile,
+  //     A's mask, and of every weight row of this warpgroup, W's mask; both leave out blocks past K);
+  //     the rows' fold starts; the codes of those blocks as int8, shifted by their exponent minus
+  //     the row's band minimum (zeros for blocks outside the mask);
+  //   issue: the fold's 8 wgmma into one int32 sum (started at the bits of 1.5 * 2**23 * the row's
+  //     factor, so float(bits) - start is the sum times the factor), one commit group;
+  //   finish: wait for it, one fma with the token's multiplier; every block outside the fold then
+  //     adds as a term of its own; the stage is released.
+  struct Seg {
+    u32 fmask;
+    int m0, m1;
+    u64 ex0, ex1;
+  };
+  const u8 *wrow = smem + S_W + (4 * c + wq) * (SEG * 256) + g * 16 + t * 4;  // + stage * STAGE_BYTES
+  auto prepare = [&](int stage, u32 phase, Seg &sg, u32 (&af)[SEG][4]) {
     mx::mbar_wait(&full[stage], phase);
     const u8 *st = smem + stage * STAGE_BYTES;
-    const float *fold = (const float *)(st + S_M), *blk = fold + TN;
-    // The blocks that fold: inside the band of every token of the tile (A's mask) and of every
-    // weight row of this warpgroup (W's mask; both leave out blocks past K). They add into one
-    // int32 sum; every other block is a term of its own.
-    u32 fmask = (u32)*(const int *)(blk + SEG * TN) & (u32)st[S_WM + TW * 8 + c];
+    // The tile's mask: the AND of its tokens' masks.
+    const u8 *tmask = st + S_M + TN * (4 + 4 * SEG);
+    u32 amask = 0xFFu;
+#pragma unroll
+    for (int i = 0; i < TN / 32; ++i) amask &= tmask[32 * i + lane];
+    amask = __reduce_and_sync(0xffffffffu, amask);
+    u32 fmask = amask & (u32)st[S_WM + TW * 8 + c];
     if (__popc(fmask) < 2) fmask = 0;
     // Warp-uniform as ptxas can see it: a branch on a value it takes for divergent around wgmma
     // serializes every wgmma of the kernel (warning C7520).
-    fmask = __shfl_sync(0xffffffffu, fmask, 0);
-    const u64 ex0 = *(const u64 *)(st + S_WM + rl0 * 8), ex1 = *(const u64 *)(st + S_WM + rl1 * 8);
-    const u8 *wf = st + S_W + (4 * c + wq) * (SEG * 256) + g * 16 + t * 4;
-    const u32 a_base = mx::smem_addr(st + S_A);
-    // A whole mask (every segment of randn data) takes the fold without per-block selects (they
-    // cost 19% at 4096x7168x7168).
-    auto fold_segment = [&](auto masked) {
+    sg.fmask = fmask = __shfl_sync(0xffffffffu, fmask, 0);
+    const u64 ex0 = sg.ex0 = *(const u64 *)(st + S_WM + rl0 * 8), ex1 = sg.ex1 = *(const u64 *)(st + S_WM + rl1 * 8);
+    const u8 *wf = wrow + stage * STAGE_BYTES;
+    // A whole mask (every segment of randn data) converts without per-block selects.
+    auto convert = [&](auto masked) {
       constexpr bool MASKED = decltype(masked)::value;
-        int b0 = 1000, b1 = 1000;
+      int b0 = 1000, b1 = 1000;
 #pragma unroll
-        for (int b = 0; b < SEG; ++b)
-          if (!MASKED || ((fmask >> b) & 1u)) {
-            b0 = min(b0, (int)((ex0 >> (8 * b)) & 0xFFu));
-            b1 = min(b1, (int)((ex1 >> (8 * b)) & 0xFFu));
-          }
-        const int m0 = 0x4B400000 + (b0 - 128) * (1 << 23), m1 = 0x4B400000 + (b1 - 128) * (1 << 23);
-#pragma unroll
-        for (int j = 0; j < TN / 8; ++j) {
-          d[4 * j] = d[4 * j + 1] = m0;
-          d[4 * j + 2] = d[4 * j + 3] = m1;
+      for (int b = 0; b < SEG; ++b)
+        if (!MASKED || ((fmask >> b) & 1u)) {
+          b0 = min(b0, (int)((ex0 >> (8 * b)) & 0xFFu));
+          b1 = min(b1, (int)((ex1 >> (8 * b)) & 0xFFu));
         }
-        // Two halves of four blocks: the second half's codes are converted into the registers the
-        // first half's MMAs read, once those are done (the other warpgroup's MMAs run meanwhile).
-        // A block outside the mask multiplies zeros here.
+      sg.m0 = 0x4B400000 + (b0 - 128) * (1 << 23);
+      sg.m1 = 0x4B400000 + (b1 - 128) * (1 << 23);
 #pragma unroll
-        for (int h = 0; h < SEG / 4; ++h) {
-          u32 af[4][4];
-#pragma unroll
-          for (int bb = 0; bb < 4; ++bb) {
-            const int b = 4 * h + bb;
-            const bool in = !MASKED || ((fmask >> b) & 1u);
-            const u32 lo = in ? *(const u32 *)(wf + b * 256) : 0u, hi = in ? *(const u32 *)(wf + b * 256 + 128) : 0u;
-            const u32 s0 = in ? (u32)((int)((ex0 >> (8 * b)) & 0xFFu) - b0) : 0u;
-            const u32 s1 = in ? (u32)((int)((ex1 >> (8 * b)) & 0xFFu) - b1) : 0u;
-            af[bb][0] = shl_s8x4(mx::e2m1x4_to_s8x4(lo), s0);
-            af[bb][1] = shl_s8x4(mx::e2m1x4_to_s8x4(hi), s1);
-            af[bb][2] = shl_s8x4(mx::e2m1x4_to_s8x4(lo >> 16), s0);
-            af[bb][3] = shl_s8x4(mx::e2m1x4_to_s8x4(hi >> 16), s1);
-          }
-          wgmma_fence();
-#pragma unroll
-          for (int bb = 0; bb < 4; ++bb)
-            wgmma_s8(d, af[bb], desc_sw128(a_base + h * (TN * 128) + bb * 32));
-          wgmma_commit();
-          wgmma_wait0();
-        }
-        fence_regs(d);
-        const float k0 = __int_as_float(m0), k1 = __int_as_float(m1);
-#pragma unroll
-        for (int j = 0; j < TN / 8; ++j) {
-          const float2 sa = *(const float2 *)(fold + 8 * j + 2 * t);
-          acc[4 * j] = fmaf(__int_as_float(d[4 * j]) - k0, sa.x, acc[4 * j]);
-          acc[4 * j + 1] = fmaf(__int_as_float(d[4 * j + 1]) - k0, sa.y, acc[4 * j + 1]);
-          acc[4 * j + 2] = fmaf(__int_as_float(d[4 * j + 2]) - k1, sa.x, acc[4 * j + 2]);
-          acc[4 * j + 3] = fmaf(__int_as_float(d[4 * j + 3]) - k1, sa.y, acc[4 * j + 3]);
-        }
+      for (int b = 0; b < SEG; ++b) {
+        const bool in = !MASKED || ((fmask >> b) & 1u);
+        const u32 lo = in ? *(const u32 *)(wf + b * 256) : 0u, hi = in ? *(const u32 *)(wf + b * 256 + 128) : 0u;
+        const u32 s0 = in ? (u32)((int)((ex0 >> (8 * b)) & 0xFFu) - b0) : 0u;
+        const u32 s1 = in ? (u32)((int)((ex1 >> (8 * b)) & 0xFFu) - b1) : 0u;
+        af[b][0] = shl_s8x4(mx::e2m1x4_to_s8x4(lo), s0);
+        af[b][1] = shl_s8x4(mx::e2m1x4_to_s8x4(hi), s1);
+        af[b][2] = shl_s8x4(mx::e2m1x4_to_s8x4(lo >> 16), s0);
+        af[b][3] = shl_s8x4(mx::e2m1x4_to_s8x4(hi >> 16), s1);
+      }
     };
     if (fmask == 0xFFu)
-      fold_segment(Flag<false>());
+      convert(Flag<false>());
     else if (fmask)
-      fold_segment(Flag<true>());
-    // The blocks outside the fold, one term each.
-    for (u32 rest = ((1u << nb) - 1u) & ~fmask; rest; rest &= rest - 1) {
+      convert(Flag<true>());
+  };
+  auto issue = [&](const Seg &sg, const u32 (&af)[SEG][4], int stage) {
+    if (!sg.fmask) return;
+#pragma unroll
+    for (int j = 0; j < TN / 8; ++j) {
+      d[4 * j] = d[4 * j + 1] = sg.m0;
+      d[4 * j + 2] = d[4 * j + 3] = sg.m1;
+    }
+    const u32 a_base = mx::smem_addr(smem + stage * STAGE_BYTES + S_A);
+    wgmma_fence();
+#pragma unroll
+    for (int b = 0; b < SEG; ++b) wgmma_s8(d, af[b], desc_sw128(a_base + (b >> 2) * (TN * 128) + (b & 3) * 32));
+    wgmma_commit();
+  };
+  auto finish = [&](const Seg &sg, int s, int stage) {
+    const u8 *st = smem + stage * STAGE_BYTES;
+    const float *fold = (const float *)(st + S_M), *blk = fold + TN;
+    const u32 a_base = mx::smem_addr(st + S_A);
+    const u8 *wf = wrow + stage * STAGE_BYTES;
+    if (sg.fmask) {
+      wgmma_wait0();
+      fence_regs(d);
+      const float k0 = __int_as_float(sg.m0), k1 = __int_as_float(sg.m1);
+#pragma unroll
+      for (int j = 0; j < TN / 8; ++j) {
+        const float2 sa = *(const float2 *)(fold + 8 * j + 2 * t);
+        acc[4 * j] = fmaf(__int_as_float(d[4 * j]) - k0, sa.x, acc[4 * j]);
+        acc[4 * j + 1] = fmaf(__int_as_float(d[4 * j + 1]) - k0, sa.y, acc[4 * j + 1]);
+        acc[4 * j + 2] = fmaf(__int_as_float(d[4 * j + 2]) - k1, sa.x, acc[4 * j + 2]);
+        acc[4 * j + 3] = fmaf(__int_as_float(d[4 * j + 3]) - k1, sa.y, acc[4 * j + 3]);
+      }
+    }
+    const int nb = min(SEG, nblk - s * SEG);
+    for (u32 rest = ((1u << nb) - 1u) & ~sg.fmask; rest; rest &= rest - 1) {
       const int b = __ffs(rest) - 1;
       u32 af[4];
       const u32 lo = *(const u32 *)(wf + b * 256), hi = *(const u32 *)(wf + b * 256 + 128);
@@ -537,8 +557,8 @@ mxfp4_gemm_wgmma(const u8 *__restrict__ ablob, const u8 *__restrict__ wmeta, con
       wgmma_wait0();
       fence_regs(d);
       const float k = 12582912.0f;
-      const float sw0 = mx::half_scale((u32)((ex0 >> (8 * b)) & 0xFFu));
-      const float sw1 = mx::half_scale((u32)((ex1 >> (8 * b)) & 0xFFu));
+      const float sw0 = mx::half_scale((u32)((sg.ex0 >> (8 * b)) & 0xFFu));
+      const float sw1 = mx::half_scale((u32)((sg.ex1 >> (8 * b)) & 0xFFu));
       const float *fb = blk + b * TN;
 #pragma unroll
       for (int j = 0; j < TN / 8; ++j) {
@@ -550,10 +570,70 @@ mxfp4_gemm_wgmma(const u8 *__restrict__ ablob, const u8 *__restrict__ wmeta, con
       }
     }
     mx::mbar_arrive(&empty[stage]);
-    if (++stage == STAGES) {
-      stage = 0;
-      phase ^= 1;
+  };
+
+  int stage = 0;
+  u32 phase = 0;
+  auto next = [&](int st) {
+    stage = st + 1 == STAGES ? 0 : st + 1;
+    if (stage == 0) phase ^= 1;
+  };
+  Seg sg0, sg1;
+  u32 af0[SEG][4], af1[SEG][4];
+  int st0 = stage, st1 = 0;
+  prepare(st0, phase, sg0, af0);
+  next(st0);
+  for (int i = 0; i < cnt; i += 2) {
+    issue(sg0, af0, st0);
+    if (i + 1 < cnt) {
+      st1 = stage;
+      prepare(st1, phase, sg1, af1);
+      next(st1);
     }
+    finish(sg0, s_lo + i, st0);
+    if (i + 1 >= cnt) break;
+    issue(sg1, af1, st1);
+    if (i + 2 < cnt) {
+      st0 = stage;
+      prepare(st0, phase, sg0, af0);
+      next(st0);
+    }
+    finish(sg1, s_lo + i + 1, st1);
+  }
+
+  // ---- K split: the S partial tiles added in rank order through distributed shared memory (the
+  // ring is drained: every stage this CTA filled has been consumed) ----
+  if (S > 1) {
+    float4 *part = (float4 *)smem;  // [TN / 8][256 consumer threads]
+    const int ctid = tid - 128;
+    if (rank != 0) {
+      mx::named_barrier(1, 256);  // the other warpgroup may still read the last stage (stage 0 when
+                                  // the run is 1 or STAGES + 1 segments long)
+#pragma unroll
+      for (int j = 0; j < TN / 8; ++j) part[j * 256 + ctid] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+    }
+    mx::cluster_sync();  // every partial is written
+    if (rank == 0) {
+      for (u32 q = 1; q < S; ++q) {
+        float4 v[TN / 8];  // one rank's loads all go out before its adds
+#pragma unroll
+        for (int j = 0; j < TN / 8; ++j) {
+          u32 remote;
+          asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(mx::smem_addr(part + j * 256 + ctid)), "r"(q));
+          asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+                       : "=f"(v[j].x), "=f"(v[j].y), "=f"(v[j].z), "=f"(v[j].w) : "r"(remote) : "memory");
+        }
+#pragma unroll
+        for (int j = 0; j < TN / 8; ++j) {
+          acc[4 * j] += v[j].x;
+          acc[4 * j + 1] += v[j].y;
+          acc[4 * j + 2] += v[j].z;
+          acc[4 * j + 3] += v[j].w;
+        }
+      }
+    }
+    mx::cluster_sync_relaxed();  // no CTA leaves while rank 0 reads its partial
+    if (rank != 0) return;
   }
 
 #if OUT_F32
@@ -616,7 +696,9 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t 
               int K, int ntile, int nwt) {
 #if TN == 128
   extern __shared__ __align__(1024) u8 smem_raw[];
-  u8 *smem = (u8 *)(((unsigned long long)smem_raw + 1023) & ~1023ull);
+  // Aligned by an offset from the array (not through an integer cast), so the compiler keeps the
+  // shared address space: every access below is an LDS / STS, not a generic load.
+  u8 *smem = smem_raw + ((1024u - (mx::smem_addr(smem_raw) & 1023u)) & 1023u);
   u64 *full = (u64 *)(smem + STAGES * STAGE8), *empty = full + STAGES;
   {
     u32 dyn;
@@ -679,7 +761,10 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t 
     const float *fold = (const float *)(st + S_M), *blk = fold + TN;
     const float *wmult = (const float *)(wst + W_MULT);
     const u32 *wmagic = (const u32 *)(wst + W_MAGIC);
-    u32 fmask = (u32)*(const int *)(blk + SEG * TN) & *(const u32 *)(wst + W_MASK) & 0xFFu;
+    // The mask of this warpgroup's 64 tokens (the AND of theirs) and the weight tile's.
+    const u8 *tmask = st + S_M + TN * (4 + 4 * SEG) + 64 * c;
+    const u32 amask = __reduce_and_sync(0xffffffffu, (u32)(tmask[lane] & tmask[32 + lane]));
+    u32 fmask = amask & *(const u32 *)(wst + W_MASK) & 0xFFu;
     if (__popc(fmask) < 2) fmask = 0;
     // Warp-uniform as ptxas can see it: a branch on a value it takes for divergent around wgmma
     // serializes every wgmma of the kernel (warning C7520).
@@ -782,7 +867,9 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t 
 extern "C" __global__ void __launch_bounds__(256, 1) mxfp4_wgmma_peak(int iters, int *__restrict__ out) {
 #if TN == 128
   extern __shared__ __align__(1024) u8 smem_raw[];
-  u8 *smem = (u8 *)(((unsigned long long)smem_raw + 1023) & ~1023ull);
+  // Aligned by an offset from the array (not through an integer cast), so the compiler keeps the
+  // shared address space: every access below is an LDS / STS, not a generic load.
+  u8 *smem = smem_raw + ((1024u - (mx::smem_addr(smem_raw) & 1023u)) & 1023u);
   const int tid = threadIdx.x;
   for (int i = tid; i < 32768 / 4; i += 256) ((u32 *)smem)[i] = (u32)i * 2654435761u ^ 0x5bd1e995u;
   mx::fence_proxy_async();
