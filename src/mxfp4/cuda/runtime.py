@@ -279,6 +279,29 @@ def decode_launch(params, n: int, k: int, device: torch.device):
     return hit
 
 
+_grouped: dict[tuple, tuple] = {}  # (params, t, e, n, k, device index) -> (quant, config, gemm, config)
+
+
+def grouped_launch(params, t: int, e: int, n: int, k: int, device: torch.device):
+    """The grouped GEMM of ``params`` (A's T rows quantized once, then ``mxfp4_gemm_grouped`` as its
+    programmatic dependent) and their launch configurations for T = t rows over E = e experts of
+    N = n, K = k, looked up once per shape (the grid depends on T and E, never on the offsets)."""
+    key = (params, t, e, n, k, device.index)
+    hit = _grouped.get(key)
+    if hit is None:
+        defines = params.defines()
+        tile = params.tile
+        quant = kernel(params.source, "mxfp4_decode_quant", defines, device)
+        gemm = kernel(params.source, "mxfp4_gemm_grouped", defines, device, SMEM_LIMIT)
+        if tile.split > 8:
+            _allow_large_cluster(gemm, device)
+        items = t * (k // 32) * 4  # one thread a quarter block
+        hit = _grouped[key] = (quant, config((-(-items // 256), 1, 1), 256, 0, None), gemm,
+                               config((params.items(t, e), -(-n // (16 * tile.g)), tile.split), params.threads,
+                                      params.smem_bytes(k), (1, 1, tile.split), dependent=True))
+    return hit
+
+
 def _allow_large_cluster(k: Kernel, device: torch.device) -> None:
     """Clusters of 9..16 CTAs (non-portable on Hopper) for ``k``."""
     from cuda.bindings import driver
