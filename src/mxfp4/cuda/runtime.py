@@ -15,7 +15,7 @@ import threading
 
 import torch
 
-from ..plan import SEGMENT_BLOCKS, SMEM_LIMIT
+from ..plan import GROUPED_STATIC_SMEM, SEGMENT_BLOCKS, SMEM_LIMIT
 from . import jit
 
 PREP_THREADS = 1024
@@ -292,7 +292,8 @@ def grouped_launch(params, t: int, e: int, n: int, k: int, device: torch.device)
         defines = params.defines()
         tile = params.tile
         quant = kernel(params.source, "mxfp4_decode_quant", defines, device)
-        gemm = kernel(params.source, "mxfp4_gemm_grouped", defines, device, SMEM_LIMIT)
+        # the most dynamic shared memory any shape may ask, beside the item search's static bytes
+        gemm = kernel(params.source, "mxfp4_gemm_grouped", defines, device, SMEM_LIMIT - GROUPED_STATIC_SMEM)
         if tile.split > 8:
             _allow_large_cluster(gemm, device)
         items = t * (k // 32) * 4  # one thread a quarter block

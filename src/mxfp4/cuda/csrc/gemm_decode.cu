@@ -19,6 +19,9 @@
 // order through shared memory, the S CTAs of a cluster in rank order through distributed shared
 // memory; the sum is rounded once to bf16. Deterministic; the only global workspace is A's.
 //
+// mxfp4_gemm_grouped (mixture of experts, at the end): the same tile (decode_tile, the one body both
+// GEMMs share) on one chunk of one expert's token rows, found on the device from the offsets.
+//
 // Numerics: every block sum and every scaling is exact (inside the domain -147 <= ea + ew <= 112);
 // the K/32 block terms are added in float32 in a fixed order, then rounded to bf16.
 #include "mxfp4.cuh"
