@@ -192,3 +192,126 @@ def test_grouped_gemm_on_the_kernels_meets_the_contract(counts):
             assert report.passed, report
         start += c
     assert torch.equal(out, grouped_gemm_a4w4(a, stacked, offsets))
+
+
+# ---- the grouped kernel (mixture of experts): two launches, the offsets read on the device ---------
+
+def _experts_problem(counts, n, k, seed, dtype=torch.int32):
+    from mxfp4.moe import ExpertWeights
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    plain = [mxfp4.quantize(torch.randn(n, k, generator=g, device="cuda", dtype=torch.bfloat16)) for _ in counts]
+    a = torch.randn(sum(counts), k, generator=g, device="cuda", dtype=torch.bfloat16)
+    offsets = torch.tensor(counts, device="cuda").cumsum(0).to(dtype)
+    return a, plain, ExpertWeights.stack(plain), offsets
+
+
+def _check_grouped(out, a, plain, counts):
+    """out against each row's exact product with its expert, under the kernels' contract (one report)."""
+    exact, mag, start = [], [], 0
+    for w, c in zip(plain, counts):
+        if c:
+            x, m = testing.exact_product(a[start:start + c], w)
+            exact.append(x)
+            mag.append(m)
+        start += c
+    return testing.compare_with_exact(out, torch.cat(exact), torch.cat(mag), plain[0].shape[1])
+
+
+def _counts(e, seed, special=(0, 1, 7, 16, 33)):
+    """E experts' row counts: the special counts first, then a seeded mix of 0..9 rows."""
+    g = torch.Generator().manual_seed(seed)
+    rest = torch.randint(0, 10, (e - len(special),), generator=g).tolist() if e > len(special) else []
+    return (list(special) + rest)[:e]
+
+
+@pytest.mark.parametrize("offsets_dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("e, n, k", [(8, 512, 1024), (256, 512, 1024), (6, 1000, 544), (5, 40, 96)])
+def test_grouped_kernel_meets_the_contract(e, n, k, offsets_dtype):
+    from mxfp4.moe import grouped_gemm_a4w4
+    counts = _counts(e, seed=e)
+    a, plain, stacked, offsets = _experts_problem(counts, n, k, seed=e + k, dtype=offsets_dtype)
+    t = sum(counts)
+    params = plan.grouped_heuristic(t, e, -(-n // 16) * 16, -(-k // 64) * 64)
+    assert params is not None  # decode sizes: the single launch, not the per-expert loop
+    torch.full((t, -(-n // 16) * 16), float("nan"), dtype=torch.bfloat16, device="cuda")  # poison the next block
+    out = grouped_gemm_a4w4(a, stacked, offsets)
+    assert out.shape == (t, n) and out.dtype is torch.bfloat16
+    report = _check_grouped(out, a, plain, counts)
+    assert report.passed, report
+    assert torch.equal(out, grouped_gemm_a4w4(a, stacked, offsets))  # bitwise deterministic
+
+
+@pytest.mark.parametrize("mt", [1, 2, 4, 8])
+def test_grouped_kernel_loops_experts_larger_than_its_token_tile(mt):
+    """Every token tile against experts of 0..100 rows (a 33-row expert is 5 chunks at mt 1), one split
+    across a cluster; and the same bits as the heuristic's variant where it takes the same tile."""
+    from mxfp4.moe import grouped_gemm_a4w4
+    counts = [33, 0, 1, 100, 16, 0, 7, 64, 8, 9]
+    a, plain, stacked, offsets = _experts_problem(counts, 256, 2048, seed=mt)
+    for split in (1, 3):
+        params = plan.GroupedParams(plan.DecodeParams(mt, 2, 4, 8, split))
+        out = grouped_gemm_a4w4(a, stacked, offsets, params=params)
+        report = _check_grouped(out, a, plain, counts)
+        assert report.passed, (params, report)
+
+
+def test_grouped_kernel_special_values_and_one_hot_expert():
+    """NaN / Inf rows where the exact product has them; all rows on one expert of 256 (the rest empty)."""
+    from mxfp4.moe import grouped_gemm_a4w4
+    counts = [0] * 255 + [40]
+    a, plain, stacked, offsets = _experts_problem(counts, 512, 1024, seed=3)
+    a[3, 17] = float("inf")
+    a[5, 900] = float("nan")
+    a[7] = 0
+    out = grouped_gemm_a4w4(a, stacked, offsets)
+    report = _check_grouped(out, a, plain, counts)
+    assert report.passed, report
+    assert torch.isnan(out[3]).all() and torch.isnan(out[5]).all() and (out[7] == 0).all()
+
+
+@pytest.mark.parametrize("offsets_dtype", [torch.int32, torch.int64])
+def test_grouped_kernel_under_graph_capture(offsets_dtype):
+    """Captured once (no host read of the offsets), replayed with new rows and a new routing: the eager
+    call's bits."""
+    from mxfp4.moe import grouped_gemm_a4w4
+    e, n, k = 256, 512, 1024
+    counts = _counts(e, seed=1)
+    t = sum(counts)
+    a, plain, stacked, offsets = _experts_problem(counts, n, k, seed=5, dtype=offsets_dtype)
+    static_a, static_off = a.clone(), offsets.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        grouped_gemm_a4w4(static_a, stacked, static_off)  # warm: compile, load, plan
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = grouped_gemm_a4w4(static_a, stacked, static_off)
+    for seed in range(3):
+        g = torch.Generator().manual_seed(seed)
+        new_counts = torch.multinomial(torch.ones(e), t, replacement=True, generator=g).bincount(minlength=e).tolist()
+        new_a = torch.randn(t, k, device="cuda", dtype=torch.bfloat16)
+        static_a.copy_(new_a)
+        static_off.copy_(torch.tensor(new_counts).cumsum(0).to(offsets_dtype))
+        graph.replay()
+        torch.cuda.synchronize()
+        want = grouped_gemm_a4w4(new_a, stacked, static_off.clone())
+        assert torch.equal(out, want)
+        assert _check_grouped(out, new_a, plain, new_counts).passed
+    static_a.copy_(a)
+    static_off.copy_(offsets)
+    graph.replay()
+    assert torch.equal(out, grouped_gemm_a4w4(a, stacked, offsets))
+
+
+def test_grouped_prefill_takes_the_per_expert_kernels():
+    """Above plan.GROUPED_MAX_MEAN_ROWS rows an expert on average: each expert's gemm_a4w4, the same
+    bits."""
+    from mxfp4.moe import grouped_gemm_a4w4
+    counts = [300, 0, 100]
+    a, plain, stacked, offsets = _experts_problem(counts, 512, 1024, seed=9)
+    assert plan.grouped_heuristic(sum(counts), 3, 512, 1024) is None
+    out = grouped_gemm_a4w4(a, stacked, offsets)
+    assert torch.equal(out[:300], mxfp4.gemm_a4w4(a[:300], stacked.expert(0)))
+    assert torch.equal(out[300:], mxfp4.gemm_a4w4(a[300:], stacked.expert(2)))
+    assert _check_grouped(out, a, plain, counts).passed

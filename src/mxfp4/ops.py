@@ -234,6 +234,16 @@ def _cuda_ops():
     return _cuda_ops_module
 
 
+def kernel_rows(a: torch.Tensor, k64: int) -> torch.Tensor:
+    """2-D ``a`` [M, K] as the kernels read it: bf16 (fp16 / float32 as their quantized values, exact),
+    K padded with zero blocks to the weight's K64, rows the kernels can load (else a copy)."""
+    if a.dtype is not torch.bfloat16:
+        a = formats.quantized_values_bf16(a)
+    if k64 != a.shape[1]:  # zero blocks, as the weight's padding (one copy of A)
+        return torch.nn.functional.pad(a, (0, k64 - a.shape[1]))
+    return _cuda_ops().rows_for_kernel(a)
+
+
 def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_dtype: torch.dtype,
                 params: plan.GemmParams | plan.DecodeParams | plan.WgmmaParams | None, m: int, n: int, k: int,
                 unrounded: bool = False) -> torch.Tensor:
@@ -248,13 +258,7 @@ def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_d
         buf = out if out.dim() == 2 else out.view(m, n)
     if m and n:
         cuda_ops = _cuda_ops()
-        a2 = a if a.dim() == 2 else a.reshape(m, k)
-        if a2.dtype is not torch.bfloat16:
-            a2 = formats.quantized_values_bf16(a2)
-        if k64 != k:  # zero blocks, as the weight's padding (one copy of A)
-            a2 = torch.nn.functional.pad(a2, (0, k64 - k))
-        else:
-            a2 = cuda_ops.rows_for_kernel(a2)
+        a2 = kernel_rows(a if a.dim() == 2 else a.reshape(m, k), k64)
         if params is None:
             params = _params(m, n16, k64, a.device.index, unrounded)
         else:

@@ -314,6 +314,81 @@ def heuristic(p: Problem, sm_count: int = 132) -> GemmParams | DecodeParams:
     return GemmParams(bn, bm, warps_n, warps_m, kc, sb, stages, split)
 
 
+@dataclasses.dataclass(frozen=True)
+class GroupedParams:
+    """One call of the grouped GEMM of a mixture of experts (``mxfp4_gemm_grouped`` in
+    ``cuda/csrc/gemm_decode.cu``): all T rows of A quantized once, then one launch in which each CTA
+    takes one chunk of at most ``tile.tokens`` rows of one expert (found on the device from the
+    offsets), one N tile and one part of K, and runs the decode kernel's tile on it.
+
+    ``tile``: the decode variant whose tile it runs (the same cubin: both kernels are in one source).
+    """
+
+    source = "gemm_decode.cu"
+
+    tile: DecodeParams = DecodeParams()
+
+    def defines(self) -> dict[str, int]:
+        return self.tile.defines()
+
+    @property
+    def threads(self) -> int:
+        return self.tile.threads
+
+    @property
+    def tokens(self) -> int:
+        return self.tile.tokens
+
+    def smem_bytes(self, k: int) -> int:
+        return self.tile.smem_bytes(k)
+
+    def workspace_bytes(self, t: int, k: int) -> int:
+        """A quantized, per call: int8 values [K/32][T][32], then float32 half-scales [K/32][T]."""
+        return t * k + t * (k // 32) * 4
+
+    def items(self, t: int, e: int) -> int:
+        """Work items launched for T rows over E experts: an upper bound on the chunks of at most
+        ``tokens`` rows (each non-empty expert's rows, rounded up), so the grid needs no offsets."""
+        return min(e, t) + t // self.tokens
+
+    def check(self) -> None:
+        self.tile.check()
+        if self.tile.out_f32:
+            raise ValueError(f"GroupedParams {self}: the grouped GEMM writes bf16 (tile.out_f32 must be False)")
+
+    def fits(self, p: Problem) -> bool:
+        """``p``: one expert's problem (n, k; m is not limited: the kernel runs chunks of ``tokens``)."""
+        return self.tile.split <= p.blocks and self.smem_bytes(p.k) + GROUPED_STATIC_SMEM <= SMEM_LIMIT
+
+
+GROUPED_STATIC_SMEM = 256
+"""Static shared memory the grouped kernel's item search may take (warp sums and its answer)."""
+
+GROUPED_MAX_MEAN_ROWS = 64
+"""The grouped kernel runs while T / E (rows an expert on average) is at most this; above it
+(prefill) each expert's rows are enough for the large-M kernels, which then run once per non-empty
+expert (the offsets read on the host)."""
+
+
+def grouped_heuristic(t: int, e: int, n: int, k: int, sm_count: int = 132) -> GroupedParams | None:
+    """The grouped kernel's variant for T rows over E experts of [n, k] (n: an expert's N16 rows), or
+    None (T / E above ``GROUPED_MAX_MEAN_ROWS``, or no tile fits shared memory). The token tile
+    holds about twice the mean rows of a non-empty expert (routing puts more on some; an expert
+    beyond the tile takes more CTAs, not a slower one). CTAs of 128 weight rows on 16 warps (two a
+    group, depth 8), K split only where shared memory needs it. H200, L2 flushed, DeepSeek-R1 gate_up
+    and GPT-OSS down at 1, 16, 128 tokens: the fastest of seven tiles at all six points (the decode
+    heuristic's 64-row, 4-warp-a-group tile 1.05-1.6x slower: 200 us against 137 at 16 tokens of
+    GPT-OSS down; splitting K 1.3-1.5x slower: the calls touch enough experts to fill the GPU). A
+    second sweep found depth 16 or four warps a group 10% faster at DeepSeek-R1 gate_up (832 us
+    against 933 at 16 tokens) and 15-20% slower at GPT-OSS down: not yet tuned per shape."""
+    if t > GROUPED_MAX_MEAN_ROWS * e:
+        return None
+    mean = -(-t // min(e, t))
+    mt = next((m for m in (1, 2, 4) if 8 * m >= 2 * mean), 8)
+    split = next((s for s in range(1, 17) if GroupedParams(DecodeParams(mt, 8, 2, 8, s)).fits(Problem(t, n, k))), None)
+    return None if split is None else GroupedParams(DecodeParams(mt, 8, 2, 8, split))
+
+
 KERNELS = {"a4w4": GemmParams, "decode": DecodeParams, "wgmma": WgmmaParams}
 """The table's kernel names: the one-launch mma.sync kernel, the two-launch decode kernels and the
 large-M kernels."""
@@ -367,7 +442,21 @@ def float32_output(params: GemmParams | DecodeParams | WgmmaParams) -> GemmParam
 def shipped_variants(shapes: list[tuple[int, int, int]]) -> list[GemmParams | DecodeParams | WgmmaParams]:
     """Every compiled variant a call can take: the table's entries and what ``choose`` gives for
     ``shapes``, each with its float32-output twin (split is a launch choice: variants differing
-    only in it compile once)."""
+    only in it compile once), and the grouped kernel's (``shipped_grouped_variants``)."""
     table = load_table()
     variants = set(table.values()) | {choose(Problem(m, n, k), table) for m, n, k in shapes}
-    return sorted(variants | {float32_output(p) for p in variants}, key=str)
+    return sorted(variants | {float32_output(p) for p in variants} | set(shipped_grouped_variants()), key=str)
+
+
+GROUPED_SHAPES = ((256, 4096, 7168), (256, 7168, 2048), (128, 5760, 2880), (128, 2880, 2880))
+"""(E, N, K) of the mixture-of-experts projections the grouped kernel ships for: DeepSeek-R1's gate_up and
+down, GPT-OSS's gate_up and down (N16 rows)."""
+
+GROUPED_ROWS = (1, 4, 8, 16, 64, 128, 512, 1024)
+"""Rows T (tokens times top-k) of a grouped call that shipped_grouped_variants covers."""
+
+
+def shipped_grouped_variants() -> list[GroupedParams]:
+    """The grouped kernel's variants ``grouped_heuristic`` gives for GROUPED_SHAPES at GROUPED_ROWS."""
+    found = {grouped_heuristic(t, e, n, k) for e, n, k in GROUPED_SHAPES for t in GROUPED_ROWS}
+    return sorted(found - {None}, key=str)

@@ -50,9 +50,41 @@ def gemm_a4w4_decode(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, 
     ws = torch.empty(params.workspace_bytes(k), dtype=torch.uint8, device=a.device)
     qa = ws.data_ptr()
     qs = qa + params.tokens * k
-    runtime.launch(quant, quant_cfg, a.device, a.data_ptr(), i32(lda), i32(m), i32(k), qa, qs)
+    runtime.launch(quant, quant_cfg, a.device, a.data_ptr(), i32(lda), i32(m), i32(k), qa, qs, i32(params.tokens))
     runtime.launch(gemm, gemm_cfg, a.device, qa, qs, data.data_ptr(), scales.data_ptr(), i32(scales.shape[1]),
                    out.data_ptr(), i32(out.stride(0)), i32(m), i32(n), i32(k))
+    return out
+
+
+def grouped_gemm_a4w4(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor,
+                      out: torch.Tensor, params: plan.GroupedParams, num_experts: int, n_padded: int) -> torch.Tensor:
+    """out [T, N] bf16: row t of quant(a [T, K] bf16) times its expert's weight, the experts stacked in
+    aiter's shuffled layouts (data, scales: expert e's N rows at row e * n_padded), tokens sorted by
+    expert, ``offsets`` (int32 / int64 [E], on the device) their cumulative ends, read by the kernel.
+
+    Two launches on the current stream and no host read of the offsets (graph capturable): A's rows
+    quantized into a workspace allocated for the call (``params.workspace_bytes``, freed with it),
+    then the grouped GEMM. Offsets that break the rule (``moe.grouped_gemm_a4w4``) are not detected:
+    the rows they leave out, or give to two experts, are unspecified; nothing is read or written out
+    of bounds."""
+    t, k = a.shape
+    n = out.shape[1]
+    lda = _check_rows(a)
+    _check_weight(data, scales)
+    _check_out_dtype(out, params.tile)
+    if out.stride(1) != 1 or out.stride(0) % 2 or out.data_ptr() % 8:
+        raise ValueError("out must have unit stride along N, an even row stride and an 8-byte aligned start")
+    if not offsets.is_contiguous() or offsets.dtype not in (torch.int32, torch.int64):
+        raise ValueError("offsets must be contiguous int32 or int64")
+    quant, quant_cfg, gemm, gemm_cfg = runtime.grouped_launch(params, t, num_experts, n, k, a.device)
+    ws = torch.empty(params.workspace_bytes(t, k), dtype=torch.uint8, device=a.device)
+    qa = ws.data_ptr()
+    qs = qa + t * k
+    runtime.launch(quant, quant_cfg, a.device, a.data_ptr(), i32(lda), i32(t), i32(k), qa, qs, i32(t))
+    runtime.launch(gemm, gemm_cfg, a.device, qa, qs, i32(t), offsets.data_ptr(),
+                   i32(1 if offsets.dtype is torch.int64 else 0), i32(num_experts), data.data_ptr(), scales.data_ptr(),
+                   i32(scales.shape[1]), n_padded * data.shape[1], n_padded * scales.shape[1], out.data_ptr(),
+                   i32(out.stride(0)), i32(n), i32(k))
     return out
 
 

@@ -15,7 +15,7 @@ import threading
 
 import torch
 
-from ..plan import SEGMENT_BLOCKS, SMEM_LIMIT
+from ..plan import GROUPED_STATIC_SMEM, SEGMENT_BLOCKS, SMEM_LIMIT
 from . import jit
 
 PREP_THREADS = 256
@@ -276,6 +276,30 @@ def decode_launch(params, n: int, k: int, device: torch.device):
         hit = _decode[key] = (quant, config((-(-items // 256), 1, 1), 256, 0, None), gemm,
                               config((-(-n // (16 * params.g)), 1, params.split), params.threads, smem,
                                      (1, 1, params.split), dependent=True))
+    return hit
+
+
+_grouped: dict[tuple, tuple] = {}  # (params, t, e, n, k, device index) -> (quant, config, gemm, config)
+
+
+def grouped_launch(params, t: int, e: int, n: int, k: int, device: torch.device):
+    """The grouped GEMM of ``params`` (A's T rows quantized once, then ``mxfp4_gemm_grouped`` as its
+    programmatic dependent) and their launch configurations for T = t rows over E = e experts of
+    N = n, K = k, looked up once per shape (the grid depends on T and E, never on the offsets)."""
+    key = (params, t, e, n, k, device.index)
+    hit = _grouped.get(key)
+    if hit is None:
+        defines = params.defines()
+        tile = params.tile
+        quant = kernel(params.source, "mxfp4_decode_quant", defines, device)
+        # the most dynamic shared memory any shape may ask, beside the item search's static bytes
+        gemm = kernel(params.source, "mxfp4_gemm_grouped", defines, device, SMEM_LIMIT - GROUPED_STATIC_SMEM)
+        if tile.split > 8:
+            _allow_large_cluster(gemm, device)
+        items = t * (k // 32) * 4  # one thread a quarter block
+        hit = _grouped[key] = (quant, config((-(-items // 256), 1, 1), 256, 0, None), gemm,
+                               config((params.items(t, e), -(-n // (16 * tile.g)), tile.split), params.threads,
+                                      params.smem_bytes(k), (1, 1, tile.split), dependent=True))
     return hit
 
 

@@ -13,7 +13,7 @@ import dataclasses
 
 import torch
 
-from .. import ops, reference
+from .. import ops, plan, reference
 from ..tensor import Layout, MXFP4Tensor, prepare
 
 ROW_TILE = 256
@@ -107,9 +107,8 @@ class ExpertWeights:
         return self.weight.data.numel() + self.weight.scales.numel()
 
 
-def check_offsets(offsets: torch.Tensor, num_experts: int, rows: int, device: torch.device) -> list[int]:
-    """Validates ``offsets`` (see :func:`grouped_gemm_a4w4`) and returns them as host ints (on a GPU one
-    device-to-host copy, which waits for the stream)."""
+def _check_offsets_tensor(offsets: torch.Tensor, num_experts: int, device: torch.device) -> None:
+    """What :func:`check_offsets` checks without reading the values (no device-to-host copy)."""
     if not isinstance(offsets, torch.Tensor):
         raise TypeError(f"offsets must be a torch.Tensor, got {type(offsets).__name__}")
     if offsets.dtype not in (torch.int32, torch.int64):
@@ -119,6 +118,12 @@ def check_offsets(offsets: torch.Tensor, num_experts: int, rows: int, device: to
                          f"{tuple(offsets.shape)}")
     if offsets.device != device:
         raise ValueError(f"offsets ({offsets.device}) must be on a's device ({device})")
+
+
+def check_offsets(offsets: torch.Tensor, num_experts: int, rows: int, device: torch.device) -> list[int]:
+    """Validates ``offsets`` (see :func:`grouped_gemm_a4w4`) and returns them as host ints (on a GPU one
+    device-to-host copy, which waits for the stream)."""
+    _check_offsets_tensor(offsets, num_experts, device)
     ends = offsets.tolist()
     start = 0
     for e, end in enumerate(ends):
@@ -132,7 +137,7 @@ def check_offsets(offsets: torch.Tensor, num_experts: int, rows: int, device: to
 
 
 def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, *,
-                      backend: str = "auto") -> torch.Tensor:
+                      backend: str = "auto", params: plan.GroupedParams | None = None) -> torch.Tensor:
     """C [T, N] bf16: row t of ``a`` [T, K] times the expert its group names, as :func:`mxfp4.gemm_a4w4`.
 
     ``a`` holds the tokens sorted by expert; ``offsets`` (int32 or int64 [E], on ``a``'s device) are
@@ -142,9 +147,15 @@ def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, 
     (the CPU reference: the exact product rounded once to bf16; the kernels: within their contract),
     deterministic, nothing kept between calls. ``backend`` as for :func:`mxfp4.gemm_a4w4`.
 
-    The offsets are read on the host: on a GPU one device-to-host copy, which waits for the stream (so
-    the call cannot be captured in a CUDA graph). The GPU path is one :func:`mxfp4.gemm_a4w4` launch per
-    non-empty expert (two from 33 rows), on views of the stacked weight.
+    On a Hopper GPU, while T / E is at most ``plan.GROUPED_MAX_MEAN_ROWS`` (decode; or ``params``
+    given), two launches whatever the routing: A's rows quantized once, then the grouped kernel, which
+    reads the offsets on the device: no host sync, so the call can be captured in a CUDA graph, and
+    the offsets' values are not checked there (rows that offsets breaking the rule leave out or give
+    to two experts are unspecified; nothing is accessed out of bounds). Above it (prefill) the offsets
+    are checked and read on the host (one sync) and each non-empty expert runs as one
+    :func:`mxfp4.gemm_a4w4` on views of the stacked weight (the large-M kernels). Everywhere else the
+    offsets are checked and read on the host. When N % 16 != 0 the kernels' result is a view of N
+    columns of rows of N rounded up to 16 (as :func:`mxfp4.gemm_a4w4`'s).
     """
     if not isinstance(w, ExpertWeights):
         raise TypeError(f"w must be an mxfp4.ExpertWeights (ExpertWeights.stack), got {type(w).__name__}")
@@ -155,24 +166,57 @@ def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, 
     ops.validate(a, w.expert(0), None)
     if a.requires_grad and torch.is_grad_enabled():
         raise ValueError("grouped_gemm_a4w4 is inference only (no autograd): call it under torch.no_grad()")
-    ends = check_offsets(offsets, w.num_experts, a.shape[0], a.device)
-    out = torch.empty((a.shape[0], w.n), dtype=torch.bfloat16, device=a.device)
-    groups = [(e, start, end) for e, (start, end) in enumerate(zip([0, *ends[:-1]], ends)) if end > start]
-    if ops.select_backend(a, w.expert(0), backend) == "reference":
-        for e, start, end in groups:
+    if params is not None and not isinstance(params, plan.GroupedParams):
+        raise TypeError(f"params must be a mxfp4.plan.GroupedParams, got {type(params).__name__}")
+    _check_offsets_tensor(offsets, w.num_experts, a.device)
+    t = a.shape[0]
+    chosen = ops.select_backend(a, w.expert(0), backend)
+    if chosen == "cuda":
+        if not t:
+            return torch.empty((0, w.n), dtype=torch.bfloat16, device=a.device)
+        n16, k64 = -(-w.n // 16) * 16, 2 * w.weight.data.shape[1]
+        if params is None:
+            params = _grouped_params(t, w.num_experts, n16, k64, a.device)
+        else:
+            params.check()
+            if not params.fits(plan.Problem(t, n16, k64)):
+                raise ValueError(f"params {params} do not fit an expert of {n16}x{k64} (split at most K / 32, "
+                                 f"shared memory at most {plan.SMEM_LIMIT})")
+        if params is not None:
+            return _grouped_on_kernels(a, w, offsets, params, n16, k64)
+    ends = check_offsets(offsets, w.num_experts, t, a.device)
+    out = torch.empty((t, w.n), dtype=torch.bfloat16, device=a.device)
+    for e, (start, end) in enumerate(zip([0, *ends[:-1]], ends)):
+        if end == start:
+            continue
+        if chosen == "cuda":  # prefill: the large-M kernels, expert by expert
+            ops.gemm_a4w4(a[start:end], w.expert(e), out[start:end], backend="cuda")
+        else:
             out[start:end] = reference.gemm_a4w4(a[start:end], w.expert(e), scale_rule=w.weight.scale_rule)
-    else:
-        _on_kernels(a, w, groups, out)
     return out
 
 
-def _on_kernels(a: torch.Tensor, w: ExpertWeights, groups: list[tuple[int, int, int]], out: torch.Tensor) -> None:
-    """The GPU path: one gemm_a4w4 per non-empty expert, written into its rows of ``out``. A single-launch
-    grouped kernel (reading the offsets on the device) replaces this loop."""
-    for e, start, end in groups:
-        ops.gemm_a4w4(a[start:end], w.expert(e), out[start:end], backend="cuda")
+_chosen: dict[tuple[int, int, int, int, int], plan.GroupedParams | None] = {}
+"""plan.grouped_heuristic's answer per (T, E, N16, K64, device index), remembered for eager calls."""
 
 
+def _grouped_params(t: int, e: int, n16: int, k64: int, device: torch.device) -> plan.GroupedParams | None:
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    key = (t, e, n16, k64, index)
+    if key not in _chosen:
+        _chosen[key] = plan.grouped_heuristic(t, e, n16, k64, ops._device_facts(index)[1])
+    return _chosen[key]
+
+
+def _grouped_on_kernels(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, params: plan.GroupedParams,
+                        n16: int, k64: int) -> torch.Tensor:
+    """The grouped kernel's call (two launches, the offsets read on the device)."""
+    from ..cuda import ops as cuda_ops
+
+    out = torch.empty((a.shape[0], n16), dtype=torch.bfloat16, device=a.device)
+    cuda_ops.grouped_gemm_a4w4(ops.kernel_rows(a, k64), w.weight.data, w.weight.scales, offsets.contiguous(), out,
+                               params, w.num_experts, w.n_padded)
+    return out if n16 == w.n else out[:, :w.n]
 
 
 # ---- the experts module ----------------------------------------------------------------------------

@@ -19,6 +19,9 @@
 // order through shared memory, the S CTAs of a cluster in rank order through distributed shared
 // memory; the sum is rounded once to bf16. Deterministic; the only global workspace is A's.
 //
+// mxfp4_gemm_grouped (mixture of experts, at the end): the same tile (decode_tile, the one body both
+// GEMMs share) on one chunk of one expert's token rows, found on the device from the offsets.
+//
 // Numerics: every block sum and every scaling is exact (inside the domain -147 <= ea + ew <= 112);
 // the K/32 block terms are added in float32 in a fixed order, then rounded to bf16.
 #include "mxfp4.cuh"
@@ -47,14 +50,16 @@ __device__ __forceinline__ u32 ldg_stream(const u8 *p) {
 
 // Item it = quarter q of block b of row r, in row-major order (a warp reads 512 contiguous bytes of
 // a row); its four quarters sit in four consecutive lanes (quantize8 reduces the amax across them).
-// as8 byte ((b * TOK + r) * 4 + q) * 8 holds the quarter's 8 values; sa[b * TOK + r] the block's
-// half-scale. Rows M..TOK-1 quantize zeros (codes 0).
+// The layout holds `rows` token rows (TOK for mxfp4_gemm_decode, T for mxfp4_gemm_grouped): as8 byte
+// ((b * rows + r) * 4 + q) * 8 holds the quarter's 8 values; sa[b * rows + r] the block's half-scale.
+// Rows M..rows-1 quantize zeros (codes 0).
 extern "C" __global__ void __launch_bounds__(256)
-mxfp4_decode_quant(const u16 *__restrict__ A, int lda, int M, int K, u8 *__restrict__ as8, float *__restrict__ sa) {
+mxfp4_decode_quant(const u16 *__restrict__ A, int lda, int M, int K, u8 *__restrict__ as8, float *__restrict__ sa,
+                   int rows) {
   mx::pdl_launch_dependents();
   const int nblk = K >> 5;
   const long long it = (long long)blockIdx.x * 256 + threadIdx.x;
-  const long long items = (long long)TOK * nblk * 4;
+  const long long items = (long long)rows * nblk * 4;
   const int r = (int)(it / (nblk * 4)), b = (int)((it >> 2) % nblk), q = (int)(it & 3);
   uint4 v = make_uint4(0u, 0u, 0u, 0u);
   if (it < items && r < M) v = *(const uint4 *)(A + (long long)r * lda + b * 32 + q * 8);
@@ -62,15 +67,21 @@ mxfp4_decode_quant(const u16 *__restrict__ A, int lda, int M, int K, u8 *__restr
   u32 sbyte;
   const u32 codes = mx::quantize8(v, sbyte);
   if (it < items) {
-    const long long o = (long long)b * TOK + r;
+    const long long o = (long long)b * rows + r;
     *(uint2 *)(as8 + (o * 4 + q) * 8) = make_uint2(mx::e2m1x4_to_s8x4(codes), mx::e2m1x4_to_s8x4(codes >> 16));
     if (q == 0) sa[o] = mx::half_scale(sbyte);
   }
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS)
-mxfp4_gemm_decode(const u8 *__restrict__ qa, const float *__restrict__ qs, const u8 *__restrict__ W,
-                  const u8 *__restrict__ Wsc, int ldsc, out_t *__restrict__ C, int ldc, int M, int N, int K) {
+// One CTA's work: output rows [tile * ROWS, +ROWS) of C [M, N] (M <= TOK) over the CTA's part of K
+// (its cluster rank's), the weight W / Wsc (N rows) in aiter's shuffled layouts. load_a(as8, sa, bar,
+// kb_begin, nb_cta) fills shared memory with the quantized A of blocks [kb_begin, kb_begin + nb_cta)
+// in the layout [nb][TOK][32] / [nb][TOK] and returns once every thread sees it; it runs after the
+// weight's first loads and scales, so it is where the kernel waits for mxfp4_decode_quant.
+template <class LoadA>
+__device__ __forceinline__ void decode_tile(const u8 *__restrict__ W, const u8 *__restrict__ Wsc, int ldsc,
+                                            out_t *__restrict__ C, int ldc, int M, int N, int K, int tile,
+                                            LoadA load_a) {
   extern __shared__ __align__(16) u8 smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
@@ -88,7 +99,7 @@ mxfp4_gemm_decode(const u8 *__restrict__ qa, const float *__restrict__ qs, const
 
   // This warp: group gi of the CTA, part kw of its K range.
   const int gi = warp % G, kw = warp / G;
-  const int grp = blockIdx.x * G + gi;
+  const int grp = tile * G + gi;
   const bool live = grp * 16 < N;
   const int lb0 = (int)((long long)nb_cta * kw / KW), lb1 = (int)((long long)nb_cta * (kw + 1) / KW);
   const int nb = live ? lb1 - lb0 : 0;
@@ -107,7 +118,7 @@ mxfp4_gemm_decode(const u8 *__restrict__ qa, const float *__restrict__ qs, const
 
   // The weight's half-scales of the CTA's rows and blocks. In aiter's shuffled scale layout a
   // 256-byte chunk holds 32 rows x 8 blocks; the CTA's chunks go out in one round of 16-byte loads.
-  const int n0 = (int)blockIdx.x * ROWS, rows_valid = min(ROWS, N - n0);
+  const int n0 = tile * ROWS, rows_valid = min(ROWS, N - n0);
   const int u0 = n0 >> 5, c0 = kb_begin >> 3;
   const int units = ((n0 + rows_valid - 1) >> 5) - u0 + 1, cols = ((kb_end - 1) >> 3) - c0 + 1;
   const int pieces = units * cols * 16;
@@ -138,21 +149,8 @@ mxfp4_gemm_decode(const u8 *__restrict__ qa, const float *__restrict__ qs, const
   for (int i = tid; i < nb_cta * ROWS; i += THREADS)  // rows past N: any finite scale (their codes are never used)
     if (i % ROWS >= rows_valid) sw[i] = 1.0f;
 
-  // A's K range, quantized by mxfp4_decode_quant (contiguous in both arrays): two bulk copies after
-  // the first launch is done.
-  if (tid == 0) {
-    mx::mbar_init(bar, 1);
-    mx::fence_barrier_init();
-  }
-  __syncthreads();
-  if (tid == 0) {
-    mx::pdl_wait();
-    const u32 b8 = (u32)(nb_cta * TOK * 32), bs = (u32)(nb_cta * TOK * 4);
-    mx::mbar_arrive_expect_tx(bar, b8 + bs);
-    mx::bulk_copy(as8, qa + (long long)kb_begin * TOK * 32, b8, bar);
-    mx::bulk_copy(sa, qs + (long long)kb_begin * TOK, bs, bar);
-  }
-  mx::mbar_wait(bar, 0);
+  // A's K range (rows 0..TOK-1 of the CTA's blocks) into as8 / sa, visible to every thread on return.
+  load_a(as8, sa, bar, kb_begin, nb_cta);
 
   float acc[MT][4];
 #pragma unroll
@@ -247,7 +245,7 @@ mxfp4_gemm_decode(const u8 *__restrict__ qa, const float *__restrict__ qs, const
         s1 += v1[q];
       }
     }
-    const int n = blockIdx.x * ROWS + r;
+    const int n = tile * ROWS + r;
 #if OUT_F32
     *(float2 *)(C + (long long)tok * ldc + n) = make_float2(s0, s1);
 #else
@@ -255,4 +253,108 @@ mxfp4_gemm_decode(const u8 *__restrict__ qa, const float *__restrict__ qs, const
 #endif
   }
   if (S > 1) mx::cluster_sync_relaxed();  // no CTA leaves while another reads its partial
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+mxfp4_gemm_decode(const u8 *__restrict__ qa, const float *__restrict__ qs, const u8 *__restrict__ W,
+                  const u8 *__restrict__ Wsc, int ldsc, out_t *__restrict__ C, int ldc, int M, int N, int K) {
+  // A's K range, quantized by mxfp4_decode_quant (TOK rows: contiguous in both arrays): two bulk
+  // copies after the first launch is done.
+  decode_tile(W, Wsc, ldsc, C, ldc, M, N, K, (int)blockIdx.x, [&](u8 *as8, float *sa, u64 *bar, int kb_begin, int nb) {
+    const int tid = threadIdx.x;
+    if (tid == 0) {
+      mx::mbar_init(bar, 1);
+      mx::fence_barrier_init();
+    }
+    __syncthreads();
+    if (tid == 0) {
+      mx::pdl_wait();
+      const u32 b8 = (u32)(nb * TOK * 32), bs = (u32)(nb * TOK * 4);
+      mx::mbar_arrive_expect_tx(bar, b8 + bs);
+      mx::bulk_copy(as8, qa + (long long)kb_begin * TOK * 32, b8, bar);
+      mx::bulk_copy(sa, qs + (long long)kb_begin * TOK, bs, bar);
+    }
+    mx::mbar_wait(bar, 0);
+  });
+}
+
+// ---- the grouped GEMM (mixture of experts) ------------------------------------------------------
+
+// The work item `item` of a grouped call: the experts' token rows cut into chunks of TOK, numbered
+// in expert order. Expert e takes rows [offsets[e-1], offsets[e]) (offsets int32, or int64 when
+// off64; each clamped to [start, T], so a malformed offsets array cannot send a CTA out of bounds).
+// Sets r0 and rows (rows <= TOK) and returns the expert, or -1 past the last chunk. Every thread of
+// the CTA calls it; a block-wide prefix sum of the experts' chunk counts, THREADS experts a round.
+__device__ __forceinline__ int grouped_item(const void *offsets, int off64, int E, int T, int item, int &r0,
+                                            int &rows) {
+  __shared__ int warp_sum[WARPS], found[3];
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  if (tid == 0) found[0] = -1;
+  int carry = 0;  // chunks of the experts before this round
+  for (int base = 0; base < E && carry <= item; base += THREADS) {
+    const int e = base + tid;
+    int start = 0, end = 0;
+    if (e < E) {
+      const long long hi = off64 ? ((const long long *)offsets)[e] : ((const int *)offsets)[e];
+      const long long lo = e == 0 ? 0 : (off64 ? ((const long long *)offsets)[e - 1] : ((const int *)offsets)[e - 1]);
+      start = (int)min(max(lo, 0ll), (long long)T);
+      end = (int)min(max(hi, (long long)start), (long long)T);
+    }
+    const int chunks = (end - start + TOK - 1) / TOK;
+    int incl = chunks;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int v = __shfl_up_sync(0xffffffffu, incl, d);
+      if (lane >= d) incl += v;
+    }
+    if (lane == 31) warp_sum[warp] = incl;
+    __syncthreads();
+    int before = carry;
+    for (int w = 0; w < warp; ++w) before += warp_sum[w];
+    incl += before;
+    if (chunks && item >= incl - chunks && item < incl) {
+      const int c = item - (incl - chunks);
+      found[0] = e;
+      found[1] = start + c * TOK;
+      found[2] = min(TOK, end - (start + c * TOK));
+    }
+    for (int w = 0; w < WARPS; ++w) carry += warp_sum[w];
+    __syncthreads();  // warp_sum is rewritten next round; found is complete after the last
+  }
+  r0 = found[1];
+  rows = found[2];
+  return found[0];
+}
+
+// Grouped GEMM, tokens sorted by expert: C [T, N] row t = quant(A) row t times the weight of its
+// expert, the E experts' weights stacked in one prepared tensor at a fixed stride (w_stride code
+// bytes, s_stride scale bytes an expert; expert e's N rows start there). grid (items, ceil(N /
+// ROWS), S) in clusters of (1, 1, S): blockIdx.x is a work item (grouped_item: one chunk of at most
+// TOK rows of one expert; the host launches min(E, T) + T / TOK, an upper bound, and the CTAs past
+// the last chunk exit at once), blockIdx.y the N tile. A is mxfp4_decode_quant's layout of all T
+// rows (rows = T); the chunk's rows are gathered into the decode tile's shared layout, rows past the
+// chunk zero. The offsets are read on the device, before the wait for A (a kernel before the
+// quantizer wrote them), so nothing waits for the host and the call can be captured in a graph.
+extern "C" __global__ void __launch_bounds__(THREADS)
+mxfp4_gemm_grouped(const u8 *__restrict__ qa, const float *__restrict__ qs, int T, const void *__restrict__ offsets,
+                   int off64, int E, const u8 *__restrict__ W, const u8 *__restrict__ Wsc, int ldsc,
+                   long long w_stride, long long s_stride, out_t *__restrict__ C, int ldc, int N, int K) {
+  int r0, rows;
+  const int e = grouped_item(offsets, off64, E, T, (int)blockIdx.x, r0, rows);
+  if (e < 0) return;  // the whole cluster: its CTAs share blockIdx.x
+  decode_tile(W + e * w_stride, Wsc + e * s_stride, ldsc, C + (long long)r0 * ldc, ldc, rows, N, K, (int)blockIdx.y,
+              [&](u8 *as8, float *sa, u64 *, int kb_begin, int nb) {
+                mx::pdl_wait();
+                const uint4 *src = (const uint4 *)qa;  // [K/32][T][2] 16-byte halves of a row's block
+                uint4 *dst = (uint4 *)as8;             // [nb][TOK][2]
+                for (int i = threadIdx.x; i < nb * TOK * 2; i += THREADS) {
+                  const int b = i / (TOK * 2), j = (i >> 1) % TOK;
+                  dst[i] = j < rows ? src[((long long)(kb_begin + b) * T + r0 + j) * 2 + (i & 1)] : make_uint4(0u, 0u, 0u, 0u);
+                }
+                for (int i = threadIdx.x; i < nb * TOK; i += THREADS) {
+                  const int b = i / TOK, j = i % TOK;
+                  sa[i] = j < rows ? qs[(long long)(kb_begin + b) * T + r0 + j] : 0.0f;
+                }
+                __syncthreads();
+              });
 }
