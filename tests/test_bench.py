@@ -41,6 +41,46 @@ def test_bench_model_tiny_on_cpu(tmp_path):
     assert ", 0 outside the stated bound, 0 NaN/Inf mismatches" in text
 
 
+def test_bench_model_moe_tiny_on_cpu(tmp_path):
+    """--moe at the test size: the experts become one MXFP4Experts a layer (grouped_mm summation), the routers
+    stay bf16, eager generation runs; the bf16 experts' grouped_mm forward equals a per-pair loop."""
+    import csv
+
+    import torch
+
+    from mxfp4 import quantize_
+    from mxfp4.bench import llama, model
+    from mxfp4.moe import Accumulation, MXFP4Experts
+
+    record = tmp_path / "moe.csv"
+    text = model.run(llama.TINY_MOE, 2, 4, 3, "cpu", record, ("eager",), progress=lambda s: None)
+    with open(record) as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["model"], r["mode"]) for r in rows] == [("bf16", "eager"), ("mxfp4", "eager")]
+    assert int(rows[1]["weight_bytes"]) < int(rows[0]["weight_bytes"]) * 0.6  # the bf16 embeddings stay
+    assert "mixture-of-experts decoder (hidden 128, 2 layers, 8 experts of 64 (top 2)" in text
+
+    m = llama.build(llama.TINY_MOE, 1, "cpu")
+    experts = m.layers[0].mlp.experts
+    torch.manual_seed(0)
+    x = torch.randn(5, 128, dtype=torch.bfloat16)
+    idx = torch.stack([torch.randperm(8)[:2] for _ in range(5)])
+    w = torch.rand(5, 2).to(torch.bfloat16)
+    want = torch.zeros(5, 128, dtype=torch.float32)
+    for t in range(5):
+        for j in range(2):
+            e = int(idx[t, j])
+            g, u = (x[t:t + 1] @ experts.gate_up_proj[e].t()).chunk(2, dim=-1)
+            y = (torch.nn.functional.silu(g) * u) @ experts.down_proj[e].t()
+            want[t] += (y * w[t, j]).float()[0]
+    assert torch.equal(experts(x, idx, w), want.to(torch.bfloat16))
+
+    quantize_(m, model._quantized)
+    layer = m.layers[0].mlp
+    assert isinstance(layer.experts, MXFP4Experts) and layer.experts.accumulation is Accumulation.SUM
+    assert type(layer.gate) is torch.nn.Linear and layer.gate.weight.dtype is torch.bfloat16
+
+
 def test_bench_model_from_a_checkpoint_on_cpu(tmp_path, capsys):
     """--make-checkpoint then --checkpoint: the model built on meta, loaded, byte-identical to the in-memory one."""
     pytest.importorskip("safetensors")
@@ -63,6 +103,8 @@ def test_bench_model_from_a_checkpoint_on_cpu(tmp_path, capsys):
     (["bench-model", "--tiny", "--device", "nosuch"], "--device must be cpu, cuda or cuda:N, got 'nosuch'"),
     (["bench-model", "--tiny", "--batch", "0"], "--batch must be at least 1, got 0"),
     (["bench-model", "--tiny", "--new-tokens", "0"], "--new-tokens must be at least 1, got 0"),
+    (["bench-model", "--tiny", "--moe", "--modes", "compile"], "--moe --modes compile: the MXFP4 experts' grouped"),
+    (["bench-model", "--tiny", "--moe", "--checkpoint", "ck"], "--moe goes without --make-checkpoint / --checkpoint"),
 ])
 def test_cli_refuses_nonsense_with_exit_2(argv, message, capsys):
     assert cli.main(argv) == 2
@@ -112,3 +154,16 @@ def test_bench_plot_writes_a_png(tmp_path, capsys):
     assert plot.write(rows, tmp_path / "gpu.png").stat().st_size > 10_000
     with pytest.raises(ValueError, match="no benchmark rows"):
         plot.write([], tmp_path / "none.png")
+
+
+def test_moe_bench_routing_and_its_gpu_guard(capsys):
+    import torch
+
+    from mxfp4.bench import moe
+
+    counts = moe.routing(16, 256, 8, seed=16)
+    assert counts.shape == (256,) and int(counts.sum()) == 128 and int(counts.max()) <= 16
+    assert torch.equal(counts, moe.routing(16, 256, 8, seed=16))
+    if not torch.cuda.is_available():
+        assert moe.main() == 2
+        assert "needs a Hopper GPU" in capsys.readouterr().err

@@ -315,3 +315,33 @@ def test_grouped_prefill_takes_the_per_expert_kernels():
     assert torch.equal(out[:300], mxfp4.gemm_a4w4(a[:300], stacked.expert(0)))
     assert torch.equal(out[300:], mxfp4.gemm_a4w4(a[300:], stacked.expert(2)))
     assert _check_grouped(out, a, plain, counts).passed
+
+
+def test_experts_module_under_graph_capture():
+    """The bench's mixture-of-experts block (bf16 router, top-k, MXFP4Experts on the grouped kernel) captured
+    once (no host read: the range check is left out under capture) and replayed on new hidden states: the
+    eager call's bits."""
+    from mxfp4.bench import llama, model
+    s = llama.LlamaShape(vocab=256, hidden=256, intermediate=0, layers=1, heads=4, kv_heads=2, max_seq=64,
+                         experts=16, top_k=4, expert_intermediate=128)
+    moe = llama.MoE(s).cuda()
+    with torch.no_grad():
+        for p in moe.parameters():
+            p.normal_(0.0, 0.05)
+    moe = moe.to(torch.bfloat16).requires_grad_(False)
+    mxfp4.quantize_(moe, model._quantized)
+    static = torch.randn(1, 3, 256, device="cuda", dtype=torch.bfloat16)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        moe(static)  # warm: compile, load, plan
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = moe(static)
+    for seed in range(3):
+        x = torch.randn(1, 3, 256, device="cuda", dtype=torch.bfloat16, generator=torch.Generator("cuda").manual_seed(seed))
+        static.copy_(x)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, moe(x))

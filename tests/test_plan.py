@@ -70,3 +70,27 @@ def test_missing_table_is_empty(tmp_path):
     (tmp_path / "t.json").write_text(json.dumps({"entries": [{"m": 1, "n": 32, "k": 64, "params": {"bn": 48}}]}))
     with pytest.raises(ValueError):
         plan.load_table(tmp_path / "t.json")
+
+
+def test_tuner_times_the_large_m_splits_from_33_rows():
+    from mxfp4 import tune
+    p = plan.Problem(64, 2880, 4096)  # 23 weight tiles of 128 rows
+    wg = [c for c in tune.candidates(p) if isinstance(c, plan.WgmmaParams)]
+    assert wg[0] == plan.wgmma_params(p) == plan.WgmmaParams(64, 5, split=4)
+    assert sorted(c.split for c in wg) == [1, 2, 3, 4]  # 8 x 23 CTAs would exceed the 132 SMs
+    for c in wg:
+        c.check()
+        assert c.fits(p)
+    assert [c.split for c in tune.candidates(plan.Problem(64, 7168, 512)) if isinstance(c, plan.WgmmaParams)] == [2, 1]
+
+
+def test_large_m_split_heuristic():
+    """Clusters of 2, 4 or 8 while the grid stays within the SMs, at most one CTA a segment; none above 256 rows."""
+    cases = {(64, 7168, 2048): 2, (64, 2880, 4096): 4, (64, 2112, 7168): 4, (64, 24576, 1536): 1, (256, 3072, 1536): 1,
+             (33, 4096, 512): 2, (64, 128, 256): 1}
+    for (m, n, k), split in cases.items():
+        assert plan.wgmma_params(plan.Problem(m, n, k)).split == split, (m, n, k)
+    assert plan.wgmma_params(plan.Problem(512, 128, 8192)) == plan.WgmmaParams(128, 3, True)
+    with pytest.raises(ValueError, match="split needs the register GEMM"):
+        plan.WgmmaParams(128, 3, True, split=2).check()
+    assert not plan.WgmmaParams(64, 5, split=4).fits(plan.Problem(64, 128, 512))  # 2 segments

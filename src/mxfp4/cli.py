@@ -109,7 +109,12 @@ def _bench_model(args) -> int:
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     device = _device(args.device)
-    shape = llama.TINY if args.tiny else llama.REALISTIC
+    if args.moe and (args.make_checkpoint or args.checkpoint):
+        raise UsageError("--moe goes without --make-checkpoint / --checkpoint (the checkpoint bench is the dense model's)")
+    if args.moe and args.modes and "compile" in args.modes:
+        raise UsageError("--moe --modes compile: the MXFP4 experts' grouped GEMM is not a torch op, so "
+                         "torch.compile(fullgraph=True) cannot trace it (eager and graph run)")
+    shape = (llama.TINY_MOE if args.tiny else llama.MOE) if args.moe else (llama.TINY if args.tiny else llama.REALISTIC)
     if args.make_checkpoint:
         from .bench import checkpoint
 
@@ -212,6 +217,9 @@ def _parser():
                 "torch.compile and CUDA graph, decode tokens/s, memory and exactness")
     p.add_argument("--tiny", action="store_true", help="the test-sized model (hidden 128, 2 layers) instead of "
                    "hidden 4096, 8 layers, intermediate 14336")
+    p.add_argument("--moe", action="store_true", help="a mixture-of-experts decoder instead: hidden 2048, 8 layers, "
+                   "64 experts of 1408 (top 6), bf16 experts on torch._grouped_mm against MXFP4Experts (with --tiny: "
+                   "hidden 128, 8 experts)")
     p.add_argument("--batch", type=int, default=1, help="sequences generated together")
     p.add_argument("--prompt", type=int, default=128, help="prompt tokens (prefill, not timed)")
     p.add_argument("--new-tokens", type=int, default=128, help="tokens generated (decode steps timed)")

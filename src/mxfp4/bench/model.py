@@ -21,7 +21,7 @@ import time
 import torch
 
 from .. import reference, testing
-from ..nn import MXFP4Linear, quantize_
+from ..nn import MXFP4Linear, default_filter, quantize_
 from . import checkpoint as bench_checkpoint
 from . import llama
 
@@ -178,7 +178,10 @@ def run(shape: llama.LlamaShape, batch: int, prompt_len: int, new_tokens: int, d
     if min(batch, prompt_len, new_tokens) < 1:
         raise ValueError(f"batch, prompt and new_tokens must be positive, got {batch}, {prompt_len}, {new_tokens}")
     max_seq = -(-(prompt_len + new_tokens) // 64) * 64  # the cache holds them all
-    modes = modes or (("eager", "compile", "graph") if cuda else ("eager", "compile"))
+    if shape.experts and modes and "compile" in modes:
+        raise ValueError("--modes compile: the MXFP4 experts' grouped GEMM is not a torch op, so "
+                         "torch.compile(fullgraph=True) cannot trace a mixture-of-experts model (eager and graph run)")
+    modes = modes or (("eager",) if shape.experts else ("eager", "compile")) + (("graph",) if cuda else ())
     runs, loaded = [], ""
     if checkpoint is None:
         shape = dataclasses.replace(shape, max_seq=max_seq)
@@ -192,7 +195,7 @@ def run(shape: llama.LlamaShape, batch: int, prompt_len: int, new_tokens: int, d
         runs.append(_run("bf16", mode, model, prompt, new_tokens))
         progress(f"bf16 {mode}: {_rate(runs[-1]):.1f} tok/s")
     if checkpoint is None:
-        quantize_(model)
+        quantize_(model, _quantized)
     if cuda:
         torch.cuda.empty_cache()
     for mode in modes:
@@ -219,23 +222,34 @@ def run(shape: llama.LlamaShape, batch: int, prompt_len: int, new_tokens: int, d
     return f"{text}\n{loaded}" if loaded else text
 
 
+def _quantized(module: torch.nn.Module, name: str) -> bool:
+    """The layers the bench quantizes: ``quantize_``'s default except the routers of a mixture of experts
+    (``mlp.gate``), which stay bf16 as Quark's exports keep them."""
+    return default_filter(module, name) and not name.endswith("mlp.gate")
+
+
 def _rate(r: Run) -> float:
     return r.tokens.shape[0] * (r.tokens.shape[1] - 1) / r.seconds if r.seconds > 0 else float("inf")
 
 
 def _label(s: llama.LlamaShape) -> str:
-    return f"hidden {s.hidden}, {s.layers} layers, intermediate {s.intermediate}, vocab {s.vocab}"
+    mlp = (f"{s.experts} experts of {s.expert_intermediate} (top {s.top_k})" if s.experts
+           else f"intermediate {s.intermediate}")
+    return f"hidden {s.hidden}, {s.layers} layers, {mlp}, vocab {s.vocab}"
 
 
 def report(shape: llama.LlamaShape, rows: list[dict], check: dict, device: str) -> str:
-    lines = [f"Llama-style decoder ({_label(shape)}), {device}", "",
+    kind = "mixture-of-experts" if shape.experts else "Llama-style"
+    lines = [f"{kind} decoder ({_label(shape)}), {device}", "",
              "| model | mode | tok/s | ms/step | weights MiB | peak MiB | tokens = eager | compile/capture s |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['model']} | {r['mode']} | {r['tokens_per_s']:.1f} | {r['ms_per_step']:.2f} | "
                      f"{r['weight_bytes'] / 2**20:.0f} | {r['peak_bytes'] / 2**20:.0f} | {r['tokens_equal_eager']} | "
                      f"{r['compile_s']:.1f} |")
-    lines += ["", f"MXFP4 layers vs the float64 oracle: {check['gemm_outputs']} outputs, "
+    which = "MXFP4 linear layers (attention; the experts are checked by the grouped GEMM's tests)" if shape.experts \
+        else "MXFP4 layers"
+    lines += ["", f"{which} vs the float64 oracle: {check['gemm_outputs']} outputs, "
               f"{check['gemm_bitident']:.4%} bit-identical, {check['gemm_violations']} outside the stated bound, "
               f"{check['gemm_nonfinite_mismatch']} NaN/Inf mismatches",
               f"logits vs the reference path: {check['logits_bitident']:.4%} bit-identical, "

@@ -130,9 +130,14 @@ class MXFP4Experts(nn.Module):
         if tuple(top_k_weights.shape) != (t, k):
             raise ValueError(f"top_k_weights must have top_k_index's shape {(t, k)}, got {tuple(top_k_weights.shape)}")
         flat = top_k_index.reshape(-1)
-        counts = torch.bincount(flat, minlength=self.num_experts) if flat.numel() else flat.new_zeros(self.num_experts)
-        if counts.numel() != self.num_experts:
-            raise ValueError(f"top_k_index must hold experts in [0, {self.num_experts}), got {int(flat.max())}")
+        # The range check reads two values on the host; under CUDA graph capture or torch.compile it is
+        # left out (a capture cannot read; an index out of range then fails in the scatter's device check).
+        if flat.numel() and not torch.compiler.is_compiling() and not (
+                flat.is_cuda and torch.cuda.is_current_stream_capturing()):
+            lo, hi = torch.aminmax(flat)
+            if bool((lo < 0) | (hi >= self.num_experts)):
+                raise ValueError(f"top_k_index must hold experts in [0, {self.num_experts}), got {int(lo)}..{int(hi)}")
+        counts = flat.new_zeros(self.num_experts).scatter_add_(0, flat, torch.ones_like(flat))  # no host read
         experts, order = torch.sort(flat, stable=True)  # pairs by expert, tokens in order within one
         y = self._mlp(hidden_states[order // k], counts.cumsum(0), experts)
         y = y * top_k_weights.reshape(-1)[order, None]
