@@ -395,9 +395,10 @@ large-M kernels."""
 
 TABLE_MAX_M = 64
 """The table steers shapes up to this many rows; from 33 rows its entries choose between the decode
-kernels and the large-M kernels, which at 40..64 rows each win on some projections (H200, same run:
-64x2112x7168 42.6 us against 57.2, 64x2880x4096 32.0 against 37.4; 64x24576x1536 58.6 against 39.0,
-64x7168x2048 29.8 against 25.1). Above it the large-M kernels always run."""
+kernels and the large-M kernels (``tune.candidates`` times both), which at 40..64 rows each win on some
+projections (H200: the decode kernels at 64x3072x1536, 17.7 us against 20.1; the large-M GEMM with K
+split 4 at 64x2112x7168, 26.2 against the decode kernels' 35.3). Shapes without an entry take the
+large-M kernels from ``WGMMA_MIN_M`` rows. Above it the large-M kernels always run."""
 
 
 def kernel_name(params: GemmParams | DecodeParams | WgmmaParams) -> str:
