@@ -15,7 +15,7 @@ import threading
 
 import torch
 
-from ..plan import GROUPED_STATIC_SMEM, SEGMENT_BLOCKS, SMEM_LIMIT
+from ..params import GROUPED_STATIC_SMEM, SEGMENT_BLOCKS, SMEM_LIMIT
 from . import jit
 
 PREP_THREADS = 256

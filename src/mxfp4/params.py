@@ -1,0 +1,281 @@
+"""The kernels' parameter sets: one compiled variant (or launch) of each GEMM, and the problem it runs.
+
+``GemmParams``: ``cuda/csrc/gemm_a4w4.cu`` (one launch, A quantized inside it); ``DecodeParams``:
+``cuda/csrc/gemm_decode.cu`` (A quantized once, then the GEMM); ``WgmmaParams``: ``cuda/csrc/gemm_wgmma.cu``
+(the large-M kernels); ``GroupedParams``: the grouped GEMM of a mixture of experts (in
+``gemm_decode.cu``). Each mirrors its kernel's shared memory, checks what the kernel needs and says which
+problems it takes; :mod:`mxfp4.plan` chooses among them (and names them too).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+SMEM_LIMIT = 227 * 1024
+"""Dynamic shared memory a CTA may use on Hopper."""
+
+SEGMENT_BLOCKS = 8
+"""Blocks of 32 elements in a segment of the large-M kernel (SEG in gemm_wgmma.cu)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """C [m, n] = A [m, k] x W [n, k]^T."""
+
+    m: int
+    n: int
+    k: int
+
+    @property
+    def blocks(self) -> int:
+        return self.k // 32
+
+
+def _with_output(defines: dict[str, int], out_f32: bool) -> dict[str, int]:
+    """A variant's defines with OUT_F32 for the float32-output twin (absent otherwise: the bf16
+    variants keep their cached cubins)."""
+    return {**defines, "OUT_F32": 1} if out_f32 else defines
+
+
+@dataclasses.dataclass(frozen=True)
+class GemmParams:
+    """One launch of the GEMM kernel.
+
+    bn, bm: output tile (weight rows x A rows) of a CTA; warps_n x warps_m consumer warps share it
+    (each warp bn/warps_n rows, a multiple of 16, by bm/warps_m rows, a multiple of 8).
+    kc: K blocks (32 elements) of A quantized per chunk; sb: K blocks per weight stage; stages:
+    depth of the weight ring. split: CTAs of a cluster that share K (1..8). out_f32: the output is
+    float32, the float64 total rounded to nearest float32 (a row-parallel partial,
+    ``ops.gemm_a4w4_partial``), not bf16.
+    """
+
+    source = "gemm_a4w4.cu"
+
+    bn: int = 64
+    bm: int = 16
+    warps_n: int = 4
+    warps_m: int = 1
+    kc: int = 16
+    sb: int = 4
+    stages: int = 8
+    split: int = 1
+    out_f32: bool = False
+
+    def defines(self) -> dict[str, int]:
+        return _with_output(dict(BN=self.bn, BM=self.bm, WARPS_N=self.warps_n, WARPS_M=self.warps_m,
+                                 KC=self.kc, SB=self.sb, STAGES=self.stages), self.out_f32)
+
+    @property
+    def threads(self) -> int:
+        return (self.warps_n * self.warps_m + 1) * 32
+
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory of the variant (mirrors the offsets in gemm_a4w4.cu)."""
+        sunits = (self.kc + 6) // 8 + 1
+        a_buf = self.kc * self.bm * 36 + (self.bn // 32) * sunits * 256
+        body = self.stages * (self.bn // 16) * self.sb * 256 + 2 * a_buf + self.kc * self.bn * 4
+        return max(body, self.bm * self.bn * 8) + (2 * self.stages + 4) * 8
+
+    def check(self) -> None:
+        """Raises ValueError when the variant cannot be built or launched."""
+        wn, wm = self.bn // max(self.warps_n, 1), self.bm // max(self.warps_m, 1)
+        rules = [
+            (self.bn % 32 == 0 and self.bn > 0, "bn must be a positive multiple of 32"),
+            (self.warps_n >= 1 and self.bn % self.warps_n == 0 and wn % 16 == 0,
+             "bn / warps_n must be a multiple of 16"),
+            (self.warps_m >= 1 and self.bm % self.warps_m == 0 and wm % 8 == 0,
+             "bm / warps_m must be a multiple of 8"),
+            (1 <= self.sb <= 8 and self.kc % self.sb == 0, "sb must be in 1..8 and divide kc"),
+            (self.stages >= 2, "stages must be at least 2"),
+            (1 <= self.split <= 8, "split must be in 1..8 (a portable cluster)"),
+            ((wn // 16) * (wm // 8) <= 16, "at most 16 MMA tiles per warp (registers)"),
+            (self.threads <= 1024, "at most 1024 threads"),
+            (self.smem_bytes() <= SMEM_LIMIT, f"shared memory {self.smem_bytes()} > {SMEM_LIMIT}"),
+        ]
+        for ok, rule in rules:
+            if not ok:
+                raise ValueError(f"GemmParams {self}: {rule}")
+
+    def fits(self, p: Problem) -> bool:
+        return self.split <= p.blocks
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeParams:
+    """One call of the two-launch decode kernels (``cuda/csrc/gemm_decode.cu``): A quantized once
+    into a workspace, then the GEMM, chained by programmatic dependent launch.
+
+    mt: token rows held, 8 * mt (M <= 8 * mt); g: 16-row weight groups a CTA owns; kw: warps that
+    share a group's K range (g * kw warps a CTA); depth: blocks of weight bytes in flight a warp;
+    split: CTAs of a cluster that share K (1..16; above 8 a non-portable cluster). out_f32: the
+    output is the float32 total unrounded (a row-parallel partial, ``ops.gemm_a4w4_partial``).
+    """
+
+    source = "gemm_decode.cu"
+
+    mt: int = 1
+    g: int = 4
+    kw: int = 4
+    depth: int = 8
+    split: int = 1
+    out_f32: bool = False
+
+    def defines(self) -> dict[str, int]:
+        return _with_output(dict(MT=self.mt, G=self.g, KW=self.kw, DEPTH=self.depth), self.out_f32)
+
+    @property
+    def threads(self) -> int:
+        return self.g * self.kw * 32
+
+    @property
+    def tokens(self) -> int:
+        return 8 * self.mt
+
+    def smem_bytes(self, k: int) -> int:
+        """Dynamic shared memory at K = k (mirrors gemm_decode.cu): A's int8 values and half-scales and
+        the weight's half-scales of a CTA's K range, the warps' totals, the CTA's partial, a barrier."""
+        nb = -(-(k // 32) // self.split)
+        tok, rows = self.tokens, 16 * self.g
+        return nb * tok * 36 + nb * rows * 4 + (self.kw + 1) * rows * tok * 4 + 8  # + the copies' barrier
+
+    def workspace_bytes(self, k: int) -> int:
+        """A quantized, per call: int8 values [K/32][tokens][32], then float32 half-scales."""
+        return self.tokens * k + self.tokens * (k // 32) * 4
+
+    def check(self) -> None:
+        rules = [
+            (self.mt in (1, 2, 4, 8), "mt must be 1, 2, 4 or 8"),
+            (self.g >= 1 and self.kw >= 1 and self.threads <= 1024, "g * kw must be 1..32 warps"),
+            (1 <= self.depth <= 16, "depth must be in 1..16"),
+            (1 <= self.split <= 16, "split must be in 1..16 (a cluster)"),
+        ]
+        for ok, rule in rules:
+            if not ok:
+                raise ValueError(f"DecodeParams {self}: {rule}")
+
+    def fits(self, p: Problem) -> bool:
+        return p.m <= self.tokens and self.split <= p.blocks and self.smem_bytes(p.k) <= SMEM_LIMIT
+
+
+@dataclasses.dataclass(frozen=True)
+class WgmmaParams:
+    """One launch of the large-M kernels: a CTA computes tn tokens x 128 weight rows; stages is the
+    depth of its shared-memory ring (one segment of K, SEGMENT_BLOCKS blocks, a stage). int8_weight:
+    the prep also writes the weight as int8 in the layout wgmma reads (``mxfp4_gemm_i8``, tn 128),
+    else the GEMM converts the weight's codes in registers (``mxfp4_gemm_wgmma``). split: CTAs of a
+    cluster that share K (the register GEMM only, 1..8; a launch choice, not a compiled variant).
+    out_f32: the output is the float32 totals unrounded (a row-parallel partial,
+    ``ops.gemm_a4w4_partial``), stored from registers, not bf16 staged through the ring."""
+
+    source = "gemm_wgmma.cu"
+
+    tn: int = 96
+    stages: int = 4
+    int8_weight: bool = False
+    out_f32: bool = False
+    split: int = 1
+
+    def defines(self) -> dict[str, int]:
+        return _with_output(dict(TN=self.tn, STAGES=self.stages), self.out_f32)
+
+    @property
+    def gemm_name(self) -> str:
+        return "mxfp4_gemm_i8" if self.int8_weight else "mxfp4_gemm_wgmma"
+
+    @property
+    def meta_bytes(self) -> int:
+        """Per token tile and segment: fold multipliers, block multipliers, the tokens' band masks."""
+        return self.tn * (5 + 4 * SEGMENT_BLOCKS)
+
+    @property
+    def ablob_bytes(self) -> int:
+        """One token tile's segment in the workspace: int8 values, then the meta."""
+        return self.tn * 32 * SEGMENT_BLOCKS + self.meta_bytes
+
+    @property
+    def wmeta_bytes(self) -> int:
+        """One weight tile's segment in the workspace: the rows' exponents and the group masks, or
+        (int8_weight) the int8 values, per-block multipliers, the rows' fold starts and the mask."""
+        if self.int8_weight:
+            return 128 * 32 * SEGMENT_BLOCKS + SEGMENT_BLOCKS * 128 * 4 + 128 * 4 + 16
+        return 128 * 8 + 16
+
+    @property
+    def stage_bytes(self) -> int:
+        """One ring stage: the A blob, then the weight's codes (8 groups of 16 rows) and meta, or
+        its int8 blob."""
+        s_w = -(-self.ablob_bytes // 1024) * 1024
+        w = self.wmeta_bytes if self.int8_weight else 8 * SEGMENT_BLOCKS * 256 + self.wmeta_bytes
+        return -(-(s_w + w) // 1024) * 1024
+
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory (mirrors the offsets in gemm_wgmma.cu)."""
+        return 1024 + self.stages * self.stage_bytes + 2 * self.stages * 8
+
+    def check(self) -> None:
+        rules = [
+            (self.tn in (64, 96, 128), "tn must be 64, 96 or 128"),
+            (not self.int8_weight or self.tn == 128, "int8_weight needs tn 128"),
+            (self.stages >= 2, "stages must be at least 2"),
+            (1 <= self.split <= 8, "split must be in 1..8 (a portable cluster)"),
+            (self.split == 1 or not self.int8_weight, "split needs the register GEMM (int8_weight False)"),
+            (self.out_f32 or self.tn * 136 * 2 <= self.stages * self.stage_bytes,
+             "the ring must hold the bf16 output tile"),
+            (self.smem_bytes() <= SMEM_LIMIT, f"shared memory {self.smem_bytes()} > {SMEM_LIMIT}"),
+        ]
+        for ok, rule in rules:
+            if not ok:
+                raise ValueError(f"WgmmaParams {self}: {rule}")
+
+    def fits(self, p: Problem) -> bool:
+        return self.split <= -(-p.blocks // SEGMENT_BLOCKS)
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupedParams:
+    """One call of the grouped GEMM of a mixture of experts (``mxfp4_gemm_grouped`` in
+    ``cuda/csrc/gemm_decode.cu``): all T rows of A quantized once, then one launch in which each CTA
+    takes one chunk of at most ``tile.tokens`` rows of one expert (found on the device from the
+    offsets), one N tile and one part of K, and runs the decode kernel's tile on it.
+
+    ``tile``: the decode variant whose tile it runs (the same cubin: both kernels are in one source).
+    """
+
+    source = "gemm_decode.cu"
+
+    tile: DecodeParams = DecodeParams()
+
+    def defines(self) -> dict[str, int]:
+        return self.tile.defines()
+
+    @property
+    def threads(self) -> int:
+        return self.tile.threads
+
+    @property
+    def tokens(self) -> int:
+        return self.tile.tokens
+
+    def smem_bytes(self, k: int) -> int:
+        return self.tile.smem_bytes(k)
+
+    def workspace_bytes(self, t: int, k: int) -> int:
+        """A quantized, per call: int8 values [K/32][T][32], then float32 half-scales [K/32][T]."""
+        return t * k + t * (k // 32) * 4
+
+    def items(self, t: int, e: int) -> int:
+        """Work items launched for T rows over E experts: an upper bound on the chunks of at most
+        ``tokens`` rows (each non-empty expert's rows, rounded up), so the grid needs no offsets."""
+        return min(e, t) + t // self.tokens
+
+    def check(self) -> None:
+        self.tile.check()
+        if self.tile.out_f32:
+            raise ValueError(f"GroupedParams {self}: the grouped GEMM writes bf16 (tile.out_f32 must be False)")
+
+    def fits(self, p: Problem) -> bool:
+        """``p``: one expert's problem (n, k; m is not limited: the kernel runs chunks of ``tokens``)."""
+        return self.tile.split <= p.blocks and self.smem_bytes(p.k) + GROUPED_STATIC_SMEM <= SMEM_LIMIT
+
+
+GROUPED_STATIC_SMEM = 256
+"""Static shared memory the grouped kernel's item search may take (warp sums and its answer)."""
