@@ -170,6 +170,16 @@ struct Flag {
   static constexpr bool value = B;
 };
 
+// The AND of T tokens' band masks (bytes at `masks`), the same in every lane: the blocks inside the
+// band of every one of them.
+template <int T>
+__device__ __forceinline__ u32 tokens_mask(const u8 *masks, int lane) {
+  u32 m = 0xFFu;
+#pragma unroll
+  for (int i = 0; i < T / 32; ++i) m &= masks[32 * i + lane];
+  return __reduce_and_sync(0xffffffffu, m);
+}
+
 __device__ __forceinline__ u32 swz(int r, int o) { return (u32)((((o >> 4) ^ (r & 7)) << 4) | (o & 15)); }
 
 // The 128-byte CUtensorMap, passed by value (__grid_constant__) and used by address.
@@ -467,13 +477,8 @@ mxfp4_gemm_wgmma(const u8 *__restrict__ ablob, const u8 *__restrict__ wmeta, con
   auto prepare = [&](int stage, u32 phase, Seg &sg, u32 (&af)[SEG][4]) {
     mx::mbar_wait(&full[stage], phase);
     const u8 *st = smem + stage * STAGE_BYTES;
-    // The tile's mask: the AND of its tokens' masks.
-    const u8 *tmask = st + S_M + TN * (4 + 4 * SEG);
-    u32 amask = 0xFFu;
-#pragma unroll
-    for (int i = 0; i < TN / 32; ++i) amask &= tmask[32 * i + lane];
-    amask = __reduce_and_sync(0xffffffffu, amask);
-    u32 fmask = amask & (u32)st[S_WM + TW * 8 + c];
+    // The tile's mask (its tokens') and this warpgroup's weight rows'.
+    u32 fmask = tokens_mask<TN>(st + S_M + TN * (4 + 4 * SEG), lane) & (u32)st[S_WM + TW * 8 + c];
     if (__popc(fmask) < 2) fmask = 0;
     // Warp-uniform as ptxas can see it: a branch on a value it takes for divergent around wgmma
     // serializes every wgmma of the kernel (warning C7520).
@@ -761,10 +766,8 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t 
     const float *fold = (const float *)(st + S_M), *blk = fold + TN;
     const float *wmult = (const float *)(wst + W_MULT);
     const u32 *wmagic = (const u32 *)(wst + W_MAGIC);
-    // The mask of this warpgroup's 64 tokens (the AND of theirs) and the weight tile's.
-    const u8 *tmask = st + S_M + TN * (4 + 4 * SEG) + 64 * c;
-    const u32 amask = __reduce_and_sync(0xffffffffu, (u32)(tmask[lane] & tmask[32 + lane]));
-    u32 fmask = amask & *(const u32 *)(wst + W_MASK) & 0xFFu;
+    // The mask of this warpgroup's 64 tokens and the weight tile's.
+    u32 fmask = tokens_mask<64>(st + S_M + TN * (4 + 4 * SEG) + 64 * c, lane) & *(const u32 *)(wst + W_MASK) & 0xFFu;
     if (__popc(fmask) < 2) fmask = 0;
     // Warp-uniform as ptxas can see it: a branch on a value it takes for divergent around wgmma
     // serializes every wgmma of the kernel (warning C7520).
