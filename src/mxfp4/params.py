@@ -226,6 +226,10 @@ class WgmmaParams:
             if not ok:
                 raise ValueError(f"WgmmaParams {self}: {rule}")
 
+    def tiles(self, p: Problem) -> int:
+        """CTAs of the GEMM's grid for ``p`` before the K split: token tiles x 128-row weight tiles."""
+        return -(-p.m // self.tn) * -(-p.n // 128)
+
     def fits(self, p: Problem) -> bool:
         return self.split <= -(-p.blocks // SEGMENT_BLOCKS)
 

@@ -38,7 +38,7 @@ def wgmma_params(p: Problem, sm_count: int = 132) -> WgmmaParams:
     2576; model-like data 1123 against 1355 at 4096x7168x7168; at 256 rows 59.9 against 35.0 (tn 64)."""
     if p.m > 256:
         return WgmmaParams(128, 3, True)
-    ctas = -(-p.m // 64) * -(-p.n // 128)
+    ctas = WgmmaParams(64, 5).tiles(p)
     nseg = -(-p.blocks // SEGMENT_BLOCKS)
     split = 1
     while split < 8 and 2 * split * ctas <= sm_count and 2 * split <= nseg:

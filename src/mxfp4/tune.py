@@ -37,7 +37,7 @@ def wgmma_candidates(p: plan.Problem, sm_count: int = 132) -> list[plan.WgmmaPar
     """The large-M kernels' own choice and the register GEMM with K split 1..8 ways while the grid stays
     within the SMs (on the H200 a split of 3 beat the heuristic's 2 at 40x4608x7168: 32.1 us against 37.3)."""
     own = plan.wgmma_params(p, sm_count)
-    ctas = -(-p.m // 64) * -(-p.n // 128)
+    ctas = plan.WgmmaParams(64, 5).tiles(p)
     splits = [plan.WgmmaParams(64, 5, split=s) for s in (1, 2, 3, 4, 8) if s == 1 or ctas * s <= sm_count]
     return [own] + [c for c in splits if c != own and c.fits(p)]
 
