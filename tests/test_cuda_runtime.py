@@ -64,7 +64,7 @@ def test_gemm_launches_pass_their_arguments_in_order(monkeypatch):
     class Driver:
         def cuLaunchKernelEx(self, cfg, function, params, extra):
             c = runtime._LaunchConfig.from_address(cfg)
-            slots = (ctypes.c_void_p * 13).from_address(params)  # the prep has 13 arguments
+            slots = (ctypes.c_void_p * 12).from_address(params)  # the prep has 12 arguments
             seen.append((function, tuple(c.grid), tuple(c.block), c.shmem, c.stream, c.num_attrs, slots))
             return 0
 
@@ -102,21 +102,26 @@ def test_gemm_launches_pass_their_arguments_in_order(monkeypatch):
     assert struct.unpack("<Q", ctypes.string_at(s1[0], 8))[0] == a.data_ptr()
     assert struct.unpack("<Q", ctypes.string_at(s1[4], 8))[0] == data.data_ptr()
     ablob = struct.unpack("<Q", ctypes.string_at(s1[8], 8))[0]
-    assert struct.unpack("<i", ctypes.string_at(s1[12], 4))[0] == 0  # wmode 0: the weight's meta only
+    assert g["w_ctas"] == 0 and g["wblob"] == 0  # the register GEMM builds the weight's meta itself
     assert struct.unpack("<Q", ctypes.string_at(s2[0], 8))[0] == ablob
-    assert s2[2] % 64 == 0 and ctypes.string_at(s2[2], 128) == bytes(range(128))
-    assert struct.unpack("<Q", ctypes.string_at(s2[3], 8))[0] == out.data_ptr()
-    assert [struct.unpack("<i", ctypes.string_at(s2[i], 4))[0] for i in range(4, 10)] == [
+    assert struct.unpack("<Q", ctypes.string_at(s2[1], 8))[0] == scales.data_ptr()  # its scale bytes as stored
+    assert struct.unpack("<i", ctypes.string_at(s2[2], 4))[0] == scales.shape[1]
+    assert s2[3] % 64 == 0 and ctypes.string_at(s2[3], 128) == bytes(range(128))
+    assert struct.unpack("<Q", ctypes.string_at(s2[4], 8))[0] == out.data_ptr()
+    assert [struct.unpack("<i", ctypes.string_at(s2[i], 4))[0] for i in range(5, 11)] == [
         64, 3, 64, 128, g["ntile"], g["nwt"]]
 
-    # the int8-weight GEMM: the prep in wmode 1, the GEMM without a tensor map
+    # the int8-weight GEMM: the prep also writes the weight's blob, the GEMM reads it (no tensor map)
     i8 = plan.WgmmaParams(128, 3, True)
     g = runtime.wgmma_geometry(i8, 3, 64, 128)
+    assert g["w_ctas"] == 1 and g["wblob"] == i8.wmeta_bytes
     cuda_ops.gemm_a4w4_wgmma(a, data, scales, out, i8)
     (f1, *_, s1), (f2, *_, s2) = seen[-2:]
-    assert struct.unpack("<i", ctypes.string_at(s1[12], 4))[0] == 1
     ablob = struct.unpack("<Q", ctypes.string_at(s1[8], 8))[0]
+    wblob = struct.unpack("<Q", ctypes.string_at(s1[9], 8))[0]
+    assert wblob == ablob + g["ablob"]
     assert struct.unpack("<Q", ctypes.string_at(s2[0], 8))[0] == ablob
+    assert struct.unpack("<Q", ctypes.string_at(s2[1], 8))[0] == wblob
     assert struct.unpack("<Q", ctypes.string_at(s2[2], 8))[0] == out.data_ptr()
     assert [struct.unpack("<i", ctypes.string_at(s2[i], 4))[0] for i in range(3, 9)] == [
         64, 3, 64, 128, g["ntile"], g["nwt"]]

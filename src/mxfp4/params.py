@@ -193,8 +193,9 @@ class WgmmaParams:
 
     @property
     def wmeta_bytes(self) -> int:
-        """One weight tile's segment in the workspace: the rows' exponents and the group masks, or
-        (int8_weight) the int8 values, per-block multipliers, the rows' fold starts and the mask."""
+        """One weight tile's segment: the rows' exponents and the group masks (a stage's, written by
+        the register GEMM's meta warps), or (int8_weight) the int8 values, per-block multipliers, the
+        rows' fold starts and the mask (in the workspace, written by the prep)."""
         if self.int8_weight:
             return 128 * 32 * SEGMENT_BLOCKS + SEGMENT_BLOCKS * 128 * 4 + 128 * 4 + 16
         return 128 * 8 + 16

@@ -92,7 +92,8 @@ def gemm_a4w4_wgmma(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, o
                     params: plan.WgmmaParams) -> torch.Tensor:
     """The large-M path of :func:`gemm_a4w4`: two launches on the current stream (A quantized into
     the GEMM's int8 operand in a workspace allocated for the call, with, for ``params.int8_weight``,
-    the weight as int8 beside it; then the wgmma GEMM). The workspace is freed with the call."""
+    the weight as int8 beside it; then the wgmma GEMM, which reads the weight's codes and scale bytes
+    as stored otherwise). The workspace is freed with the call."""
     m, k = a.shape
     n = data.shape[0]
     lda = _check_rows(a)
@@ -102,14 +103,14 @@ def gemm_a4w4_wgmma(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, o
         raise ValueError("out must have unit stride along N, a row stride that is a multiple of 8 and a "
                          "16-byte aligned start")
     prep, prep_cfg, gemm, gemm_cfg, g = runtime.wgmma_launch(params, m, n, k, a.device)
-    ws = torch.empty(g["ablob"] + g["wmeta"], dtype=torch.uint8, device=a.device)
+    ws = torch.empty(g["ablob"] + g["wblob"], dtype=torch.uint8, device=a.device)
     ablob = ws.data_ptr()
-    wmeta = ablob + g["ablob"]
+    wblob = ablob + g["ablob"]
+    ldsc = i32(scales.shape[1])
     runtime.launch(prep, prep_cfg, a.device, a.data_ptr(), i32(lda), i32(m), i32(k), data.data_ptr(),
-                   scales.data_ptr(), i32(scales.shape[1]), i32(n), ablob, wmeta, i32(g["ntile"]), i32(g["a_ctas"]),
-                   i32(1 if params.int8_weight else 0))
-    weight = () if params.int8_weight else (runtime.weight_map(data, k),)
-    runtime.launch(gemm, gemm_cfg, a.device, ablob, wmeta, *weight, out.data_ptr(), i32(out.stride(0)), i32(m),
+                   scales.data_ptr(), ldsc, i32(n), ablob, wblob, i32(g["ntile"]), i32(g["a_ctas"]))
+    weight = (wblob,) if params.int8_weight else (scales.data_ptr(), ldsc, runtime.weight_map(data, k))
+    runtime.launch(gemm, gemm_cfg, a.device, ablob, *weight, out.data_ptr(), i32(out.stride(0)), i32(m),
                    i32(n), i32(k), i32(g["ntile"]), i32(g["nwt"]))
     return out
 

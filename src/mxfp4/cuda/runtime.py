@@ -360,6 +360,7 @@ def wgmma_geometry(params, m: int, n: int, k: int) -> dict[str, int]:
     ntile = -(-m // params.tn)
     nwt = -(-n // 128)
     ablob = nseg * ntile * params.ablob_bytes
-    w_ctas = nwt * nseg if params.int8_weight else nwt * -(-nseg // (PREP_THREADS // 128))
-    return dict(nseg=nseg, ntile=ntile, nwt=nwt, ablob=ablob, wmeta=nwt * nseg * params.wmeta_bytes,
+    # the int8 weight comes from the prep; the register GEMM builds its weight meta itself
+    w_ctas = nwt * nseg if params.int8_weight else 0
+    return dict(nseg=nseg, ntile=ntile, nwt=nwt, ablob=ablob, wblob=w_ctas * params.wmeta_bytes,
                 a_ctas=nseg * ntile * (params.tn // (PREP_THREADS // 32)), w_ctas=w_ctas)

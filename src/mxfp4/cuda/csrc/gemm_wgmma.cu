@@ -4,8 +4,9 @@
 // Bands: a segment is 8 blocks of 32 elements. A token's band is the window [lo, lo + 3] of e8m0
 //   exponents holding the most of its nonzero blocks (ties: the lowest lo), its mask the blocks inside
 //   it; a token tile's mask, the AND of its tokens' masks, is taken by the GEMM. A weight row's band
-//   and a weight tile's (or 64-row group's)
-//   mask are chosen alike. A band's blocks are shifted left by their exponent minus the band's
+//   is the window starting at its smallest exponent or the one ending at its largest, whichever holds
+//   more of its blocks (ties: the lower; row_band), a weight tile's (or 64-row group's) mask the AND
+//   of its rows'. A band's blocks are shifted left by their exponent minus the band's
 //   smallest (<= 3: twice an e2m1 value, <= 12, stays int8) and share one multiplier, 2**(smallest -
 //   128); the others keep their own. The blocks in both masks add into one int32 sum, scaled once;
 //   every other block is a term of its own. An outlier channel's block leaves the band and the rest
@@ -20,20 +21,19 @@
 //          and position 16 + 4t + j holds 8t + 4 + j (the order in which the weight's codes reach
 //          a thread's registers); then the band multiplier per token (TN floats), the per-block
 //          multipliers [8][TN] and the tokens' band masks (TN bytes);
-//     wmode 0: wmeta [ceil(N / 128)][nseg] blobs of WMETA bytes: the weight rows' eight e8m0 bytes
-//          (one u64 a row), then a mask byte per 64-row group (a row's band topping out at 232 or
-//          less: the accumulator trick below needs a normal float);
-//     wmode 1: [ceil(N / 128)][nseg] blobs of WBLOB bytes: the weight's values as int8 in A's layout
-//          (its band's blocks shifted), multipliers [8][128], each row's accumulator start, the
-//          tile's mask.
+//     for mxfp4_gemm_i8 only (CTAs from a_ctas on): wblob [ceil(N / 128)][nseg] blobs of WBLOB
+//          bytes: the weight's values as int8 in A's layout (its band's blocks shifted), multipliers
+//          [8][128], each row's accumulator start, the tile's mask.
 //
-// mxfp4_gemm_wgmma (wmode 0): one CTA per 128 weight rows x TN tokens; one thread streams each
-//   segment's three blobs (A, the weight's codes as stored through a tensor map over its 16-row
-//   groups, the weight meta) into a ring; warpgroups 1 and 2 each own 64 weight rows, convert their
-//   codes to int8 in registers (the row operand, shifted for the fold) and wgmma reads the tokens
-//   from shared memory (m64nTNk32, s32 accumulation, exact).
-// mxfp4_gemm_i8 (wmode 1, TN 128): one CTA per 128 tokens x 128 weight rows, both operands from
-//   shared memory (m64n128k32), nothing converted.
+// mxfp4_gemm_wgmma: one CTA per 128 weight rows x TN tokens; one thread streams each segment's A
+//   blob and the weight's codes as stored (a tensor map over its 16-row groups) into a ring, while
+//   two warps build the stage's weight meta from the weight's scale bytes as stored: the rows' eight
+//   e8m0 bytes (one u64 a row) and a mask byte per 64-row group (rows whose band tops out at 232 or
+//   less: the accumulator trick below needs a normal float). Warpgroups 1 and 2 each own 64 weight
+//   rows, convert their codes to int8 in registers (the row operand, shifted for the fold) and
+//   wgmma reads the tokens from shared memory (m64nTNk32, s32 accumulation, exact).
+// mxfp4_gemm_i8 (TN 128): one CTA per 128 tokens x 128 weight rows, both operands from shared
+//   memory (m64n128k32), nothing converted.
 // The fold: the int32 accumulator starts at the bits of 1.5 * 2**23 * 2**(ew - 128) (ew: the row's
 //   band minimum), so the sum lands in the mantissa and float(bits) - start is the sum times the
 //   row's factor, exactly; one fma with the token's multiplier adds the term. A row's path depends on
@@ -55,7 +55,7 @@
 #define TW 128                             // weight rows per CTA
 #define META (TN * (5 + 4 * SEG))          // fold[TN], blk[SEG][TN] floats, the tokens' masks[TN]
 #define ABLOB (TN * 128 * (SEG / 4) + META) // one token tile's segment: values, then meta
-#define WMETA (TW * 8 + 16)                // one weight tile's segment: exponents, flags
+#define WMETA (TW * 8 + 16)                // a stage's weight meta (written by the meta warps): exponents, masks
 #define S_A 0                              // stage: the A blob (values: SEG / 4 swizzle atoms of
                                            // [TN][128], 1024-aligned)
 #define S_M (TN * 128 * (SEG / 4))         //   its meta
@@ -65,7 +65,8 @@
 #define SMEM_BYTES (1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8)
 #define GM 16                              // token tiles per raster group (L2 reuse of A)
 #define PREP_THREADS 256                   // a prep CTA: 8 tokens of a (token tile, segment) of A, a warp
-                                           // a token, 2 segments of weight meta, or one weight tile-segment
+                                           // a token, or one weight tile-segment as int8 (mxfp4_gemm_i8)
+#define META_THREADS 64                    // the register GEMM's meta warps (1 and 2)
 #define C_PITCH (TW + 8)                   // bf16 per token row of the staged output tile
 // mxfp4_gemm_i8's weight blob, one per (weight tile, segment): int8 values as A's, then the meta
 #define W_MULT (TW * 128 * (SEG / 4))      //   multipliers [SEG][TW] (float)
@@ -148,20 +149,34 @@ __device__ __forceinline__ int band_window(int e) {
   return 255 - (key & 255);
 }
 
-// A weight row's band, chosen as a token's (band_window): the window [lo, lo + 3] holding the most
-// of its blocks' exponents (255, NaN or past K, in none); ties: the lowest lo.
-__device__ __forceinline__ int row_band(const int (&e)[SEG]) {
-  int best = -1, lo = 0;
-#pragma unroll
-  for (int b = 0; b < SEG; ++b) {
-    int count = 0;
-#pragma unroll
-    for (int c = 0; c < SEG; ++c) count += e[c] != 255 && e[c] >= e[b] && e[c] <= e[b] + 3;
-    if (e[b] != 255 && (count > best || (count == best && e[b] < lo))) {
-      best = count;
-      lo = e[b];
+// A weight row's band from its eight exponent bytes x0 (blocks 0-3), x1 (4-7), 255 for NaN or past
+// K (in no band), byte-parallel (the register GEMM's meta warps have 40 registers): of the windows
+// starting at its smallest exponent and ending at its largest, the one holding more of its blocks
+// (ties: the lower). A row spanning at most 4 binary orders has one window; an outlier column puts
+// a block above the rest, and the low window leaves it out. Returns the window's start, 255 for a
+// row without a block in any band; `bits`: the blocks inside it.
+__device__ __forceinline__ u32 row_band(u32 x0, u32 x1, u32 &bits) {
+  const u32 v0 = __vcmpne4(x0, 0xFFFFFFFFu), v1 = __vcmpne4(x1, 0xFFFFFFFFu);
+  u32 mn = __vminu4(x0, x1), mx_ = __vmaxu4(__vadd4(x0, 0x01010101u), __vadd4(x1, 0x01010101u));  // 255 -> 0
+  mn = __vminu4(mn, __byte_perm(mn, 0, 0x1032));
+  mn = __vminu4(mn, __byte_perm(mn, 0, 0x2301));
+  mx_ = __vmaxu4(mx_, __byte_perm(mx_, 0, 0x1032));
+  mx_ = __vmaxu4(mx_, __byte_perm(mx_, 0, 0x2301));
+  u32 lo = mn & 0xFFu;
+  const u32 hi = (mx_ & 0xFFu) - 1u;  // the largest valid exponent (when lo != 255)
+  u32 f0 = __vcmpleu4(x0, min(lo + 3u, 255u) * 0x01010101u) & v0, f1 = __vcmpleu4(x1, min(lo + 3u, 255u) * 0x01010101u) & v1;
+  if (lo != 255u && hi - lo > 3u) {
+    const u32 top = (hi - 3u) * 0x01010101u;
+    const u32 g0 = __vcmpgeu4(x0, top) & v0, g1 = __vcmpgeu4(x1, top) & v1;
+    if (__popc(g0) + __popc(g1) > __popc(f0) + __popc(f1)) {
+      f0 = g0, f1 = g1;
+      u32 m = __vminu4(x0 | ~g0, x1 | ~g1);  // the high window's smallest exponent
+      m = __vminu4(m, __byte_perm(m, 0, 0x1032));
+      lo = __vminu4(m, __byte_perm(m, 0, 0x2301)) & 0xFFu;
     }
   }
+  f0 &= 0x01010101u, f1 &= 0x01010101u;
+  bits = (f0 * 0x10204080u) >> 28 | ((f1 * 0x10204080u) >> 28) << 4;  // byte b's flag to bit b
   return lo;
 }
 
@@ -200,8 +215,8 @@ __device__ __forceinline__ void tma_copy_2d(void *dst, const TensorMap *map, int
 
 extern "C" __global__ void __launch_bounds__(PREP_THREADS)
 mxfp4_wgmma_prep(const u16 *__restrict__ A, int lda, int M, int K, const u8 *__restrict__ W,
-                 const u8 *__restrict__ Wsc, int ldsc, int N, u8 *__restrict__ ablob, u8 *__restrict__ wmeta,
-                 int ntile, int a_ctas, int wmode) {
+                 const u8 *__restrict__ Wsc, int ldsc, int N, u8 *__restrict__ ablob, u8 *__restrict__ wblob,
+                 int ntile, int a_ctas) {
   mx::pdl_launch_dependents();  // the GEMM may start now: it waits (griddepcontrol.wait) before reading
   const int nblk = K >> 5, nseg = (nblk + SEG - 1) / SEG;
   const int tid = threadIdx.x;
@@ -259,17 +274,17 @@ mxfp4_wgmma_prep(const u16 *__restrict__ A, int lda, int M, int K, const u8 *__r
       for (int c = 0; c < SEG; ++c) mask |= ((votes >> (4 * c)) & 1u) << c;
       tmask[r] = (u8)mask;
     }
-  } else if (wmode == 1) {
+  } else {
     // ---- W for mxfp4_gemm_i8: tile T (128 rows), segment s, as int8 in the layout wgmma reads
-    // (A's: 128-byte swizzle, a block's elements permuted the same way), with the row's band as a
-    // token's: the band's blocks shifted left by their exponent minus the band's smallest (<= 3),
+    // (A's: 128-byte swizzle, a block's elements permuted the same way), with the row's band
+    // (row_band): the band's blocks shifted left by their exponent minus the band's smallest (<= 3),
     // per (block, row) multipliers, per row the accumulator start of the fold, the tile's mask ----
     __shared__ u64 rex[TW];
     __shared__ int rbase[TW];
     __shared__ u32 rband[TW];
     const int idx = (int)blockIdx.x - a_ctas, nwt = (N + TW - 1) / TW;
     const int T = idx % nwt, s = idx / nwt;
-    u8 *blob = wmeta + ((long long)T * nseg + s) * WBLOB;
+    u8 *blob = wblob + ((long long)T * nseg + s) * WBLOB;
     float *mult = (float *)(blob + W_MULT);
     u32 *magic = (u32 *)(blob + W_MAGIC);
     constexpr int NW = TW * SEG * 4 / PREP_THREADS;  // 4-byte code words a thread converts
@@ -287,23 +302,14 @@ mxfp4_wgmma_prep(const u16 *__restrict__ A, int lda, int M, int K, const u8 *__r
       int base = 0;
       u64 ex = 0;
       if (n < N) {
-        int e[SEG];
 #pragma unroll
         for (int b = 0; b < SEG; ++b) {
           const int cb = s * SEG + b;
-          e[b] = cb < nblk ? Wsc[(long long)(n >> 5) * 32 * ldsc + (cb >> 3) * 256 + mx::shuffled_scale_offset(n, cb)]
-                           : 255;
-          ex |= (u64)(e[b] & 0xFF) << (8 * b);
+          const u32 e = cb < nblk ? Wsc[(long long)(n >> 5) * 32 * ldsc + (cb >> 3) * 256 + mx::shuffled_scale_offset(n, cb)]
+                                  : 255u;
+          ex |= (u64)e << (8 * b);
         }
-        const int lo = row_band(e);
-        band = 0;
-        base = 1000;
-#pragma unroll
-        for (int b = 0; b < SEG; ++b)
-          if (e[b] != 255 && e[b] >= lo && e[b] <= lo + 3) {
-            band |= 1u << b;
-            base = min(base, e[b]);
-          }
+        base = (int)row_band((u32)ex, (u32)(ex >> 32), band);  // the band's smallest exponent
         if (band == 0 || base > 232) band = 0, base = 0;  // the fold's start must be a normal float
       }
       rex[tid] = ex;
@@ -330,49 +336,13 @@ mxfp4_wgmma_prep(const u16 *__restrict__ A, int lda, int M, int K, const u8 *__r
       *(u32 *)(row + swz(r, o0 + 16)) = w1;
     }
     if (tid == 0) *(u32 *)(blob + W_MASK) = shared_mask;
-  } else {
-    // ---- W: weight tile T (128 rows), segments PREP_THREADS / 128 * sq + (0, 1, ...), one per 128 threads ----
-    // A row's band is chosen as a token's is; a 64-row group's mask holds the blocks inside the
-    // band of each of its rows whose band tops out at 232 or less (the accumulator trick below).
-    __shared__ u32 votes[PREP_THREADS / 32];
-    const int idx = (int)blockIdx.x - a_ctas;
-    const int nwt = (N + TW - 1) / TW;
-    const int T = idx % nwt, sq = idx / nwt;
-    const int row = tid & 127, s = sq * (PREP_THREADS / 128) + (tid >> 7), n = T * TW + row;
-    u32 mask = 0xFFu;
-    u64 ex = 0;
-    if (s < nseg && n < N) {
-      int e[SEG];
-#pragma unroll
-      for (int b = 0; b < SEG; ++b) {
-        const int cb = s * SEG + b;
-        e[b] = cb < nblk ? Wsc[(long long)(n >> 5) * 32 * ldsc + (cb >> 3) * 256 + mx::shuffled_scale_offset(n, cb)]
-                         : 255;
-        ex |= (u64)(e[b] & 0xFF) << (8 * b);
-      }
-      const int lo = row_band(e);
-      mask = 0;
-#pragma unroll
-      for (int b = 0; b < SEG; ++b) mask |= (u32)(e[b] != 255 && e[b] >= lo && e[b] <= lo + 3) << b;
-      if (lo + 3 > 232) mask = 0;
-    }
-    const u32 all = __reduce_and_sync(0xffffffffu, mask);
-    if ((tid & 31) == 0) votes[tid >> 5] = all;
-    __syncthreads();
-    if (s < nseg) {
-      u8 *blob = wmeta + ((long long)T * nseg + s) * WMETA;
-      *(u64 *)(blob + row * 8) = ex;
-      if ((row & 63) == 0) {
-        const int w0 = (tid >> 5);  // first of the group's two warps
-        blob[TW * 8 + (row >> 6)] = (u8)(votes[w0] & votes[w0 + 1]);
-      }
-    }
   }
 }
 
 extern "C" __global__ void __launch_bounds__(384, 1)
-mxfp4_gemm_wgmma(const u8 *__restrict__ ablob, const u8 *__restrict__ wmeta, const __grid_constant__ TensorMap wmap,
-                 out_t *__restrict__ C, int ldc, int M, int N, int K, int ntile, int nwt) {
+mxfp4_gemm_wgmma(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc,
+                 const __grid_constant__ TensorMap wmap, out_t *__restrict__ C, int ldc, int M, int N, int K, int ntile,
+                 int nwt) {
   extern __shared__ __align__(1024) u8 smem_raw[];
   // Aligned by an offset from the array (not through an integer cast), so the compiler keeps the
   // shared address space: every access below is an LDS / STS, not a generic load.
@@ -398,7 +368,7 @@ mxfp4_gemm_wgmma(const u8 *__restrict__ ablob, const u8 *__restrict__ wmeta, con
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      mx::mbar_init(&full[s], 1);
+      mx::mbar_init(&full[s], 1 + META_THREADS);  // the producer's expect_tx, the meta warps
       mx::mbar_init(&empty[s], 256);  // every consumer thread releases its own reads
     }
     mx::fence_barrier_init();
@@ -407,41 +377,88 @@ mxfp4_gemm_wgmma(const u8 *__restrict__ ablob, const u8 *__restrict__ wmeta, con
 
   if (warp < 4) {
     setmaxnreg_dec40();
-    if (warp != 0) return;
-    // ---- producer: three copies a stage (A blob, weight codes, weight meta), from one lane ----
-    if (lane == 0) {
-      // The weight's codes of the first stages go out while the prep may still run (programmatic
-      // dependent launch); the prep's blobs only after griddepcontrol.wait.
-      const int first = min(STAGES, cnt);
-      for (int i = 0; i < first; ++i) {
-        mx::mbar_arrive_expect_tx(&full[i], (u32)(ABLOB + 8 * SEG * 256 + WMETA));
-        tma_copy_2d(smem + i * STAGE_BYTES + S_W, &wmap, (s_lo + i) * (SEG * 256 / 8), n0 / 16, &full[i]);
+    if (warp == 3) return;
+    if (warp == 0) {
+      // ---- producer: two copies a stage (A's blob, the weight's codes), from one lane ----
+      if (lane == 0) {
+        // The weight's codes of the first stages go out while the prep may still run (programmatic
+        // dependent launch); A's blobs only after griddepcontrol.wait.
+        const int first = min(STAGES, cnt);
+        for (int i = 0; i < first; ++i) {
+          mx::mbar_arrive_expect_tx(&full[i], (u32)(ABLOB + 8 * SEG * 256));
+          tma_copy_2d(smem + i * STAGE_BYTES + S_W, &wmap, (s_lo + i) * (SEG * 256 / 8), n0 / 16, &full[i]);
+        }
+        mx::pdl_wait();
+        for (int i = 0; i < first; ++i)
+          mx::bulk_copy(smem + i * STAGE_BYTES + S_A, ablob + ((long long)(s_lo + i) * ntile + tT) * ABLOB, (u32)ABLOB,
+                        &full[i]);
+        int stage = first % STAGES;
+        u32 phase = first == STAGES ? 1u : 0u;
+        for (int i = first; i < cnt; ++i) {
+          const int s = s_lo + i;
+          mx::mbar_wait(&empty[stage], phase ^ 1);
+          mx::fence_proxy_async();
+          u8 *st = smem + stage * STAGE_BYTES;
+          mx::mbar_arrive_expect_tx(&full[stage], (u32)(ABLOB + 8 * SEG * 256));
+          mx::bulk_copy(st + S_A, ablob + ((long long)s * ntile + tT) * ABLOB, (u32)ABLOB, &full[stage]);
+          tma_copy_2d(st + S_W, &wmap, s * (SEG * 256 / 8), n0 / 16, &full[stage]);
+          if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
       }
-      mx::pdl_wait();
-      for (int i = 0; i < first; ++i) {
+      __syncwarp();  // lane 0 rejoins: the cluster barriers are .aligned (the whole warp executes them)
+    } else {
+      // ---- the weight meta, warps 1 and 2 (64-row group warp - 1): per stage each row's eight
+      // exponent bytes (one u64) and the group's band mask, from the weight's scale bytes as stored.
+      // A lane holds rows r and r + 16 of a 32-row unit: in the shuffled layout their 8 blocks' bytes
+      // are 4 words, 64 bytes apart (mx::shuffled_scale_offset). Nothing here waits for the prep.
+      const int unit = (tid - 32) >> 4, r16 = lane & 15;  // unit: 32-row unit of the tile (0..3)
+      const int ra = 32 * unit + r16, rb = ra + 16;       // tile-local rows
+      const bool va = n0 + ra < N, vb = n0 + rb < N;
+      const u8 *src = Wsc + (long long)((n0 >> 5) + unit) * 32 * ldsc + 4 * r16;
+      auto load = [&](int s, u32 (&w)[4]) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) w[j] = va ? *(const u32 *)(src + s * 256 + 64 * j) : 0u;
+      };
+      u32 wn[4];
+      load(s_lo, wn);
+      int stage = 0;
+      u32 phase = 0;
+      for (int i = 0; i < cnt; ++i) {
         const int s = s_lo + i;
-        u8 *st = smem + i * STAGE_BYTES;
-        mx::bulk_copy(st + S_A, ablob + ((long long)s * ntile + tT) * ABLOB, (u32)ABLOB, &full[i]);
-        mx::bulk_copy(st + S_WM, wmeta + ((long long)tW * nseg + s) * WMETA, (u32)WMETA, &full[i]);
-      }
-      int stage = first % STAGES;
-      u32 phase = first == STAGES ? 1u : 0u;
-      for (int i = first; i < cnt; ++i) {
-        const int s = s_lo + i;
-        mx::mbar_wait(&empty[stage], phase ^ 1);
-        mx::fence_proxy_async();
-        u8 *st = smem + stage * STAGE_BYTES;
-        mx::mbar_arrive_expect_tx(&full[stage], (u32)(ABLOB + 8 * SEG * 256 + WMETA));
-        mx::bulk_copy(st + S_A, ablob + ((long long)s * ntile + tT) * ABLOB, (u32)ABLOB, &full[stage]);
-        tma_copy_2d(st + S_W, &wmap, s * (SEG * 256 / 8), n0 / 16, &full[stage]);
-        mx::bulk_copy(st + S_WM, wmeta + ((long long)tW * nseg + s) * WMETA, (u32)WMETA, &full[stage]);
+        u32 w[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) w[j] = wn[j];
+        if (i + 1 < cnt) load(s + 1, wn);  // the next segment's bytes are in flight while this one is done
+        // Word j holds (row a, block j), (row b, block j), (row a, block j + 4), (row b, block j + 4).
+        const u32 t01 = __byte_perm(w[0], w[1], 0x5140), t23 = __byte_perm(w[2], w[3], 0x5140);
+        const u32 u01 = __byte_perm(w[0], w[1], 0x7362), u23 = __byte_perm(w[2], w[3], 0x7362);
+        const int nb = min(SEG, nblk - s * SEG);
+        const u64 past = nb < SEG ? ~0ull << (8 * nb) : 0ull;  // blocks past K: byte 255, in no band
+        u64 exa = ((u64)__byte_perm(u01, u23, 0x5410) << 32 | __byte_perm(t01, t23, 0x5410)) | past;
+        u64 exb = ((u64)__byte_perm(u01, u23, 0x7632) << 32 | __byte_perm(t01, t23, 0x7632)) | past;
+        // a row's mask: its band's blocks, none when the band tops out above 232 (the fold's start
+        // must be a normal float)
+        u32 ma, mb;
+        if (row_band((u32)exa, (u32)(exa >> 32), ma) + 3u > 232u) ma = 0u;
+        if (row_band((u32)exb, (u32)(exb >> 32), mb) + 3u > 232u) mb = 0u;
+        if (!va) exa = 0, ma = 0xFFu;
+        if (!vb) exb = 0, mb = 0xFFu;
+        const u32 gmask = __reduce_and_sync(0xffffffffu, ma & mb);
+        if (i >= STAGES) mx::mbar_wait(&empty[stage], phase ^ 1);
+        u8 *st = smem + stage * STAGE_BYTES + S_WM;
+        *(u64 *)(st + ra * 8) = exa;
+        *(u64 *)(st + rb * 8) = exb;
+        if (lane == 0) st[TW * 8 + unit / 2] = (u8)gmask;
+        mx::mbar_arrive(&full[stage]);
         if (++stage == STAGES) {
           stage = 0;
           phase ^= 1;
         }
       }
     }
-    __syncwarp();  // lane 0 rejoins: the cluster barriers are .aligned (the whole warp executes them)
     if (S > 1) {  // the partial reduction's two cluster barriers count every thread that has not exited
       mx::cluster_sync();
       mx::cluster_sync_relaxed();
@@ -690,7 +707,7 @@ __device__ __forceinline__ void wgmma_ss_s8(int (&d)[64], u64 da, u64 db) {
       : "l"(da), "l"(db));
 }
 
-// The int8 GEMM of the largest M (TN == 128): the weight comes as int8 from the prep (wmode 1) as
+// The int8 GEMM of the largest M (TN == 128): the weight comes as int8 from the prep as
 // A does, so both operands stream through one ring by two bulk copies a stage and wgmma reads both
 // from shared memory; the consumers convert nothing. A CTA owns 128 tokens (warpgroup c: tokens
 // 64c .. 64c + 63) x 128 weight rows. A segment's blocks inside both bands (A's and W's masks)
