@@ -4,6 +4,7 @@ import ctypes
 import struct
 
 import pytest
+import torch
 
 from mxfp4.cuda import runtime
 
@@ -37,18 +38,36 @@ def test_config_without_a_cluster_has_no_attributes():
 def test_packer_lays_out_pointers_int32s_and_tensor_maps():
     tmap = runtime.TensorMap()
     ctypes.memmove(tmap.address, bytes(range(128)), 128)
-    args = (0x1122334455667788, runtime.i32(-3), tmap, runtime.i32(7), 0xABC)
+    args = (0x1122334455667788, -3, tmap, 7, 0xABC)
     p = runtime._Packer(tuple(map(type, args)))
     p.pack(args)
     slots = [p.params[i] for i in range(5)]
     assert slots[0] == p.base and slots[1] == p.base + 8 and slots[2] % 64 == 0
     assert struct.unpack("<Q", ctypes.string_at(slots[0], 8))[0] == 0x1122334455667788
-    assert struct.unpack("<i", ctypes.string_at(slots[1], 4))[0] == -3
+    assert struct.unpack("<i", ctypes.string_at(slots[1], 4))[0] == -3  # an int32 parameter: the low 4 bytes
     assert ctypes.string_at(slots[2], 128) == bytes(range(128))
     assert struct.unpack("<i", ctypes.string_at(slots[3], 4))[0] == 7
     assert struct.unpack("<Q", ctypes.string_at(slots[4], 8))[0] == 0xABC
-    with pytest.raises(TypeError, match="kernel arguments must be"):
-        runtime._Packer((float,))
+    for kind in (float, bool):
+        with pytest.raises(TypeError, match="kernel arguments must be"):
+            runtime._Packer((kind,))
+
+
+def test_a_kernel_keeps_its_first_launchs_packer(monkeypatch):
+    class Driver:
+        def cuLaunchKernelEx(self, cfg, function, params, extra):
+            return 0
+
+    monkeypatch.setattr(runtime, "_driver", lambda: Driver())
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 0, raising=False)
+    k = runtime.Kernel("k", 1, None)
+    cfg = runtime.config((1, 1, 1), 32, 0, None)
+    runtime.launch(k, cfg, torch.device("cpu"), 1, 2)
+    packer = k.packer
+    runtime.launch(k, cfg, torch.device("cpu"), 3, 4)
+    assert k.packer is packer and struct.unpack("<qq", ctypes.string_at(packer.base, 16)) == (3, 4)
+    with pytest.raises(TypeError, match="k takes 2 arguments, got 3"):
+        runtime.launch(k, cfg, torch.device("cpu"), 1, 2, 3)
 
 
 def test_gemm_launches_pass_their_arguments_in_order(monkeypatch):
@@ -70,7 +89,6 @@ def test_gemm_launches_pass_their_arguments_in_order(monkeypatch):
 
     monkeypatch.setattr(runtime, "_driver", lambda: Driver())
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 0x5000, raising=False)
-    device = torch.device("cpu")
     kernel = runtime.Kernel("mxfp4_gemm_a4w4", 0x1234, None)
     params = plan.GemmParams(64, 8, 4, 1, 8, 4, 8, 2)
     monkeypatch.setattr(runtime, "gemm_launch", lambda p, tiles, dev: (kernel, runtime.config(
@@ -90,12 +108,13 @@ def test_gemm_launches_pass_their_arguments_in_order(monkeypatch):
     # the large-M kernel: prep, then the GEMM with the tensor map by value
     tmap = runtime.TensorMap()
     ctypes.memmove(tmap.address, bytes(range(128)), 128)
-    monkeypatch.setattr(runtime, "weight_map", lambda d, k: tmap)
+    monkeypatch.setattr(runtime, "weight_map", lambda address, groups, k: tmap)
     wg = plan.WgmmaParams(64, 5)
     g = runtime.wgmma_geometry(wg, 3, 64, 128)
+    prep, gemm = runtime.Kernel("prep", 1, None), runtime.Kernel("gemm", 2, None)  # alive: their packers hold the bytes
     monkeypatch.setattr(runtime, "wgmma_launch", lambda p, m, n, k, dev: (
-        runtime.Kernel("prep", 1, None), runtime.config((g["a_ctas"] + g["w_ctas"], 1, 1), 256, 0, None),
-        runtime.Kernel("gemm", 2, None), runtime.config((g["ntile"] * g["nwt"], 1, 1), 384, 1000, None), g))
+        prep, runtime.config((g["a_ctas"] + g["w_ctas"], 1, 1), 256, 0, None),
+        gemm, runtime.config((g["ntile"] * g["nwt"], 1, 1), 384, 1000, None), g))
     cuda_ops.gemm_a4w4_wgmma(a, data, scales, out, wg)
     (f1, *_, s1), (f2, grid2, block2, shmem2, _, attrs2, s2) = seen[-2:]
     assert (f1, f2, block2, shmem2, attrs2) == (1, 2, (384, 1, 1), 1000, 0)
@@ -115,6 +134,7 @@ def test_gemm_launches_pass_their_arguments_in_order(monkeypatch):
     i8 = plan.WgmmaParams(128, 3, True)
     g = runtime.wgmma_geometry(i8, 3, 64, 128)
     assert g["w_ctas"] == 1 and g["wblob"] == i8.wmeta_bytes
+    gemm = runtime.Kernel("gemm_i8", 2, None)  # another kernel: its own arguments
     cuda_ops.gemm_a4w4_wgmma(a, data, scales, out, i8)
     (f1, *_, s1), (f2, *_, s2) = seen[-2:]
     ablob = struct.unpack("<Q", ctypes.string_at(s1[8], 8))[0]

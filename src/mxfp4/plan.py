@@ -30,20 +30,26 @@ the fastest on five of the ten."""
 
 def wgmma_params(p: Problem, sm_count: int = 132) -> WgmmaParams:
     """The large-M kernels' variant: up to 256 rows the weight converted in registers on 64-token tiles
-    (less padding, more CTAs, no int8 copy of the weight to write), K split over a cluster while the
+    (less padding, more CTAs, no int8 copy of the weight to write; 128-token tiles past one wave), K split over a cluster while the
     grid has fewer CTAs than the SMs (clusters of 2, 4 or 8: clusters of 3, 5 or 7 CTAs left SMs idle); above, the weight as
     int8 from the prep (``int8_weight``, 128-token tiles). H200, L2 flushed, same run (both kernels
     then with ptxas's serialized wgmma, since fixed): 512x7168x2048 82.6 us (int8 weight) against
     88.7 (registers, tn 128) and 89.7 (tn 64); 4096x7168x7168 887 against 1030; 8192^3 2165 against
-    2576; model-like data 1123 against 1355 at 4096x7168x7168; at 256 rows 59.9 against 35.0 (tn 64)."""
+    2576; model-like data 1123 against 1355 at 4096x7168x7168; at 256 rows 59.9 against 35.0 (tn 64).
+    From 65 rows, where 64-token tiles would need more than one wave of CTAs, 128-token tiles (each
+    tile converts the weight's codes once for twice the tokens): 200x5120x2880 model-like data 42.2 us
+    against 61.3 (160 CTAs of 64 tokens)."""
     if p.m > 256:
         return WgmmaParams(128, 3, True)
-    ctas = WgmmaParams(64, 5).tiles(p)
+    tn, stages = 64, 5
+    if p.m > 64 and WgmmaParams(64, 5).tiles(p) > sm_count:  # more than one wave: halve the token tiles
+        tn, stages = 128, 4
+    ctas = WgmmaParams(tn, stages).tiles(p)
     nseg = -(-p.blocks // SEGMENT_BLOCKS)
     split = 1
     while split < 8 and 2 * split * ctas <= sm_count and 2 * split <= nseg:
         split *= 2
-    return WgmmaParams(64, 5, split=split)
+    return WgmmaParams(tn, stages, split=split)
 
 
 DECODE_MIN_K = 1536
@@ -179,6 +185,7 @@ def shipped_variants(shapes: list[tuple[int, int, int]]) -> list[GemmParams | De
     only in it compile once), and the grouped kernel's (``shipped_grouped_variants``)."""
     table = load_table()
     variants = set(table.values()) | {choose(Problem(m, n, k), table) for m, n, k in shapes}
+    variants |= {WgmmaParams(64, 5), WgmmaParams(128, 4), WgmmaParams(128, 3, True)}  # all wgmma_params gives
     return sorted(variants | {float32_output(p) for p in variants} | set(shipped_grouped_variants()), key=str)
 
 

@@ -5,7 +5,6 @@ import torch
 
 from .. import plan
 from . import runtime
-from .runtime import i32
 
 _QUANT_THREADS = 256
 _quant_configs: dict[int, runtime.LaunchConfig] = {}  # grid -> the quantize kernel's launch configuration
@@ -22,14 +21,12 @@ def gemm_a4w4(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: to
     """
     m, k = a.shape
     n = data.shape[0]
-    lda = _check_rows(a)
-    _check_weight(data, scales)
-    _check_out_dtype(out, params)
-    if out.stride(1) != 1:
-        raise ValueError("out must have unit stride along N")
-    kernel, config = runtime.gemm_launch(params, (-(-n // params.bn), -(-m // params.bm)), a.device)
-    runtime.launch(kernel, config, a.device, a.data_ptr(), i32(lda), data.data_ptr(), scales.data_ptr(),
-                   i32(scales.shape[1]), out.data_ptr(), i32(out.stride(0)), i32(m), i32(n), i32(k))
+    pa, lda = _rows(a)
+    pw, ps, ldsc = _weight(data, scales)
+    pc, ldc = _out(out, params, 1, 1, "")
+    device = a.device
+    kernel, config = runtime.gemm_launch(params, (-(-n // params.bn), -(-m // params.bm)), device)
+    runtime.launch(kernel, config, device, pa, lda, pw, ps, ldsc, pc, ldc, m, n, k)
     return out
 
 
@@ -41,18 +38,16 @@ def gemm_a4w4_decode(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, 
     with it), then the GEMM, which starts streaming the weight before A is ready."""
     m, k = a.shape
     n = data.shape[0]
-    lda = _check_rows(a)
-    _check_weight(data, scales)
-    if out.stride(1) != 1 or out.stride(0) % 2 or out.data_ptr() % 8:
-        raise ValueError("out must have unit stride along N, an even row stride and an 8-byte aligned start")
-    _check_out_dtype(out, params)
-    quant, quant_cfg, gemm, gemm_cfg = runtime.decode_launch(params, n, k, a.device)
-    ws = torch.empty(params.workspace_bytes(k), dtype=torch.uint8, device=a.device)
+    pa, lda = _rows(a)
+    pw, ps, ldsc = _weight(data, scales)
+    pc, ldc = _out(out, params, 2, 8, "an even row stride and an 8-byte aligned start")
+    device = a.device
+    quant, quant_cfg, gemm, gemm_cfg, ws_bytes = runtime.decode_launch(params, n, k, device)
+    ws = torch.empty(ws_bytes, dtype=torch.uint8, device=device)
     qa = ws.data_ptr()
     qs = qa + params.tokens * k
-    runtime.launch(quant, quant_cfg, a.device, a.data_ptr(), i32(lda), i32(m), i32(k), qa, qs, i32(params.tokens))
-    runtime.launch(gemm, gemm_cfg, a.device, qa, qs, data.data_ptr(), scales.data_ptr(), i32(scales.shape[1]),
-                   out.data_ptr(), i32(out.stride(0)), i32(m), i32(n), i32(k))
+    runtime.launch(quant, quant_cfg, device, pa, lda, m, k, qa, qs, params.tokens)
+    runtime.launch(gemm, gemm_cfg, device, qa, qs, pw, ps, ldsc, pc, ldc, m, n, k)
     return out
 
 
@@ -69,22 +64,19 @@ def grouped_gemm_a4w4(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor,
     of bounds."""
     t, k = a.shape
     n = out.shape[1]
-    lda = _check_rows(a)
-    _check_weight(data, scales)
-    _check_out_dtype(out, params.tile)
-    if out.stride(1) != 1 or out.stride(0) % 2 or out.data_ptr() % 8:
-        raise ValueError("out must have unit stride along N, an even row stride and an 8-byte aligned start")
+    pa, lda = _rows(a)
+    pw, ps, ldsc = _weight(data, scales)
+    pc, ldc = _out(out, params.tile, 2, 8, "an even row stride and an 8-byte aligned start")
     if not offsets.is_contiguous() or offsets.dtype not in (torch.int32, torch.int64):
         raise ValueError("offsets must be contiguous int32 or int64")
-    quant, quant_cfg, gemm, gemm_cfg = runtime.grouped_launch(params, t, num_experts, n, k, a.device)
-    ws = torch.empty(params.workspace_bytes(t, k), dtype=torch.uint8, device=a.device)
+    device = a.device
+    quant, quant_cfg, gemm, gemm_cfg, ws_bytes = runtime.grouped_launch(params, t, num_experts, n, k, device)
+    ws = torch.empty(ws_bytes, dtype=torch.uint8, device=device)
     qa = ws.data_ptr()
     qs = qa + t * k
-    runtime.launch(quant, quant_cfg, a.device, a.data_ptr(), i32(lda), i32(t), i32(k), qa, qs, i32(t))
-    runtime.launch(gemm, gemm_cfg, a.device, qa, qs, i32(t), offsets.data_ptr(),
-                   i32(1 if offsets.dtype is torch.int64 else 0), i32(num_experts), data.data_ptr(), scales.data_ptr(),
-                   i32(scales.shape[1]), n_padded * data.shape[1], n_padded * scales.shape[1], out.data_ptr(),
-                   i32(out.stride(0)), i32(n), i32(k))
+    runtime.launch(quant, quant_cfg, device, pa, lda, t, k, qa, qs, t)
+    runtime.launch(gemm, gemm_cfg, device, qa, qs, t, offsets.data_ptr(), 1 if offsets.dtype is torch.int64 else 0,
+                   num_experts, pw, ps, ldsc, n_padded * data.shape[1], n_padded * ldsc, pc, ldc, n, k)
     return out
 
 
@@ -96,22 +88,17 @@ def gemm_a4w4_wgmma(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, o
     as stored otherwise). The workspace is freed with the call."""
     m, k = a.shape
     n = data.shape[0]
-    lda = _check_rows(a)
-    _check_weight(data, scales)
-    _check_out_dtype(out, params)
-    if out.stride(1) != 1 or out.stride(0) % 8 or out.data_ptr() % 16:
-        raise ValueError("out must have unit stride along N, a row stride that is a multiple of 8 and a "
-                         "16-byte aligned start")
-    prep, prep_cfg, gemm, gemm_cfg, g = runtime.wgmma_launch(params, m, n, k, a.device)
-    ws = torch.empty(g["ablob"] + g["wblob"], dtype=torch.uint8, device=a.device)
+    pa, lda = _rows(a)
+    pw, ps, ldsc = _weight(data, scales)
+    pc, ldc = _out(out, params, 8, 16, "a row stride that is a multiple of 8 and a 16-byte aligned start")
+    device = a.device
+    prep, prep_cfg, gemm, gemm_cfg, g = runtime.wgmma_launch(params, m, n, k, device)
+    ws = torch.empty(g["ablob"] + g["wblob"], dtype=torch.uint8, device=device)
     ablob = ws.data_ptr()
     wblob = ablob + g["ablob"]
-    ldsc = i32(scales.shape[1])
-    runtime.launch(prep, prep_cfg, a.device, a.data_ptr(), i32(lda), i32(m), i32(k), data.data_ptr(),
-                   scales.data_ptr(), ldsc, i32(n), ablob, wblob, i32(g["ntile"]), i32(g["a_ctas"]))
-    weight = (wblob,) if params.int8_weight else (scales.data_ptr(), ldsc, runtime.weight_map(data, k))
-    runtime.launch(gemm, gemm_cfg, a.device, ablob, *weight, out.data_ptr(), i32(out.stride(0)), i32(m),
-                   i32(n), i32(k), i32(g["ntile"]), i32(g["nwt"]))
+    runtime.launch(prep, prep_cfg, device, pa, lda, m, k, pw, ps, ldsc, n, ablob, wblob, g["ntile"], g["a_ctas"])
+    weight = (wblob,) if params.int8_weight else (ps, ldsc, runtime.weight_map(pw, data.shape[0] // 16, k))
+    runtime.launch(gemm, gemm_cfg, device, ablob, *weight, pc, ldc, m, n, k, g["ntile"], g["nwt"])
     return out
 
 
@@ -122,7 +109,7 @@ FLOOR_GRIDS = (132, 264, 528, 1056)
 def stream_floor(data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, ctas: int) -> torch.Tensor:
     """One launch that reads the weight's bytes (codes and scales) once and writes ``out`` (C's size):
     the floor a GEMM launch on this backend cannot beat. ``out``'s contents are meaningless."""
-    _check_weight(data, scales)
+    _weight(data, scales)
     k_ = runtime.kernel("stream_floor.cu", "mxfp4_stream_floor", None, out.device)
     config = runtime.config((ctas, 1, 1), 256, 0, None)
     runtime.launch(k_, config, out.device, data.data_ptr(), data.numel() // 16, scales.data_ptr(),
@@ -143,7 +130,7 @@ def int8_wgmma_tops(device: torch.device) -> float:
     sms = torch.cuda.get_device_properties(device).multi_processor_count
     out = torch.empty(sms * 256, dtype=torch.int32, device=device)
     config = runtime.config((sms, 1, 1), 256, 32768 + 1024, None)
-    launch = lambda: runtime.launch(k_, config, device, i32(PEAK_ITERS), out.data_ptr())  # noqa: E731
+    launch = lambda: runtime.launch(k_, config, device, PEAK_ITERS, out.data_ptr())  # noqa: E731
     launch()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     best = float("inf")
@@ -156,13 +143,14 @@ def int8_wgmma_tops(device: torch.device) -> float:
     return sms * 2 * PEAK_ITERS * 4 * 2 * 64 * 128 * 32 / best / 1e6
 
 
-def _lda(a: torch.Tensor) -> int:
-    """Row stride the kernels use: a single row's stride is never read."""
-    return a.stride(0) if a.shape[0] > 1 else a.shape[1]
-
+# The checks below read each tensor attribute once and hand the launch what it needs: one read costs
+# 0.2-0.4 us of Python (CPU), and a call made about 30 of them.
 
 def _rows_ok(a: torch.Tensor) -> bool:
-    return a.stride(1) == 1 and _lda(a) % 8 == 0 and a.data_ptr() % 16 == 0
+    """Whether the kernels read ``a`` [M, K]'s rows: unit stride along K, a row stride that is a
+    multiple of 8 (a single row's is never read) and a 16-byte aligned start."""
+    s0, s1 = a.stride()
+    return s1 == 1 and (s0 % 8 == 0 or a.shape[0] == 1) and a.data_ptr() % 16 == 0
 
 
 def rows_for_kernel(a: torch.Tensor) -> torch.Tensor:
@@ -171,30 +159,43 @@ def rows_for_kernel(a: torch.Tensor) -> torch.Tensor:
     return a if _rows_ok(a) else a.clone(memory_format=torch.contiguous_format)
 
 
-def _check_weight(data: torch.Tensor, scales: torch.Tensor) -> None:
-    if not (data.is_contiguous() and scales.is_contiguous() and data.data_ptr() % 16 == 0
-            and scales.data_ptr() % 16 == 0):
+def _rows(a: torch.Tensor) -> tuple[int, int]:
+    """(address, row stride) of ``a`` [M, K] for a kernel, after checking the kernels can read its rows."""
+    (m, k), (s0, s1) = a.shape, a.stride()
+    ptr = a.data_ptr()
+    lda = s0 if m > 1 else k
+    if s1 != 1 or lda % 8 or ptr % 16:
+        raise ValueError("a must have unit stride along K, a row stride that is a multiple of 8 and a "
+                         "16-byte aligned start")
+    return ptr, lda
+
+
+def _weight(data: torch.Tensor, scales: torch.Tensor) -> tuple[int, int, int]:
+    """(codes' address, scales' address, scale row length) of a weight in aiter's shuffled layouts,
+    after checking both are contiguous and 16-byte aligned."""
+    pw, ps = data.data_ptr(), scales.data_ptr()
+    if pw % 16 or ps % 16 or not (data.is_contiguous() and scales.is_contiguous()):
         raise ValueError("the weight's data and scales must be contiguous and 16-byte aligned")
+    return pw, ps, scales.shape[1]
 
 
-def _check_out_dtype(out: torch.Tensor, params: plan.GemmParams | plan.DecodeParams | plan.WgmmaParams) -> None:
+def _out(out: torch.Tensor, params, stride: int, align: int, rule: str) -> tuple[int, int]:
+    """(address, row stride) of ``out`` after checking the dtype ``params`` writes (float32 for its
+    ``out_f32`` variants, else bf16), unit stride along N, a row stride that is a multiple of
+    ``stride`` and an ``align``-byte aligned start (``rule`` says so in the error)."""
     want = torch.float32 if params.out_f32 else torch.bfloat16
     if out.dtype is not want:
         raise ValueError(f"out must be {want} for {params} (it writes {want}), got {out.dtype}")
-
-
-def _check_rows(a: torch.Tensor) -> int:
-    """The row stride the kernels use, after checking the rows are readable by them."""
-    if not _rows_ok(a):
-        raise ValueError("a must have unit stride along K, a row stride that is a multiple of 8 and a "
-                         "16-byte aligned start")
-    return _lda(a)
+    (s0, s1), ptr = out.stride(), out.data_ptr()
+    if s1 != 1 or s0 % stride or ptr % align:
+        raise ValueError("out must have unit stride along N" + (f", {rule}" if rule else ""))
+    return ptr, s0
 
 
 def quantize(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Packed codes [M, K/2] and e8m0 scales [M, K/32] of bf16 a [M, K] (plain layout)."""
     m, k = a.shape
-    lda = _check_rows(a)
+    pa, lda = _rows(a)
     codes = torch.empty((m, k // 2), dtype=torch.uint8, device=a.device)
     scales = torch.empty((m, k // 32), dtype=torch.uint8, device=a.device)
     if m:
@@ -203,6 +204,5 @@ def quantize(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         config = _quant_configs.get(grid)
         if config is None:
             config = _quant_configs[grid] = runtime.config((grid, 1, 1), _QUANT_THREADS, 0, None)
-        runtime.launch(k_, config, a.device, a.data_ptr(), i32(lda), codes.data_ptr(), scales.data_ptr(),
-                       i32(m), i32(k))
+        runtime.launch(k_, config, a.device, pa, lda, codes.data_ptr(), scales.data_ptr(), m, k)
     return codes, scales

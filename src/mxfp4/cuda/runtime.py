@@ -80,12 +80,14 @@ def _error(rc: int, what: str) -> RuntimeError:
 # ---- kernels and launch configurations -------------------------------------------------------------
 
 class Kernel:
-    """A kernel loaded on one device: its CUfunction, for ``cuLaunchKernelEx``."""
+    """A kernel loaded on one device: its CUfunction, for ``cuLaunchKernelEx``, and the packer of its
+    arguments (made at its first launch: a kernel's argument kinds never change)."""
 
-    __slots__ = ("name", "function", "module")
+    __slots__ = ("name", "function", "module", "packer")
 
     def __init__(self, name: str, function: int, module) -> None:
         self.name, self.function, self.module = name, function, module  # module: keeps the code loaded
+        self.packer: _Packer | None = None
 
 
 def kernel(source: str, name: str, defines: dict[str, int] | None, device: torch.device,
@@ -126,12 +128,13 @@ class LaunchConfig:
     """A launch's grid, block, dynamic shared memory, cluster and whether it may start before the
     previous kernel on its stream ends, as the driver's struct (built once)."""
 
-    __slots__ = ("struct", "_attrs", "grid", "cluster")
+    __slots__ = ("struct", "address", "_attrs", "grid", "cluster")
 
     def __init__(self, grid: tuple[int, int, int], block: int, smem_bytes: int,
                  cluster: tuple[int, int, int] | None, dependent: bool = False) -> None:
         self.grid, self.cluster = grid, cluster
         c = self.struct = _LaunchConfig()
+        self.address = ctypes.addressof(c)
         c.grid[:] = grid  # the driver counts blocks, a multiple of the cluster's (cuda.core counted clusters)
         c.block[:] = (block, 1, 1)
         c.shmem = smem_bytes
@@ -158,16 +161,6 @@ def config(grid: tuple[int, int, int], block: int, smem_bytes: int,
 
 # ---- arguments -------------------------------------------------------------------------------------
 
-class I32(int):
-    """An int32 kernel argument (a plain ``int`` is a 64-bit pointer or size)."""
-
-    __slots__ = ()
-
-
-def i32(v: int) -> I32:
-    return I32(v)
-
-
 class TensorMap:
     """A 128-byte CUtensorMap, passed to a kernel by value."""
 
@@ -180,31 +173,34 @@ class TensorMap:
 
 class _Packer:
     """The argument buffer for one signature (the kinds of the arguments, in order): a ``struct``
-    format for the pointers and int32s, 64-byte aligned 128-byte slots for tensor maps, and the
-    array of slot addresses that ``cuLaunchKernelEx`` reads."""
+    format for the integers, 64-byte aligned 128-byte slots for tensor maps, and the array of slot
+    addresses that ``cuLaunchKernelEx`` reads. Every integer (a pointer, a size, an int32) fills an
+    8-byte little-endian slot: the driver copies a parameter's own size from its slot, so an int32
+    reads the low 4 bytes (the value, two's complement), and no call site marks its kinds (wrapping
+    six int32s a launch took 1.1 us, CPU)."""
 
     def __init__(self, kinds: tuple[type, ...]) -> None:
-        fmt, offsets, maps, off = "=", [], [], 0
+        fmt, offsets, maps, off = "<", [], [], 0
         for kind in kinds:
             if kind is TensorMap:
                 pad = -off % 64
                 fmt, off = fmt + f"{pad}x128x", off + pad
                 maps.append(len(offsets))
                 size = 128
-            elif kind is I32:
-                fmt, size = fmt + "i4x", 8
-            elif issubclass(kind, int):
-                fmt, size = fmt + "Q", 8
+            elif issubclass(kind, int) and kind is not bool:
+                fmt, size = fmt + "q", 8
             else:
-                raise TypeError(f"kernel arguments must be pointers (int), runtime.i32 or TensorMap, got {kind}")
+                raise TypeError(f"kernel arguments must be integers (pointers, sizes, int32s) or TensorMap, got {kind}")
             offsets.append(off)
             off += size
         self.struct = struct.Struct(fmt)
+        self.count = len(kinds)
         self._buf = ctypes.create_string_buffer(off + 64)
         base = (ctypes.addressof(self._buf) + 63) & ~63
         self.base = base
         self.buffer = (ctypes.c_char * (off + 1)).from_address(base)
         self.params = (ctypes.c_void_p * max(1, len(offsets)))(*(base + o for o in offsets))
+        self.params_address = ctypes.addressof(self.params)
         self.maps = tuple((i, base + offsets[i]) for i in maps)
 
     def pack(self, args) -> None:
@@ -216,22 +212,20 @@ class _Packer:
             ctypes.memmove(address, args[i].address, 128)
 
 
-_packers: dict[tuple[type, ...], _Packer] = {}
-
-
 def launch(k: Kernel, cfg: LaunchConfig, device: torch.device, *args) -> None:
     """Launches ``k`` with ``cfg`` on the current stream of ``device``; ``args`` in the kernel's order:
-    pointers as ``int``, int32 values as :func:`i32`, tensor maps as :class:`TensorMap`."""
-    kinds = tuple(map(type, args))
-    packer = _packers.get(kinds)
+    pointers and integers as ``int`` (an int32 parameter must hold a value in its range), tensor maps
+    as :class:`TensorMap` (the kinds of its first launch: the packer is the kernel's from then on)."""
+    packer = k.packer
     if packer is None:
-        packer = _packers.setdefault(kinds, _Packer(kinds))
+        packer = k.packer = _Packer(tuple(map(type, args)))
+    if len(args) != packer.count:
+        raise TypeError(f"{k.name} takes {packer.count} arguments, got {len(args)}")
     stream = torch._C._cuda_getCurrentRawStream(device.index)
     with _launch_lock:  # the buffer and the config's stream field are shared by every thread
         packer.pack(args)
         cfg.struct.stream = stream
-        rc = _driver().cuLaunchKernelEx(ctypes.addressof(cfg.struct), k.function, ctypes.addressof(packer.params),
-                                        None)
+        rc = _driver().cuLaunchKernelEx(cfg.address, k.function, packer.params_address, None)
     if rc:
         raise _error(rc, f"launching {k.name} (grid {cfg.grid}, cluster {cfg.cluster})")
 
@@ -256,12 +250,13 @@ def gemm_launch(params, tiles: tuple[int, int], device: torch.device) -> tuple[K
     return hit
 
 
-_decode: dict[tuple, tuple] = {}  # (params, n, k, device index) -> (quant, config, gemm, config)
+_decode: dict[tuple, tuple] = {}  # (params, n, k, device index) -> (quant, config, gemm, config, workspace bytes)
 
 
 def decode_launch(params, n: int, k: int, device: torch.device):
     """The decode kernels of ``params`` (A's quantization, then the GEMM as its programmatic
-    dependent) and their launch configurations for N = n, K = k, looked up once per shape."""
+    dependent), their launch configurations for N = n, K = k and the call's workspace bytes, looked
+    up once per shape."""
     key = (params, n, k, device.index)
     hit = _decode.get(key)
     if hit is None:
@@ -275,17 +270,18 @@ def decode_launch(params, n: int, k: int, device: torch.device):
         items = params.tokens * (k // 32) * 4  # one thread a quarter block
         hit = _decode[key] = (quant, config((-(-items // 256), 1, 1), 256, 0, None), gemm,
                               config((-(-n // (16 * params.g)), 1, params.split), params.threads, smem,
-                                     (1, 1, params.split), dependent=True))
+                                     (1, 1, params.split), dependent=True), params.workspace_bytes(k))
     return hit
 
 
-_grouped: dict[tuple, tuple] = {}  # (params, t, e, n, k, device index) -> (quant, config, gemm, config)
+_grouped: dict[tuple, tuple] = {}  # (params, t, e, n, k, device index) -> (quant, config, gemm, config, workspace bytes)
 
 
 def grouped_launch(params, t: int, e: int, n: int, k: int, device: torch.device):
     """The grouped GEMM of ``params`` (A's T rows quantized once, then ``mxfp4_gemm_grouped`` as its
     programmatic dependent) and their launch configurations for T = t rows over E = e experts of
-    N = n, K = k, looked up once per shape (the grid depends on T and E, never on the offsets)."""
+    N = n, K = k and the call's workspace bytes, looked up once per shape (the grid depends on T and E,
+    never on the offsets)."""
     key = (params, t, e, n, k, device.index)
     hit = _grouped.get(key)
     if hit is None:
@@ -299,7 +295,8 @@ def grouped_launch(params, t: int, e: int, n: int, k: int, device: torch.device)
         items = t * (k // 32) * 4  # one thread a quarter block
         hit = _grouped[key] = (quant, config((-(-items // 256), 1, 1), 256, 0, None), gemm,
                                config((params.items(t, e), -(-n // (16 * tile.g)), tile.split), params.threads,
-                                      params.smem_bytes(k), (1, 1, tile.split), dependent=True))
+                                      params.smem_bytes(k), (1, 1, tile.split), dependent=True),
+                               params.workspace_bytes(t, k))
     return hit
 
 
@@ -336,18 +333,17 @@ def wgmma_launch(params, m: int, n: int, k: int, device: torch.device):
 _map_shapes: dict[tuple[int, int], tuple] = {}  # (groups, k) -> the encode call's dimension arrays
 
 
-def weight_map(data: torch.Tensor, k: int) -> TensorMap:
-    """TMA tensor map over the shuffled weight's codes as 16-row groups of k 8-byte words; a box is
-    8 groups x 256 words (a segment: 8 blocks of 32 elements). Encoded per call from the tensor as
-    given (a host-side call of about a microsecond; nothing is kept)."""
-    groups = data.shape[0] // 16
+def weight_map(address: int, groups: int, k: int) -> TensorMap:
+    """TMA tensor map over the shuffled weight's codes at ``address``, as 16-row groups of k 8-byte
+    words; a box is 8 groups x 256 words (a segment: 8 blocks of 32 elements). Encoded per call from
+    the tensor as given (a host-side call of about a microsecond; nothing is kept)."""
     dims = _map_shapes.get((groups, k))
     if dims is None:
         dims = _map_shapes[(groups, k)] = (
             (ctypes.c_uint64 * 2)(k, groups), (ctypes.c_uint64 * 1)(k * 8),
             (ctypes.c_uint32 * 2)(32 * SEGMENT_BLOCKS, 8), (ctypes.c_uint32 * 2)(1, 1))
     tmap = TensorMap()
-    rc = _driver().cuTensorMapEncodeTiled(tmap.address, _TMA_INT64, 2, data.data_ptr(), *map(ctypes.addressof, dims),
+    rc = _driver().cuTensorMapEncodeTiled(tmap.address, _TMA_INT64, 2, address, *map(ctypes.addressof, dims),
                                           0, 0, 0, 0)  # no interleave, swizzle, L2 promotion or OOB fill
     if rc:
         raise _error(rc, f"encoding the weight's tensor map ({groups} groups x {k} words)")
