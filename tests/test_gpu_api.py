@@ -304,17 +304,29 @@ def test_grouped_kernel_under_graph_capture(offsets_dtype):
     assert torch.equal(out, grouped_gemm_a4w4(a, stacked, offsets))
 
 
-def test_grouped_prefill_takes_the_per_expert_kernels():
-    """Above plan.GROUPED_MAX_MEAN_ROWS rows an expert on average: each expert's gemm_a4w4, the same
-    bits."""
+def test_grouped_prefill_of_large_experts_takes_the_per_expert_kernels():
+    """Above plan.GROUPED_MAX_EXPERT_MACS of mean work an expert: each expert's gemm_a4w4, the same bits."""
     from mxfp4.moe import grouped_gemm_a4w4
     counts = [300, 0, 100]
-    a, plain, stacked, offsets = _experts_problem(counts, 512, 1024, seed=9)
-    assert plan.grouped_heuristic(sum(counts), 3, 512, 1024) is None
+    a, plain, stacked, offsets = _experts_problem(counts, 4096, 8192, seed=9)
+    assert plan.grouped_heuristic(sum(counts), 3, 4096, 8192) is None
     out = grouped_gemm_a4w4(a, stacked, offsets)
     assert torch.equal(out[:300], mxfp4.gemm_a4w4(a[:300], stacked.expert(0)))
     assert torch.equal(out[300:], mxfp4.gemm_a4w4(a[300:], stacked.expert(2)))
     assert _check_grouped(out, a, plain, counts).passed
+
+
+def test_grouped_prefill_of_small_experts_takes_the_grouped_kernel():
+    """Prefill means (here 133 rows an expert, some experts longer than a chunk of 32 rows) on small
+    experts: the grouped kernel, inside the contract and deterministic."""
+    from mxfp4.moe import grouped_gemm_a4w4
+    counts = [300, 0, 100]
+    a, plain, stacked, offsets = _experts_problem(counts, 512, 1024, seed=9)
+    params = plan.grouped_heuristic(sum(counts), 3, 512, 1024)
+    assert params is not None and params.tile.tokens == 32
+    out = grouped_gemm_a4w4(a, stacked, offsets)
+    assert _check_grouped(out, a, plain, counts).passed
+    assert torch.equal(out, grouped_gemm_a4w4(a, stacked, offsets))
 
 
 def test_experts_module_under_graph_capture():

@@ -103,27 +103,33 @@ def heuristic(p: Problem, sm_count: int = 132) -> GemmParams | DecodeParams:
     return GemmParams(bn, bm, warps_n, warps_m, kc, sb, stages, split)
 
 
-GROUPED_MAX_MEAN_ROWS = 64
-"""The grouped kernel runs while T / E (rows an expert on average) is at most this; above it
-(prefill) each expert's rows are enough for the large-M kernels, which then run once per non-empty
-expert (the offsets read on the host)."""
+GROUPED_MAX_EXPERT_MACS = 2.5e9
+"""The grouped kernel runs while an expert's mean work, T / E rows times its N x K, is at most this many
+multiply-adds: every decode call (DeepSeek-R1's gate_up at 64 rows an expert: 1.9e9) and prefill of
+small experts; above it each non-empty expert runs as one ``gemm_a4w4`` (the large-M kernels, the
+offsets read on the host), whose launches then cost less than the grouped tile's slower MMAs. H200,
+L2 flushed, 4096 tokens (128 rows an expert), grouped against per-expert: DeepSeek-R1 down 11.3 ms
+against 14.4 (1.9e9 an expert), GPT-OSS gate_up 6.1 against 7.1 (2.1e9), GPT-OSS down 3.1 against 8.6
+(1.1e9); DeepSeek-R1 gate_up 26.0 against 22.3 (3.8e9)."""
 
 
 def grouped_heuristic(t: int, e: int, n: int, k: int, sm_count: int = 132) -> GroupedParams | None:
     """The grouped kernel's variant for T rows over E experts of [n, k] (n: an expert's N16 rows), or
-    None (T / E above ``GROUPED_MAX_MEAN_ROWS``, or no tile fits shared memory). The token tile
-    holds about twice the mean rows of a non-empty expert (routing puts more on some; an expert
-    beyond the tile takes more CTAs, not a slower one). CTAs of 128 weight rows on 16 warps (two a
-    group, depth 8), K split only where shared memory needs it. H200, L2 flushed, DeepSeek-R1 gate_up
-    and GPT-OSS down at 1, 16, 128 tokens: the fastest of seven tiles at all six points (the decode
-    heuristic's 64-row, 4-warp-a-group tile 1.05-1.6x slower: 200 us against 137 at 16 tokens of
-    GPT-OSS down; splitting K 1.3-1.5x slower: the calls touch enough experts to fill the GPU). A
-    second sweep found depth 16 or four warps a group 10% faster at DeepSeek-R1 gate_up (832 us
-    against 933 at 16 tokens) and 15-20% slower at GPT-OSS down: not yet tuned per shape."""
-    if t > GROUPED_MAX_MEAN_ROWS * e:
+    None (an expert's mean work above ``GROUPED_MAX_EXPERT_MACS``, or no tile fits shared memory). The
+    token tile holds about twice the mean rows of a non-empty expert (routing puts more on some; an
+    expert beyond the tile takes more CTAs, not a slower one), at most 32 (at 128 rows an expert
+    32-row chunks ran 1.1-1.4x faster than 64-row ones on all four projections above). CTAs of 128
+    weight rows on 16 warps (two a group, depth 8), K split only where shared memory needs it. H200,
+    L2 flushed, DeepSeek-R1 gate_up and GPT-OSS down at 1, 16, 128 tokens: the fastest of seven tiles
+    at all six points (the decode heuristic's 64-row, 4-warp-a-group tile 1.05-1.6x slower: 200 us
+    against 137 at 16 tokens of GPT-OSS down; splitting K 1.3-1.5x slower: the calls touch enough
+    experts to fill the GPU). A second sweep found depth 16 or four warps a group 10% faster at
+    DeepSeek-R1 gate_up (832 us against 933 at 16 tokens) and 15-20% slower at GPT-OSS down: not yet
+    tuned per shape."""
+    if t * n * k > GROUPED_MAX_EXPERT_MACS * e:
         return None
     mean = -(-t // min(e, t))
-    mt = next((m for m in (1, 2, 4) if 8 * m >= 2 * mean), 8)
+    mt = next((m for m in (1, 2) if 8 * m >= 2 * mean), 4)
     split = next((s for s in range(1, 17) if GroupedParams(DecodeParams(mt, 8, 2, 8, s)).fits(Problem(t, n, k))), None)
     return None if split is None else GroupedParams(DecodeParams(mt, 8, 2, 8, split))
 
@@ -193,7 +199,7 @@ GROUPED_SHAPES = ((256, 4096, 7168), (256, 7168, 2048), (128, 5760, 2880), (128,
 """(E, N, K) of the mixture-of-experts projections the grouped kernel ships for: DeepSeek-R1's gate_up and
 down, GPT-OSS's gate_up and down (N16 rows)."""
 
-GROUPED_ROWS = (1, 4, 8, 16, 64, 128, 512, 1024)
+GROUPED_ROWS = (1, 4, 8, 16, 64, 128, 512, 1024, 16384, 32768)
 """Rows T (tokens times top-k) of a grouped call that shipped_grouped_variants covers."""
 
 

@@ -147,13 +147,14 @@ def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, 
     (the CPU reference: the exact product rounded once to bf16; the kernels: within their contract),
     deterministic, nothing kept between calls. ``backend`` as for :func:`mxfp4.gemm_a4w4`.
 
-    On a Hopper GPU, while T / E is at most ``plan.GROUPED_MAX_MEAN_ROWS`` (decode; or ``params``
-    given), two launches whatever the routing: A's rows quantized once, then the grouped kernel, which
-    reads the offsets on the device: no host sync, so the call can be captured in a CUDA graph, and
-    the offsets' values are not checked there (rows that offsets breaking the rule leave out or give
-    to two experts are unspecified; nothing is accessed out of bounds). Above it (prefill) the offsets
-    are checked and read on the host (one sync) and each non-empty expert runs as one
-    :func:`mxfp4.gemm_a4w4` on views of the stacked weight (the large-M kernels). Everywhere else the
+    On a Hopper GPU, while an expert's mean work (T / E rows times N x K) is at most
+    ``plan.GROUPED_MAX_EXPERT_MACS`` (decode, and prefill of small experts; or ``params`` given), two
+    launches whatever the routing: A's rows quantized once, then the grouped kernel, which reads the
+    offsets on the device: no host sync, so the call can be captured in a CUDA graph, and the
+    offsets' values are not checked there (rows that offsets breaking the rule leave out or give to
+    two experts are unspecified; nothing is accessed out of bounds). Above it (prefill of large
+    experts) the offsets are checked and read on the host (one sync) and each non-empty expert runs
+    as one :func:`mxfp4.gemm_a4w4` on views of the stacked weight (the large-M kernels). Everywhere else the
     offsets are checked and read on the host. When N % 16 != 0 the kernels' result is a view of N
     columns of rows of N rounded up to 16 (as :func:`mxfp4.gemm_a4w4`'s).
     """
