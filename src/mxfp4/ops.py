@@ -26,58 +26,78 @@ def _table() -> dict:
 
 def cuda_supported(device: torch.device) -> bool:
     """True when the CUDA kernels run on ``device`` (a Hopper GPU, compute capability 9.0)."""
-    if device.type != "cuda":
-        return False
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    return _device_facts(index)[0] == (9, 0)
+    hopper = _hopper.get(device)
+    if hopper is None:
+        if device.type != "cuda":
+            return False
+        if device.index is None:  # the current device, which can change: not remembered
+            return _device_facts(torch.cuda.current_device())[0] == (9, 0)
+        hopper = _hopper[device] = _device_facts(device.index)[0] == (9, 0)
+    return hopper
+
+
+_hopper: dict[torch.device, bool] = {}
+"""cuda_supported's answer per indexed CUDA device (a tensor's device has its index): one dict lookup
+on every call (select_backend)."""
 
 
 def validate(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None) -> tuple[int, int, int]:
     """Checks the operands of :func:`gemm_a4w4`; returns (M, N, K)."""
+    # every eager call runs this: each tensor attribute is read once (a.shape, the devices)
     if not isinstance(a, torch.Tensor):
         raise TypeError(f"a must be a torch.Tensor, got {type(a).__name__}")
     if not isinstance(w, MXFP4Tensor):
         raise TypeError(f"w must be an MXFP4Tensor (see mxfp4.quantize), got {type(w).__name__}")
     if a.dtype not in _FLOATS:
         raise TypeError(f"a must be bfloat16, float16 or float32, got {a.dtype}")
-    if a.dim() < 1:
+    shape = a.shape
+    if not shape:
         raise ValueError("a must have shape [..., K], got a scalar")
     if len(w.shape) != 2:
         raise ValueError(f"w must be a 2-D weight [N, K], got logical shape {w.shape}")
     n, k = w.shape
-    if a.shape[-1] != k:
-        raise ValueError(f"a.shape[-1] (K = {a.shape[-1]}) must equal w's K ({k})")
-    if a.device != w.device:
-        raise ValueError(f"a ({a.device}) and w ({w.device}) must be on the same device")
-    m = a.numel() // k
+    if shape[-1] != k:
+        raise ValueError(f"a.shape[-1] (K = {shape[-1]}) must equal w's K ({k})")
+    device = a.device
+    if device != w.data.device:
+        raise ValueError(f"a ({device}) and w ({w.device}) must be on the same device")
     if out is not None:
-        if not isinstance(out, torch.Tensor):
-            raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
-        want = (*a.shape[:-1], n)
-        if tuple(out.shape) != want or out.dtype not in _FLOATS:
-            raise ValueError(f"out must be bfloat16, float16 or float32 of shape {want}, got {out.dtype} "
-                             f"{tuple(out.shape)}")
-        if out.device != a.device:
-            raise ValueError(f"out ({out.device}) must be on a's device ({a.device})")
-        if not out.is_contiguous():
-            raise ValueError("out must be contiguous")
-        if out.numel():
-            start = out.data_ptr()
-            end = start + out.nbytes
-            for name, t in (("a", a), ("w.data", w.data), ("w.scales", w.scales)):
-                if _overlaps(start, end, t):
-                    raise ValueError(f"out must not overlap {name} (the kernel reads {name} while it writes out)")
-    return m, n, k
+        _validate_out(out, a, w, shape, n, device)
+    return a.numel() // k, n, k
 
 
 _FLOATS = (torch.bfloat16, torch.float16, torch.float32)
 
 
+def _validate_out(out: torch.Tensor, a: torch.Tensor, w: MXFP4Tensor, shape: torch.Size, n: int,
+                  device: torch.device) -> None:
+    """:func:`validate`'s checks of ``out`` (``shape``: a's, ``n``: w's N, ``device``: a's)."""
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
+    got = out.shape
+    if len(got) != len(shape) or got[-1] != n or got[:-1] != shape[:-1] or out.dtype not in _FLOATS:
+        raise ValueError(f"out must be bfloat16, float16 or float32 of shape {(*shape[:-1], n)}, got {out.dtype} "
+                         f"{tuple(got)}")
+    if out.device != device:
+        raise ValueError(f"out ({out.device}) must be on a's device ({device})")
+    if not out.is_contiguous():
+        raise ValueError("out must be contiguous")
+    nbytes = out.nbytes
+    if nbytes:
+        start = out.data_ptr()
+        end = start + nbytes
+        for name, t in (("a", a), ("w.data", w.data), ("w.scales", w.scales)):
+            if _overlaps(start, end, t):
+                raise ValueError(f"out must not overlap {name} (the kernel reads {name} while it writes out)")
+
+
 def _overlaps(start: int, end: int, y: torch.Tensor) -> bool:
     """Whether the bytes [start, end) meet those ``y`` spans: address ranges, so no storage lookups."""
     y0 = y.data_ptr()
+    if y0 >= end:  # strides are not negative: y lies at y0 and above
+        return False
     if y.is_contiguous():
-        return y.numel() > 0 and start < y0 + y.nbytes and y0 < end
+        return start < y0 + y.nbytes and y.numel() > 0
     if y.numel() == 0:
         return False
     span = (sum((s - 1) * st for s, st in zip(y.shape, y.stride())) + 1) * y.element_size()
@@ -90,13 +110,13 @@ def select_backend(a: torch.Tensor, w: MXFP4Tensor, backend: str = "auto") -> st
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if backend == "reference":
         return backend
-    if backend == "auto" and not cuda_supported(a.device):
+    if not cuda_supported(a.device):
+        if backend == "cuda":
+            raise ValueError(f"backend='cuda' needs a Hopper GPU (sm_90); a is on {a.device}")
         if a.is_cuda:
             _warn_once(f"mxfp4: no CUDA kernel for {torch.cuda.get_device_name(a.device)} (Hopper, sm_90, "
                        "only); running the exact reference, which is slow")
         return "reference"
-    if not cuda_supported(a.device):
-        raise ValueError(f"backend='cuda' needs a Hopper GPU (sm_90); a is on {a.device}")
     unsupported = _kernel_rule_broken(a, w)
     if unsupported is None:
         return "cuda"
@@ -251,16 +271,17 @@ def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_d
     ``unrounded``, for :func:`gemm_a4w4_partial` (the float32 total; ``out`` and ``params`` None)."""
     n16, k2 = w.data.shape  # the weight as the kernels read it: N16 rows, K64 / 2 bytes
     k64 = 2 * k2
+    two_d = a.dim() == 2
     bf16_out = out is not None and n16 == n and out.dtype is torch.bfloat16  # the kernel writes out itself
     if not bf16_out:
-        buf = torch.empty((m, n16), dtype=torch.float32 if unrounded else torch.bfloat16, device=a.device)
+        buf = a.new_empty((m, n16), dtype=torch.float32 if unrounded else torch.bfloat16)
     else:
         buf = out if out.dim() == 2 else out.view(m, n)
     if m and n:
         cuda_ops = _cuda_ops()
-        a2 = kernel_rows(a if a.dim() == 2 else a.reshape(m, k), k64)
+        a2 = kernel_rows(a if two_d else a.reshape(m, k), k64)
         if params is None:
-            params = _params(m, n16, k64, a.device.index, unrounded)
+            params = _params(m, n16, k64, a.get_device(), unrounded)
         else:
             params.check()
             if not params.fits(plan.Problem(m, n16, k64)):
@@ -279,7 +300,7 @@ def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_d
     result = buf if n16 == n else buf[:, :n]
     if out_dtype is not result.dtype:
         result = result.to(out_dtype)
-    return result if a.dim() == 2 else result.view(*a.shape[:-1], n)
+    return result if two_d else result.view(*a.shape[:-1], n)
 
 
 # ---- torch.library: torch.compile sees one opaque op; CUDA graphs capture its launch -------------
