@@ -196,16 +196,18 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
     multiple of 16 (no copy): call ``.contiguous()`` where that matters.
     """
     m, n, k = validate(a, w, out)
-    if params is not None and not isinstance(params, (plan.GemmParams, plan.DecodeParams, plan.WgmmaParams)):
-        raise TypeError(f"params must be a mxfp4.plan.GemmParams, DecodeParams or WgmmaParams, got "
-                        f"{type(params).__name__}")
-    if params is not None and params.out_f32:
-        raise ValueError("params.out_f32 variants write the unrounded float32 total (ops.gemm_a4w4_partial), "
-                         "not gemm_a4w4's bf16 output")
-    if out_dtype is not None and out_dtype not in _FLOATS:
-        raise TypeError(f"out_dtype must be torch.bfloat16, float16 or float32, got {out_dtype!r}")
-    if out is not None and out_dtype is not None and out.dtype is not out_dtype:
-        raise ValueError(f"out ({out.dtype}) and out_dtype ({out_dtype}) disagree: pass one")
+    if params is not None:
+        if not isinstance(params, (plan.GemmParams, plan.DecodeParams, plan.WgmmaParams)):
+            raise TypeError(f"params must be a mxfp4.plan.GemmParams, DecodeParams or WgmmaParams, got "
+                            f"{type(params).__name__}")
+        if params.out_f32:
+            raise ValueError("params.out_f32 variants write the unrounded float32 total (ops.gemm_a4w4_partial), "
+                             "not gemm_a4w4's bf16 output")
+    if out_dtype is not None:
+        if out_dtype not in _FLOATS:
+            raise TypeError(f"out_dtype must be torch.bfloat16, float16 or float32, got {out_dtype!r}")
+        if out is not None and out.dtype is not out_dtype:
+            raise ValueError(f"out ({out.dtype}) and out_dtype ({out_dtype}) disagree: pass one")
     if a.requires_grad and torch.is_grad_enabled():
         if out is not None or backend != "auto" or params is not None:
             raise ValueError("a requires grad: out=, backend= and params= are not differentiable; call under "
@@ -367,16 +369,15 @@ def _op_autograd(keyset, a, w_data, w_scales, n, k, shuffled, floor_rule, out_dt
         return _OP.redispatch(keyset & _AFTER_AUTOGRAD, a, w_data, w_scales, n, k, shuffled, floor_rule, out_dtype)
 
 
-def _keyset(*keys: str) -> torch._C.DispatchKeySet:
-    result = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, keys[0]))
-    for key in keys[1:]:
-        result = result | torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, key))
-    return result
+def _plain_keyset(backend: str) -> int:
+    """The keyset (as its integer) the Autograd kernel sees for ``backend``'s tensors with nothing else
+    to dispatch to: the backend and its autograd key."""
+    key, keyset = torch._C.DispatchKey, torch._C.DispatchKeySet
+    return (keyset(getattr(key, backend)) | keyset(getattr(key, "Autograd" + backend))).raw_repr()
 
 
 _AFTER_AUTOGRAD = torch._C._after_autograd_keyset
-_PLAIN_KEYSETS = frozenset(_keyset(backend, "Autograd" + backend).raw_repr() for backend in ("CPU", "CUDA"))
-"""The keysets the Autograd kernel sees for tensors of one backend with nothing else to dispatch to."""
+_PLAIN_KEYSETS = frozenset((_plain_keyset("CPU"), _plain_keyset("CUDA")))
 
 _lib.impl("gemm_a4w4", _op_impl, "CompositeExplicitAutograd")
 _lib.impl("gemm_a4w4", _op_autograd, "Autograd", with_keyset=True)
