@@ -359,8 +359,8 @@ class _OpGrad(torch.autograd.Function):
 def _op_autograd(keyset, a, w_data, w_scales, n, k, shuffled, floor_rule, out_dtype=None):
     """The op's Autograd kernel. With no gradient to record and plain CPU / CUDA tensors (nothing below
     autograd but the backend) it runs the implementation itself: register_autograd's kernel
-    redispatched to it, which took 7.6 us of a no-op call against 4.5 us (CPU). Fake, functional and
-    other wrapped tensors (torch.compile) take the redispatch."""
+    redispatched to it, the dispatch then took 7.9 us of a call against 3.6 us (CPU). Fake, functional
+    and other wrapped tensors (torch.compile) take the redispatch, a gradient the autograd.Function."""
     if a.requires_grad and torch.is_grad_enabled():
         return _OpGrad.apply(keyset, a, w_data, w_scales, n, k, shuffled, floor_rule, out_dtype)
     if keyset.raw_repr() in _PLAIN_KEYSETS:
