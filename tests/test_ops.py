@@ -93,6 +93,17 @@ def test_gradient_of_a_is_grad_times_the_dequantized_weight():
                           test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
 
 
+def test_the_op_records_no_gradient_where_none_is_asked():
+    """Its Autograd kernel runs the implementation itself without grad mode or a grad-requiring a."""
+    a, w = operands(4, 32, 128)
+    want = reference.gemm_a4w4(a, w)
+    args = (w.data, w.scales, 32, 128, True, False)
+    assert torch.equal(torch.ops.mxfp4.gemm_a4w4.default(a, *args), want)
+    with torch.no_grad():
+        y = torch.ops.mxfp4.gemm_a4w4.default(a.float().requires_grad_(), *args, torch.float32)
+    assert y.grad_fn is None and not y.requires_grad and y.dtype is torch.float32
+
+
 def test_the_weight_is_frozen_and_options_are_not_differentiable():
     a, w = operands()
     a.requires_grad_()

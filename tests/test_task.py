@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from mxfp4 import reference, task, testing
+from mxfp4 import task, testing
 from mxfp4.tensor import Layout, MXFP4Tensor
 
 

@@ -52,3 +52,17 @@ def test_quantize_errors_name_the_argument():
         mxfp4.quantize(torch.randn(4, 33))
     with pytest.raises(TypeError, match="x must be"):
         mxfp4.quantize(torch.zeros(4, 32, dtype=torch.int32))
+
+
+def test_the_fast_check_takes_only_exact_int_shapes_of_the_right_sizes():
+    """A shape seen before, with float or bool entries or a scale array one row short, still fails its rule."""
+    p = mxfp4.prepare(mxfp4.quantize(torch.randn(64, 128)))
+    mxfp4.MXFP4Tensor(p.data, p.scales, (64, 128), Layout.AITER_SHUFFLED)
+    with pytest.raises(TypeError, match="shape must be a tuple of non-negative ints"):
+        mxfp4.MXFP4Tensor(p.data, p.scales, (64.0, 128), Layout.AITER_SHUFFLED)
+    with pytest.raises(ValueError, match="MXFP4Tensor.scales must have shape"):
+        mxfp4.MXFP4Tensor(p.data, p.scales[:-1], (64, 128), Layout.AITER_SHUFFLED)
+    with pytest.raises(TypeError, match="MXFP4Tensor.data must be uint8"):
+        mxfp4.MXFP4Tensor(p.data.view(torch.int8), p.scales, (64, 128), Layout.AITER_SHUFFLED)
+    t = mxfp4.MXFP4Tensor(p.data, p.scales, [64, 128], Layout.AITER_SHUFFLED)  # a list becomes a tuple
+    assert t.shape == (64, 128) and type(t.shape) is tuple

@@ -102,7 +102,8 @@ class MXFP4Linear(nn.Module):
             y = gemm_a4w4(x, w, out_dtype=self.dtype)
         if self.out_features % 16:
             y = y.contiguous()  # a layer's output is dense, as nn.Linear's
-        return y + self.bias if self.bias is not None else y
+        bias = self._parameters["bias"]  # not self.bias: nn.Module.__getattr__'s lookup, twice
+        return y if bias is None else y + bias
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "

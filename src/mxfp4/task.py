@@ -45,16 +45,19 @@ def generate_input(m: int, n: int, k: int, seed: int, device: str | torch.device
 
 def weight_from_task(b_shuffle: torch.Tensor, b_scale_sh: torch.Tensor, k: int) -> MXFP4Tensor:
     """The task's shuffled weight tensors as an :class:`MXFP4Tensor` (no copy)."""
-    for name, t in (("B_shuffle", b_shuffle), ("B_scale_sh", b_scale_sh)):
-        if not isinstance(t, torch.Tensor) or t.dim() != 2:
-            raise TypeError(f"{name} must be a 2-D tensor, got {getattr(t, 'shape', type(t).__name__)}")
+    # every custom_kernel call: each shape is read once, the per-name loop runs only to name a failure
+    if not (isinstance(b_shuffle, torch.Tensor) and isinstance(b_scale_sh, torch.Tensor)
+            and b_shuffle.dim() == 2 and b_scale_sh.dim() == 2):
+        for name, t in (("B_shuffle", b_shuffle), ("B_scale_sh", b_scale_sh)):
+            if not isinstance(t, torch.Tensor) or t.dim() != 2:
+                raise TypeError(f"{name} must be a 2-D tensor, got {getattr(t, 'shape', type(t).__name__)}")
     if b_shuffle.dtype is not torch.uint8:  # the task may hand fp4x2 / e8m0 dtypes: the same bytes
         b_shuffle = b_shuffle.view(torch.uint8)
     if b_scale_sh.dtype is not torch.uint8:
         b_scale_sh = b_scale_sh.view(torch.uint8)
-    n = b_shuffle.shape[0]
-    if b_shuffle.shape[1] * 2 != k:
-        raise ValueError(f"A.shape[1] (k = {k}) must be twice B_shuffle.shape[1] ({b_shuffle.shape[1]} bytes, "
+    n, half_k = b_shuffle.shape
+    if half_k * 2 != k:
+        raise ValueError(f"A.shape[1] (k = {k}) must be twice B_shuffle.shape[1] ({half_k} bytes, "
                          "two codes a byte)")
     if b_scale_sh.shape[1] * BLOCK < k:
         raise ValueError(f"B_scale_sh has {b_scale_sh.shape[1]} columns, too few for k = {k}")
