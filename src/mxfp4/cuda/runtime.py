@@ -232,6 +232,12 @@ def launch(k: Kernel, cfg: LaunchConfig, device: torch.device, *args) -> None:
 
 # ---- the GEMMs' launches, looked up once per shape ---------------------------------------------------
 
+def _cluster(split: int) -> tuple[int, int, int] | None:
+    """The cluster of a launch whose K is split over ``split`` CTAs; none (no launch attribute) for one
+    CTA: every kernel reads its cluster's size and rank, which a launch without clusters gives as 1 and 0."""
+    return (1, 1, split) if split > 1 else None
+
+
 _gemm: dict[tuple, tuple] = {}  # (params, grid, device index) -> (kernel, launch config)
 
 
@@ -246,7 +252,7 @@ def gemm_launch(params, tiles: tuple[int, int], device: torch.device) -> tuple[K
     if hit is None:
         smem = params.smem_bytes()
         k = kernel(params.source, "mxfp4_gemm_a4w4", params.defines(), device, smem)
-        hit = _gemm[key] = (k, config((*tiles, params.split), params.threads, smem, (1, 1, params.split)))
+        hit = _gemm[key] = (k, config((*tiles, params.split), params.threads, smem, _cluster(params.split)))
     return hit
 
 
@@ -270,7 +276,7 @@ def decode_launch(params, n: int, k: int, device: torch.device):
         items = params.tokens * (k // 32) * 4  # one thread a quarter block
         hit = _decode[key] = (quant, config((-(-items // 256), 1, 1), 256, 0, None), gemm,
                               config((-(-n // (16 * params.g)), 1, params.split), params.threads, smem,
-                                     (1, 1, params.split), dependent=True), params.workspace_bytes(k))
+                                     _cluster(params.split), dependent=True), params.workspace_bytes(k))
     return hit
 
 
@@ -295,7 +301,7 @@ def grouped_launch(params, t: int, e: int, n: int, k: int, device: torch.device)
         items = t * (k // 32) * 4  # one thread a quarter block
         hit = _grouped[key] = (quant, config((-(-items // 256), 1, 1), 256, 0, None), gemm,
                                config((params.items(t, e), -(-n // (16 * tile.g)), tile.split), params.threads,
-                                      params.smem_bytes(k), (1, 1, tile.split), dependent=True),
+                                      params.smem_bytes(k), _cluster(tile.split), dependent=True),
                                params.workspace_bytes(t, k))
     return hit
 
@@ -326,7 +332,7 @@ def wgmma_launch(params, m: int, n: int, k: int, device: torch.device):
         g = wgmma_geometry(params, m, n, k)
         hit = _wgmma[key] = (prep, config((g["a_ctas"] + g["w_ctas"], 1, 1), PREP_THREADS, 0, None),
                              gemm, config((g["ntile"] * g["nwt"], 1, params.split), 384, smem,
-                                          (1, 1, params.split) if params.split > 1 else None, dependent=True), g)
+                                          _cluster(params.split), dependent=True), g)
     return hit
 
 
