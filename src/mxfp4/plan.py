@@ -28,6 +28,10 @@ flushed, against four mma.sync tilings: at 48 and 64 rows it is the fastest on s
 23-58% slower at K = 512, where its two launches take 17-21 us at any M; at 24 and 32 rows it is
 the fastest on five of the ten."""
 
+WGMMA_TN64, WGMMA_TN128, WGMMA_INT8 = WgmmaParams(64, 5), WgmmaParams(128, 4), WgmmaParams(128, 3, True)
+"""The compiled variants ``wgmma_params`` chooses among (its K split is a launch choice)."""
+
+
 def wgmma_params(p: Problem, sm_count: int = 132) -> WgmmaParams:
     """The large-M kernels' variant: up to 256 rows the weight converted in registers on 64-token tiles
     (less padding, more CTAs, no int8 copy of the weight to write; 128-token tiles past one wave), K split over a cluster while the
@@ -40,16 +44,16 @@ def wgmma_params(p: Problem, sm_count: int = 132) -> WgmmaParams:
     tile converts the weight's codes once for twice the tokens): 200x5120x2880 model-like data 42.2 us
     against 61.3 (160 CTAs of 64 tokens)."""
     if p.m > 256:
-        return WgmmaParams(128, 3, True)
-    tn, stages = 64, 5
-    if p.m > 64 and WgmmaParams(64, 5).tiles(p) > sm_count:  # more than one wave: halve the token tiles
-        tn, stages = 128, 4
-    ctas = WgmmaParams(tn, stages).tiles(p)
+        return WGMMA_INT8
+    base = WGMMA_TN64
+    if p.m > 64 and base.tiles(p) > sm_count:  # more than one wave: halve the token tiles
+        base = WGMMA_TN128
+    ctas = base.tiles(p)
     nseg = -(-p.blocks // SEGMENT_BLOCKS)
     split = 1
     while split < 8 and 2 * split * ctas <= sm_count and 2 * split <= nseg:
         split *= 2
-    return WgmmaParams(tn, stages, split=split)
+    return dataclasses.replace(base, split=split)
 
 
 DECODE_MIN_K = 1536
@@ -191,7 +195,7 @@ def shipped_variants(shapes: list[tuple[int, int, int]]) -> list[GemmParams | De
     only in it compile once), and the grouped kernel's (``shipped_grouped_variants``)."""
     table = load_table()
     variants = set(table.values()) | {choose(Problem(m, n, k), table) for m, n, k in shapes}
-    variants |= {WgmmaParams(64, 5), WgmmaParams(128, 4), WgmmaParams(128, 3, True)}  # all wgmma_params gives
+    variants |= {WGMMA_TN64, WGMMA_TN128, WGMMA_INT8}  # every variant wgmma_params gives
     return sorted(variants | {float32_output(p) for p in variants} | set(shipped_grouped_variants()), key=str)
 
 

@@ -78,9 +78,7 @@ class MXFP4Tensor:
         else:
             if len(self.shape) != 2:
                 raise ValueError(f"an AITER_SHUFFLED MXFP4Tensor must be 2-D [N, K], got shape {self.shape}")
-            n16, k64 = padded_shape(lead[0], k)
-            want_data = (n16, k64 // 2)
-            want_scales = layouts.shuffled_scale_shape(n16, k64 // BLOCK)
+            want_data, want_scales = _stored_shapes(self.shape, self.layout)
         if self.data.shape != want_data:
             raise ValueError(f"MXFP4Tensor.data must have shape {want_data} for {self.layout.name} "
                              f"shape {self.shape}, got {tuple(self.data.shape)}")

@@ -146,11 +146,18 @@ def int8_wgmma_tops(device: torch.device) -> float:
 # The checks below read each tensor attribute once and hand the launch what it needs: one read costs
 # 0.2-0.4 us of Python (CPU), and a call made about 30 of them.
 
+def _row_layout(a: torch.Tensor) -> tuple[int, int, bool]:
+    """(address, row stride, whether the kernels read ``a`` [M, K]'s rows: unit stride along K, a row
+    stride that is a multiple of 8 and a 16-byte aligned start). A single row's stride is never read:
+    its row stride is K."""
+    (m, k), (s0, s1) = a.shape, a.stride()
+    ptr = a.data_ptr()
+    lda = s0 if m > 1 else k
+    return ptr, lda, s1 == 1 and lda % 8 == 0 and ptr % 16 == 0
+
+
 def _rows_ok(a: torch.Tensor) -> bool:
-    """Whether the kernels read ``a`` [M, K]'s rows: unit stride along K, a row stride that is a
-    multiple of 8 (a single row's is never read) and a 16-byte aligned start."""
-    s0, s1 = a.stride()
-    return s1 == 1 and (s0 % 8 == 0 or a.shape[0] == 1) and a.data_ptr() % 16 == 0
+    return _row_layout(a)[2]
 
 
 def rows_for_kernel(a: torch.Tensor) -> torch.Tensor:
@@ -161,10 +168,8 @@ def rows_for_kernel(a: torch.Tensor) -> torch.Tensor:
 
 def _rows(a: torch.Tensor) -> tuple[int, int]:
     """(address, row stride) of ``a`` [M, K] for a kernel, after checking the kernels can read its rows."""
-    (m, k), (s0, s1) = a.shape, a.stride()
-    ptr = a.data_ptr()
-    lda = s0 if m > 1 else k
-    if s1 != 1 or lda % 8 or ptr % 16:
+    ptr, lda, ok = _row_layout(a)
+    if not ok:
         raise ValueError("a must have unit stride along K, a row stride that is a multiple of 8 and a "
                          "16-byte aligned start")
     return ptr, lda
