@@ -94,10 +94,12 @@ def test_large_m_k_split_runs_of_one_segment(split):
 
 
 DECODE = [plan.DecodeParams(1, 4, 4, 8, 3), plan.DecodeParams(2, 2, 4, 16, 3), plan.DecodeParams(4, 4, 2, 8, 12),
-          plan.DecodeParams(8, 2, 4, 8, 2), plan.DecodeParams(4, 16, 1, 8, 1)]
+          plan.DecodeParams(8, 2, 4, 8, 2), plan.DecodeParams(4, 16, 1, 8, 1),
+          plan.DecodeParams(2, 2, 4, 16, 3, smem_weight=True), plan.DecodeParams(1, 8, 2, 8, 5, smem_weight=True)]
 
 
-@pytest.mark.parametrize("params", DECODE, ids=lambda p: f"mt{p.mt}g{p.g}kw{p.kw}d{p.depth}s{p.split}")
+@pytest.mark.parametrize("params", DECODE,
+                         ids=lambda p: f"mt{p.mt}g{p.g}kw{p.kw}d{p.depth}s{p.split}{'w' if p.smem_weight else ''}")
 @pytest.mark.parametrize("m, n, k, kind", [(1, 2112, 2880, "randn"), (7, 160, 768, "spread"), (16, 2112, 2880, "mixed"),
                                            (32, 80, 640, "randn"), (5, 4096, 7168, "mixed"), (64, 48, 1024, "randn"),
                                            (3, 16, 64, "randn")])

@@ -105,9 +105,11 @@ class DecodeParams:
     into a workspace, then the GEMM, chained by programmatic dependent launch.
 
     mt: token rows held, 8 * mt (M <= 8 * mt); g: 16-row weight groups a CTA owns; kw: warps that
-    share a group's K range (g * kw warps a CTA); depth: blocks of weight bytes in flight a warp;
-    split: CTAs of a cluster that share K (1..16; above 8 a non-portable cluster). out_f32: the
-    output is the float32 total unrounded (a row-parallel partial, ``ops.gemm_a4w4_partial``).
+    share a group's K range (g * kw warps a CTA); depth: blocks of weight bytes in flight a warp (with
+    smem_weight, the main loop's unroll); split: CTAs of a cluster that share K (1..16; above 8 a
+    non-portable cluster). out_f32: the output is the float32 total unrounded (a row-parallel
+    partial, ``ops.gemm_a4w4_partial``). smem_weight: each warp's K range of the weight comes by one
+    bulk copy into shared memory (the scales' loads first), instead of per-lane loads into registers.
     """
 
     source = "gemm_decode.cu"
@@ -118,9 +120,13 @@ class DecodeParams:
     depth: int = 8
     split: int = 1
     out_f32: bool = False
+    smem_weight: bool = False
 
     def defines(self) -> dict[str, int]:
-        return _with_output(dict(MT=self.mt, G=self.g, KW=self.kw, DEPTH=self.depth), self.out_f32)
+        defines = dict(MT=self.mt, G=self.g, KW=self.kw, DEPTH=self.depth)
+        if self.smem_weight:  # absent otherwise: the register-path variants keep their cached cubins
+            defines["SMEM_W"] = 1
+        return _with_output(defines, self.out_f32)
 
     @property
     def threads(self) -> int:
@@ -132,10 +138,15 @@ class DecodeParams:
 
     def smem_bytes(self, k: int) -> int:
         """Dynamic shared memory at K = k (mirrors gemm_decode.cu): A's int8 values and half-scales and
-        the weight's half-scales of a CTA's K range, the warps' totals, the CTA's partial, a barrier."""
+        the weight's half-scales of a CTA's K range, the warps' totals, the CTA's partial, A's copies'
+        barrier; with smem_weight a barrier a warp (to 16 bytes) and each warp's K range of the codes."""
         nb = -(-(k // 32) // self.split)
         tok, rows = self.tokens, 16 * self.g
-        return nb * tok * 36 + nb * rows * 4 + (self.kw + 1) * rows * tok * 4 + 8  # + the copies' barrier
+        body = nb * tok * 36 + nb * rows * 4 + (self.kw + 1) * rows * tok * 4
+        if not self.smem_weight:
+            return body + 8
+        warps = self.g * self.kw
+        return body + (warps + 2) // 2 * 16 + warps * -(-nb // self.kw) * 256
 
     def workspace_bytes(self, k: int) -> int:
         """A quantized, per call: int8 values [K/32][tokens][32], then float32 half-scales."""

@@ -45,7 +45,8 @@ def wgmma_candidates(p: plan.Problem, sm_count: int = 132) -> list[plan.WgmmaPar
 def decode_candidates(p: plan.Problem, sm_count: int = 132) -> list[plan.DecodeParams]:
     """The decode kernels for ``p``: the fewest token rows that hold M, CTAs of 2..16 weight groups on
     4..16 warps, K split so the grid has 0.75 to 3 CTAs an SM and every warp at least two blocks,
-    8 blocks in flight a warp (and 16 where a warp has that many)."""
+    8 blocks in flight a warp (and 16 where a warp has that many), the weight through registers or
+    through shared memory (``smem_weight``)."""
     mt = next((t for t in (1, 2, 4, 8) if 8 * t >= p.m), None)
     if mt is None:
         return []
@@ -57,9 +58,10 @@ def decode_candidates(p: plan.Problem, sm_count: int = 132) -> list[plan.DecodeP
             if split > p.blocks or per_warp < 2 or not 3 * sm_count // 4 <= ctas_n * split <= 3 * sm_count:
                 continue
             for depth in ((8, 16) if per_warp >= 16 else (8,)):
-                params = plan.DecodeParams(mt, g, kw, depth, split)
-                if params.fits(p):
-                    out.append(params)
+                for smem_weight in (False, True):
+                    params = plan.DecodeParams(mt, g, kw, depth, split, smem_weight=smem_weight)
+                    if params.fits(p):
+                        out.append(params)
     return out
 
 

@@ -18,6 +18,9 @@
 // sum times both half-scales to a float32 total. The KW warps of a group add their totals in warp
 // order through shared memory, the S CTAs of a cluster in rank order through distributed shared
 // memory; the sum is rounded once to bf16. Deterministic; the only global workspace is A's.
+// With SMEM_W (DecodeParams.smem_weight) the weight takes the copy engine instead: the CTA's scale
+// loads go out first, then lane 0 of each warp issues one bulk copy of its K range (contiguous in the
+// shuffled layout) into shared memory; the main loop reads each block's fragment bytes there.
 //
 // mxfp4_gemm_grouped (mixture of experts, at the end): the same tile (decode_tile, the one body both
 // GEMMs share) on one chunk of one expert's token rows, found on the device from the offsets.
@@ -32,6 +35,12 @@
 
 // OUT_F32 1 (out_t, mxfp4.cuh): C is float32, the unrounded float32 total. Only the final store
 // differs.
+
+// SMEM_W 1: each warp's K range of the weight comes by one bulk copy into shared memory (DEPTH is
+// then the main loop's unroll); 0: per-lane loads DEPTH blocks ahead into registers.
+#ifndef SMEM_W
+#define SMEM_W 0
+#endif
 
 #define WARPS (G * KW)
 #define THREADS (WARPS * 32)
@@ -96,6 +105,11 @@ __device__ __forceinline__ void decode_tile(const u8 *__restrict__ W, const u8 *
   float *sw = sa + nb_max * TOK;                    // [nb_max][ROWS]
   float *red = sw + nb_max * ROWS;                  // [KW][ROWS][TOK], then the CTA's partial
   u64 *bar = (u64 *)(red + (KW + 1) * ROWS * TOK);  // A's copies
+#if SMEM_W
+  u64 *wbar = bar + 1;                                 // [WARPS] each warp's weight copy
+  u8 *wsm = (u8 *)(bar + ((WARPS + 2) & ~1));          // [WARPS][wslice], 16-byte aligned
+  const int wslice = (nb_max + KW - 1) / KW * 256;     // a warp's K range of its group, as stored
+#endif
 
   // This warp: group gi of the CTA, part kw of its K range.
   const int gi = warp % G, kw = warp / G;
@@ -103,9 +117,42 @@ __device__ __forceinline__ void decode_tile(const u8 *__restrict__ W, const u8 *
   const bool live = grp * 16 < N;
   const int lb0 = (int)((long long)nb_cta * kw / KW), lb1 = (int)((long long)nb_cta * (kw + 1) / KW);
   const int nb = live ? lb1 - lb0 : 0;
-  const u8 *wp = W + (long long)grp * 8 * K + (long long)(kb_begin + lb0) * 256 + g * 16 + t * 4;
 
-  // The weight's first DEPTH blocks go out before anything else.
+  // The weight's half-scales of the CTA's rows and blocks. In aiter's shuffled scale layout a
+  // 256-byte chunk holds 32 rows x 8 blocks; the CTA's chunks go out in rounds of 16-byte loads.
+  const int n0 = tile * ROWS, rows_valid = min(ROWS, N - n0);
+  const int u0 = n0 >> 5, c0 = kb_begin >> 3;
+  const int units = ((n0 + rows_valid - 1) >> 5) - u0 + 1, cols = ((kb_end - 1) >> 3) - c0 + 1;
+  const int pieces = units * cols * 16;
+  constexpr int U = 4;
+  uint4 v[U];
+  auto load_scales = [&](int base) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int i = base + u * THREADS + tid, chunk = i >> 4;
+      v[u] = i < pieces ? *(const uint4 *)(Wsc + (long long)(u0 + chunk / cols) * 32 * ldsc + (c0 + chunk % cols) * 256 +
+                                          (i & 15) * 16)
+                        : make_uint4(0u, 0u, 0u, 0u);
+    }
+  };
+
+#if SMEM_W
+  // The scales' first round, then the weight: each warp's blocks are contiguous (nb * 256 bytes),
+  // one bulk copy into shared memory, so the copy engine keeps a CTA's bytes in flight. The scales go
+  // first: in the register path, issued behind the weight, they arrive behind it (a %globaltimer
+  // timeline at 16x2112x7168: their decode ends 5 us into a 12 us kernel).
+  load_scales(0);
+  u8 *wmine = wsm + warp * wslice;
+  if (lane == 0) {
+    mx::mbar_init(&wbar[warp], 1);
+    mx::fence_barrier_init();
+    mx::mbar_arrive_expect_tx(&wbar[warp], (u32)nb * 256u);
+    if (nb)
+      mx::bulk_copy(wmine, W + (long long)grp * 8 * K + (long long)(kb_begin + lb0) * 256, (u32)nb * 256u, &wbar[warp]);
+  }
+#else
+  // The weight's first DEPTH blocks go out before anything else, then the scales' first round.
+  const u8 *wp = W + (long long)grp * 8 * K + (long long)(kb_begin + lb0) * 256 + g * 16 + t * 4;
   u32 lo[DEPTH], hi[DEPTH];
 #pragma unroll
   for (int d = 0; d < DEPTH; ++d) {
@@ -115,23 +162,11 @@ __device__ __forceinline__ void decode_tile(const u8 *__restrict__ W, const u8 *
       hi[d] = ldg_stream(wp + d * 256 + 128);
     }
   }
+  load_scales(0);
+#endif
 
-  // The weight's half-scales of the CTA's rows and blocks. In aiter's shuffled scale layout a
-  // 256-byte chunk holds 32 rows x 8 blocks; the CTA's chunks go out in one round of 16-byte loads.
-  const int n0 = tile * ROWS, rows_valid = min(ROWS, N - n0);
-  const int u0 = n0 >> 5, c0 = kb_begin >> 3;
-  const int units = ((n0 + rows_valid - 1) >> 5) - u0 + 1, cols = ((kb_end - 1) >> 3) - c0 + 1;
-  const int pieces = units * cols * 16;
-  constexpr int U = 4;
   for (int base = 0; base < pieces; base += U * THREADS) {
-    uint4 v[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int i = base + u * THREADS + tid, chunk = i >> 4;
-      v[u] = i < pieces ? *(const uint4 *)(Wsc + (long long)(u0 + chunk / cols) * 32 * ldsc + (c0 + chunk % cols) * 256 +
-                                          (i & 15) * 16)
-                        : make_uint4(0u, 0u, 0u, 0u);
-    }
+    if (base) load_scales(base);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int i = base + u * THREADS + tid, chunk = i >> 4;
@@ -158,6 +193,12 @@ __device__ __forceinline__ void decode_tile(const u8 *__restrict__ W, const u8 *
   const u8 *a_t = as8 + g * 32 + t * 8;
   const float *sa_t = sa + 2 * t;
   const float *sw_t = sw + gi * 16 + g;
+#if SMEM_W
+  const u8 *wt = wmine + g * 16 + t * 4;  // this lane's fragment bytes of a block, in shared memory
+  // One block: its codes to int8, the MMA, the block sum scaled into the totals.
+  auto step = [&](int d, int b) {
+    const u32 l = *(const u32 *)(wt + b * 256), h = *(const u32 *)(wt + b * 256 + 128);
+#else
   // One block: refill its register slot DEPTH blocks ahead, convert, MMA, scale into the totals.
   auto step = [&](int d, int b) {
     const u32 l = lo[d], h = hi[d];
@@ -165,6 +206,7 @@ __device__ __forceinline__ void decode_tile(const u8 *__restrict__ W, const u8 *
       lo[d] = ldg_stream(wp + (b + DEPTH) * 256);
       hi[d] = ldg_stream(wp + (b + DEPTH) * 256 + 128);
     }
+#endif
     const int lb = lb0 + b;
     u32 af[4];
     af[0] = mx::e2m1x4_to_s8x4(l);
@@ -186,13 +228,21 @@ __device__ __forceinline__ void decode_tile(const u8 *__restrict__ W, const u8 *
     }
   };
   int b0 = 0;
+#if SMEM_W
+  mx::mbar_wait(&wbar[warp], 0);
+#endif
   for (; b0 + DEPTH <= nb; b0 += DEPTH) {  // whole rounds: no test a block, the chains interleave
 #pragma unroll
     for (int d = 0; d < DEPTH; ++d) step(d, b0 + d);
   }
+#if SMEM_W
+#pragma unroll 1
+  for (; b0 < nb; ++b0) step(0, b0);  // the rest, one small copy of the body
+#else
 #pragma unroll
   for (int d = 0; d < DEPTH; ++d)
     if (b0 + d < nb) step(d, b0 + d);
+#endif
 
   // The KW warps of a group: totals added in warp order. red[kw][row][tok].
 #pragma unroll
