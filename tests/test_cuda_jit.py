@@ -20,7 +20,7 @@ def test_every_shipped_variant_compiles(tmp_path, monkeypatch):
     monkeypatch.setenv("MXFP4_CACHE_DIR", str(tmp_path))
     assert jit.compile_cubin("quantize.cu")[:4] == b"\x7fELF"
     variants = shipped_variants()
-    assert {p.source for p in variants} == {"gemm_a4w4.cu", "gemm_decode.cu", "gemm_wgmma.cu"}  # all kernels ship
+    assert {p.source for p in variants} == {"gemm_a4w4.cu", "gemm_small.cu", "gemm_decode.cu", "gemm_wgmma.cu"}  # all kernels ship
     for p in variants:
         p.check()
         cubin = jit.compile_cubin(p.source, p.defines())

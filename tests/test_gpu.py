@@ -111,8 +111,24 @@ def test_decode_kernels_meet_the_contract(params, m, n, k, kind):
     _kernel_meets_the_contract(a, w, params, 0.999 if kind == "randn" or (kind == "mixed" and m > 7) else 0.98)
 
 
+SMALL = [plan.SmallParams(2, 4, 1, 16, 2), plan.SmallParams(2, 4, 4, 16, 8), plan.SmallParams(4, 2, 4, 16, 8),
+         plan.SmallParams(1, 8, 2, 16, 1), plan.SmallParams(2, 4, 4, 20, 4), plan.SmallParams(2, 2, 1, 2, 2),
+         plan.SmallParams(2, 4, 3, 24, 1), plan.SmallParams(2, 8, 1, 128, 8), plan.SmallParams(2, 8, 2, 48, 8)]
+
+
+@pytest.mark.parametrize("params", SMALL, ids=lambda p: f"wg{p.wg}kw{p.kw}mt{p.mt}kb{p.kb}c{p.cluster}")
+@pytest.mark.parametrize("m, n, kind", [(1, 2880, "randn"), (4, 2880, "mixed"), (7, 160, "spread"), (16, 4096, "mixed"),
+                                        (32, 2880, "randn"), (24, 80, "spread"), (32, 16, "randn")])
+def test_short_k_kernel_meets_the_contract(params, m, n, kind):
+    k = 32 * params.kb
+    if not params.fits(plan.Problem(m, n, k)):
+        pytest.skip(f"{params} does not take {m}x{n}x{k}")
+    a, w = large_m_operands(m, n, k, kind)
+    _kernel_meets_the_contract(a, w, params, 0.999 if kind == "randn" or (kind == "mixed" and m > 7) else 0.98, repeats=2)
+
+
 @pytest.mark.parametrize("kind", ["wide", "special"])
-@pytest.mark.parametrize("m, variants", [(7, DECODE), (100, LARGE_M)], ids=["decode", "large_m"])
+@pytest.mark.parametrize("m, variants", [(7, DECODE + SMALL), (100, LARGE_M)], ids=["small_m", "large_m"])
 def test_kernel_variants_on_special_values(kind, m, variants):
     a, w = make_case(Case(kind, m, 32, 512, kind), "cpu")
     want = exact_bf16(a, w)

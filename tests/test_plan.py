@@ -48,6 +48,41 @@ def test_bad_params_are_explained():
         plan.DecodeParams(split=17).check()
 
 
+def test_short_k_kernel_params():
+    """The short-K kernel takes M <= 8 mt and exactly K = 32 kb; its rules name the argument."""
+    p = plan.SmallParams(2, 4, 4, 16, 8)
+    p.check()
+    assert p.threads == 256 and p.tokens == 32 and p.grid(2880) == 96  # 90 CTAs rounded up to clusters of 8
+    assert p.fits(plan.Problem(32, 2880, 512)) and p.fits(plan.Problem(25, 16, 512))
+    assert not p.fits(plan.Problem(33, 2880, 512)) and not p.fits(plan.Problem(32, 2880, 1024))
+    assert p.static_smem_bytes() == 16 * 32 * 36 + 3 * 2 * 4 * 512
+    for bad, rule in [(dict(mt=5), "mt must be in 1..4"), (dict(kb=18), "kb must be a positive multiple of kw"),
+                      (dict(cluster=3), "cluster must be 1, 2, 4 or 8"), (dict(kb=256), "at most 32 blocks a warp"),
+                      (dict(wg=8, kw=4), "wg \\* kw must be 1..16 warps"),
+                      (dict(mt=1, kb=2, kw=2, cluster=8), "whole warps over the cluster")]:
+        with pytest.raises(ValueError, match=rule):
+            plan.SmallParams(**{**dict(wg=2, kw=4, mt=4, kb=16, cluster=8), **bad}).check()
+
+
+def test_short_k_heuristic_and_table():
+    """Up to K = 512 and 32 rows a shape without an entry takes the short-K kernel; the table's K = 512
+    entries name it."""
+    assert plan.heuristic(plan.Problem(7, 128, 64)) == plan.SmallParams(2, 2, 1, 2, 2)
+    assert plan.heuristic(plan.Problem(24, 1024, 256)) == plan.SmallParams(2, 4, 3, 8, 8)
+    assert plan.heuristic(plan.Problem(1, 4096, 512)) == plan.SmallParams(2, 4, 1, 16, 2)
+    assert not isinstance(plan.heuristic(plan.Problem(32, 512, 1024)), plan.SmallParams)  # K above 512
+    table = plan.load_table()
+    for m, n in [(1, 4096), (4, 2880), (8, 4096), (16, 4096), (32, 2880), (32, 4096)]:
+        assert isinstance(table[(m, n, 512)], plan.SmallParams)
+        assert plan.kernel_name(table[(m, n, 512)]) == "small"
+    from mxfp4 import tune
+    cands = tune.small_candidates(plan.Problem(32, 2880, 512))
+    assert cands and all(c.fits(plan.Problem(32, 2880, 512)) for c in cands)
+    assert {c.cluster for c in cands} == {1, 2, 4, 8}
+    assert tune.small_candidates(plan.Problem(33, 2880, 512)) == tune.small_candidates(plan.Problem(8, 64, 7168)) == []
+    assert all(c.kb // c.kw <= 24 for c in tune.small_candidates(plan.Problem(1, 2880, 4096)))
+
+
 def _table_file(d, entries):
     (d / "t.json").write_text(json.dumps({"entries": entries}))
     return d / "t.json"

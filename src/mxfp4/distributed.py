@@ -150,10 +150,10 @@ def column_bits_kept(n: int, world_size: int, params) -> bool:
     """Whether column-parallel shards of an N-row weight give the one-process layer's bits under the
     kernel parameters ``params`` (those of the unsharded problem, ``ops.params_for``; None for the
     exact reference, which always does). The small-M kernels (``plan.GemmParams``,
-    ``plan.DecodeParams``) decide nothing by row groups; the large-M kernels fold per 64-row group (register kernel) or 128-row tile
+    ``plan.SmallParams``, ``plan.DecodeParams``) decide nothing by row groups; the large-M kernels fold per 64-row group (register kernel) or 128-row tile
     (``int8_weight``), so every shard boundary must be a multiple of that. Where this is False the
     outputs are within the kernels' contract and deterministic, and may differ in their last bits."""
-    if params is None or isinstance(params, (plan.GemmParams, plan.DecodeParams)):
+    if params is None or isinstance(params, (plan.GemmParams, plan.SmallParams, plan.DecodeParams)):
         return True
     rows = 128 if params.int8_weight else 64
     return all(shard_range(n, r, world_size)[0] % rows == 0 for r in range(world_size))

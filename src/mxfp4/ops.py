@@ -153,13 +153,13 @@ def _warn_once(message: str) -> None:
     warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
-def params_for(problem: plan.Problem, device: torch.device) -> plan.GemmParams | plan.DecodeParams | plan.WgmmaParams:
+def params_for(problem: plan.Problem, device: torch.device) -> plan.GemmParams | plan.SmallParams | plan.DecodeParams | plan.WgmmaParams:
     """The kernel parameters a call of shape ``problem`` on ``device`` gets (``plan.choose``)."""
     index = device.index if device.index is not None else torch.cuda.current_device()
     return _params(problem.m, problem.n, problem.k, index)
 
 
-def _params(m: int, n: int, k: int, index: int, out_f32: bool = False) -> plan.GemmParams | plan.DecodeParams | plan.WgmmaParams:
+def _params(m: int, n: int, k: int, index: int, out_f32: bool = False) -> plan.GemmParams | plan.SmallParams | plan.DecodeParams | plan.WgmmaParams:
     params = _chosen.get((m, n, k, index, out_f32))
     if params is None:
         params = plan.choose(plan.Problem(m, n, k), _table(), _device_facts(index)[1])
@@ -169,14 +169,14 @@ def _params(m: int, n: int, k: int, index: int, out_f32: bool = False) -> plan.G
     return params
 
 
-_chosen: dict[tuple[int, int, int, int, bool], plan.GemmParams | plan.DecodeParams | plan.WgmmaParams] = {}
+_chosen: dict[tuple[int, int, int, int, bool], plan.GemmParams | plan.SmallParams | plan.DecodeParams | plan.WgmmaParams] = {}
 """plan.choose's answer per (m, n, k, device index, float32 output): a pure function of the shipped
 table and the device, remembered so an eager call does not rebuild it (3.7 us of Python per call)."""
 
 
 def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, *,
               out_dtype: torch.dtype | None = None, backend: str = "auto",
-              params: plan.GemmParams | plan.DecodeParams | plan.WgmmaParams | None = None) -> torch.Tensor:
+              params: plan.GemmParams | plan.SmallParams | plan.DecodeParams | plan.WgmmaParams | None = None) -> torch.Tensor:
     """C = dequant(quant(a)) @ dequant(w)^T [..., N]; ``a`` [..., K] quantized per 1x32 block.
 
     ``a`` may be bf16, fp16 or float32 (quantized by the same rule from its values). The output is
@@ -187,7 +187,8 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
     there) and keep nothing between calls; fp16 and float32 ``a`` first become their quantized
     values in bf16 (exact, :func:`mxfp4.formats.quantized_values_bf16`). Elsewhere the exact
     reference. ``params`` forces a kernel variant (``GemmParams``: the one-launch small-M kernel,
-    ``DecodeParams``: the two-launch decode kernels, ``WgmmaParams``: the large-M kernels); by
+    ``SmallParams``: the short-K kernel, ``DecodeParams``: the two-launch decode kernels,
+    ``WgmmaParams``: the large-M kernels); by
     default ``plan.choose`` picks.
 
     When ``a`` requires grad (and grad mode is on) the call goes through ``torch.ops.mxfp4.gemm_a4w4``,
@@ -197,8 +198,8 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
     """
     m, n, k = validate(a, w, out)
     if params is not None:
-        if not isinstance(params, (plan.GemmParams, plan.DecodeParams, plan.WgmmaParams)):
-            raise TypeError(f"params must be a mxfp4.plan.GemmParams, DecodeParams or WgmmaParams, got "
+        if not isinstance(params, (plan.GemmParams, plan.SmallParams, plan.DecodeParams, plan.WgmmaParams)):
+            raise TypeError(f"params must be a mxfp4.plan.GemmParams, SmallParams, DecodeParams or WgmmaParams, got "
                             f"{type(params).__name__}")
         if params.out_f32:
             raise ValueError("params.out_f32 variants write the unrounded float32 total (ops.gemm_a4w4_partial), "
@@ -217,7 +218,7 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
 
 
 def _run(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_dtype: torch.dtype, backend: str,
-         params: plan.GemmParams | plan.DecodeParams | plan.WgmmaParams | None, m: int, n: int, k: int) -> torch.Tensor:
+         params: plan.GemmParams | plan.SmallParams | plan.DecodeParams | plan.WgmmaParams | None, m: int, n: int, k: int) -> torch.Tensor:
     """:func:`gemm_a4w4` after its checks (the op's implementation too)."""
     chosen = select_backend(a, w, backend)
     if chosen == "reference":
@@ -267,7 +268,7 @@ def kernel_rows(a: torch.Tensor, k64: int) -> torch.Tensor:
 
 
 def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_dtype: torch.dtype,
-                params: plan.GemmParams | plan.DecodeParams | plan.WgmmaParams | None, m: int, n: int, k: int,
+                params: plan.GemmParams | plan.SmallParams | plan.DecodeParams | plan.WgmmaParams | None, m: int, n: int, k: int,
                 unrounded: bool = False) -> torch.Tensor:
     """The kernels' launch for :func:`gemm_a4w4` (bf16 output, converted to ``out_dtype``) or, with
     ``unrounded``, for :func:`gemm_a4w4_partial` (the float32 total; ``out`` and ``params`` None)."""
@@ -288,7 +289,8 @@ def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_d
             params.check()
             if not params.fits(plan.Problem(m, n16, k64)):
                 raise ValueError(f"params {params} do not fit the problem {m}x{n16}x{k64} (split at most "
-                                 f"K / 32; DecodeParams: M at most 8 * mt, shared memory at most {plan.SMEM_LIMIT})")
+                                 f"K / 32; DecodeParams: M at most 8 * mt, shared memory at most {plan.SMEM_LIMIT}; "
+                                 f"SmallParams: M at most 8 * mt, kb = K / 32)")
         if isinstance(params, plan.WgmmaParams):
             cuda_ops.gemm_a4w4_wgmma(a2, w.data, w.scales, buf, params)
         elif isinstance(params, plan.DecodeParams):

@@ -1,6 +1,7 @@
 """The kernels' parameter sets: one compiled variant (or launch) of each GEMM, and the problem it runs.
 
-``GemmParams``: ``cuda/csrc/gemm_a4w4.cu`` (one launch, A quantized inside it); ``DecodeParams``:
+``GemmParams``: ``cuda/csrc/gemm_a4w4.cu`` (one launch, A quantized inside it); ``SmallParams``:
+``cuda/csrc/gemm_small.cu`` (one launch at short K, no ring, no K split across CTAs); ``DecodeParams``:
 ``cuda/csrc/gemm_decode.cu`` (A quantized once, then the GEMM); ``WgmmaParams``: ``cuda/csrc/gemm_wgmma.cu``
 (the large-M kernels); ``GroupedParams``: the grouped GEMM of a mixture of experts (in
 ``gemm_decode.cu``). Each mirrors its kernel's shared memory, checks what the kernel needs and says which
@@ -97,6 +98,66 @@ class GemmParams:
 
     def fits(self, p: Problem) -> bool:
         return self.split <= p.blocks
+
+
+@dataclasses.dataclass(frozen=True)
+class SmallParams:
+    """One launch of the short-K small-M kernel (``cuda/csrc/gemm_small.cu``): no producer warp, no
+    ring, no K split across CTAs.
+
+    wg: 16-row weight groups a CTA owns; kw: warps that share a group's K (wg * kw warps a CTA);
+    mt: token rows held, 8 * mt (M <= 8 * mt <= 32); kb: K / 32, compiled in (the loop is unrolled
+    over a warp's kb / kw blocks, its weight bytes held in registers); cluster: CTAs along N that
+    share A's quantization (each quantizes 1 / cluster of it into every CTA's shared memory). out_f32:
+    the output is the float32 total unrounded (a row-parallel partial, ``ops.gemm_a4w4_partial``)."""
+
+    source = "gemm_small.cu"
+
+    wg: int = 2
+    kw: int = 4
+    mt: int = 1
+    kb: int = 16
+    cluster: int = 1
+    out_f32: bool = False
+
+    def defines(self) -> dict[str, int]:
+        return _with_output(dict(WG=self.wg, KW=self.kw, MT=self.mt, KB=self.kb, CL=self.cluster), self.out_f32)
+
+    @property
+    def threads(self) -> int:
+        return self.wg * self.kw * 32
+
+    @property
+    def tokens(self) -> int:
+        return 8 * self.mt
+
+    def static_smem_bytes(self) -> int:
+        """Static shared memory (mirrors gemm_small.cu): A's int8 values and half-scales, the K parts' totals."""
+        part = (self.kw - 1) * self.wg * self.mt * 512 if self.kw > 1 else 16
+        return self.kb * self.tokens * 36 + part
+
+    def grid(self, n: int) -> int:
+        """CTAs for N = n rows: a CTA per wg groups, rounded up to whole clusters."""
+        ctas = -(-n // (16 * self.wg))
+        return -(-ctas // self.cluster) * self.cluster
+
+    def check(self) -> None:
+        rules = [
+            (1 <= self.mt <= 4, "mt must be in 1..4 (at most 32 token rows)"),
+            (self.wg >= 1 and self.kw >= 1 and self.threads <= 512, "wg * kw must be 1..16 warps"),
+            (self.kb >= 1 and self.kb % self.kw == 0, "kb must be a positive multiple of kw"),
+            (self.kb // self.kw <= 32, "at most 32 blocks a warp (its weight is held in registers)"),
+            (self.cluster in (1, 2, 4, 8), "cluster must be 1, 2, 4 or 8 (a portable cluster)"),
+            ((self.kb * self.tokens * 4) % (32 * self.cluster) == 0,
+             "A's quarter blocks must split into whole warps over the cluster"),
+            (self.static_smem_bytes() <= 48 * 1024, f"static shared memory {self.static_smem_bytes()} > 48 KiB"),
+        ]
+        for ok, rule in rules:
+            if not ok:
+                raise ValueError(f"SmallParams {self}: {rule}")
+
+    def fits(self, p: Problem) -> bool:
+        return p.m <= self.tokens and p.blocks == self.kb
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """How a GEMM launch is chosen: the heuristics, the tuned table and ``choose``, among the kernels'
 parameter sets (:mod:`mxfp4.params`, named here too: ``plan.GemmParams`` is ``params.GemmParams``).
 
-Below ``WGMMA_MIN_M`` rows two kernels run, each shape the faster: ``GemmParams`` fixes one compiled
+Below ``WGMMA_MIN_M`` rows three kernels run, each shape the fastest: ``GemmParams`` fixes one compiled
 variant of ``cuda/csrc/gemm_a4w4.cu`` (one launch, A quantized inside it; tile shape, warps, chunk
-and pipeline depth, plus the split of K over a cluster), ``DecodeParams`` one of
+and pipeline depth, plus the split of K over a cluster), ``SmallParams`` one of ``cuda/csrc/gemm_small.cu``
+(one launch at short K, A's quantization shared by a cluster along N), ``DecodeParams`` one of
 ``cuda/csrc/gemm_decode.cu`` (A quantized once, then the GEMM). ``WgmmaParams`` fixes one variant of
 ``cuda/csrc/gemm_wgmma.cu``, the kernels for M >= ``WGMMA_MIN_M``. ``choose`` returns the large-M
 kernels from that M on (up to ``TABLE_MAX_M`` rows the tuned table may pick the decode kernels
@@ -17,7 +18,7 @@ import json
 import math
 import pathlib
 
-from .params import SEGMENT_BLOCKS, SMEM_LIMIT, DecodeParams, GemmParams, GroupedParams, Problem, WgmmaParams
+from .params import SEGMENT_BLOCKS, SMEM_LIMIT, DecodeParams, GemmParams, GroupedParams, Problem, SmallParams, WgmmaParams
 
 TABLE_PATH = pathlib.Path(__file__).with_name("configs") / "h200.json"
 
@@ -82,9 +83,36 @@ def decode_heuristic(p: Problem, sm_count: int = 132) -> DecodeParams | None:
     return params if params.fits(p) else None
 
 
-def heuristic(p: Problem, sm_count: int = 132) -> GemmParams | DecodeParams:
+SMALL_MAX_K = 512
+"""Up to this K (and 32 rows), shapes without a table entry take the short-K kernel (``small_heuristic``).
+H200, L2 flushed, same run, against the one-launch kernel's tuned entries: 1x4096x512 5.9 us against
+8.0, 4x2880x512 6.0 against 8.0, 8x4096x512 6.2 against 8.3, 16x4096x512 6.8 against 8.2,
+32x2880x512 7.0 against 9.0, 32x4096x512 8.0 against 9.3 (cuBLAS bf16 6.6-7.2)."""
+
+
+def small_heuristic(p: Problem) -> SmallParams | None:
+    """The short-K kernel's variant for ``p`` (at most 32 rows), or None: CTAs of two 16-row groups
+    with four warps a group, A's quantization shared by a cluster of 2 CTAs up to 16 rows and 8 from
+    17 (the fastest of 5-8 tiles at each of the six K = 512 shapes measured, within 1.5% at
+    32x4096x512)."""
+    if p.m > 32 or p.k > SMALL_MAX_K:
+        return None
+    mt = -(-p.m // 8)
+    kw = next(w for w in (4, 2, 1) if p.blocks % w == 0)
+    for cluster in ((2, 1) if mt <= 2 else (8, 4, 2, 1)):
+        params = SmallParams(2, kw, mt, p.blocks, cluster)
+        try:
+            params.check()
+        except ValueError:
+            continue
+        return params
+    return None
+
+
+def heuristic(p: Problem, sm_count: int = 132) -> GemmParams | DecodeParams | SmallParams:
     """A launch for any shape below ``WGMMA_MIN_M`` rows: the decode kernels from ``DECODE_MIN_K``
-    on (``decode_heuristic``, where A's K range fits a CTA), else the one-launch mma.sync kernel with a tile by M and K split over
+    on (``decode_heuristic``, where A's K range fits a CTA), the short-K kernel up to ``SMALL_MAX_K``
+    (``small_heuristic``), else the one-launch mma.sync kernel with a tile by M and K split over
     a cluster until the SMs are covered. Its tiles above 8 rows are 16 rows by 128 weight rows on 8
     warps: on the H200 faster than 16..64-row tiles 64 wide on 4 x 2 warps at every one of 50
     measured shapes (10 model projections at 16, 24, 32, 48 and 64 rows; 50.6 against 73.1 us at
@@ -92,6 +120,9 @@ def heuristic(p: Problem, sm_count: int = 132) -> GemmParams | DecodeParams:
     decode = decode_heuristic(p, sm_count) if p.k >= DECODE_MIN_K and p.m <= 64 else None
     if decode is not None:
         return decode
+    small = small_heuristic(p)
+    if small is not None:
+        return small
     if p.m <= 8:
         bm, bn, warps_n, warps_m = 8, 64, 4, 1
     else:
@@ -138,9 +169,9 @@ def grouped_heuristic(t: int, e: int, n: int, k: int, sm_count: int = 132) -> Gr
     return None if split is None else GroupedParams(DecodeParams(mt, 8, 2, 8, split))
 
 
-KERNELS = {"a4w4": GemmParams, "decode": DecodeParams, "wgmma": WgmmaParams}
-"""The table's kernel names: the one-launch mma.sync kernel, the two-launch decode kernels and the
-large-M kernels."""
+KERNELS = {"a4w4": GemmParams, "small": SmallParams, "decode": DecodeParams, "wgmma": WgmmaParams}
+"""The table's kernel names: the one-launch mma.sync kernel, the short-K kernel, the two-launch decode
+kernels and the large-M kernels."""
 
 TABLE_MAX_M = 64
 """The table steers shapes up to this many rows; from 33 rows its entries choose between the decode
@@ -150,11 +181,11 @@ split 4 at 64x2112x7168, 26.2 against the decode kernels' 35.3). Shapes without 
 large-M kernels from ``WGMMA_MIN_M`` rows. Above it the large-M kernels always run."""
 
 
-def kernel_name(params: GemmParams | DecodeParams | WgmmaParams) -> str:
+def kernel_name(params: GemmParams | SmallParams | DecodeParams | WgmmaParams) -> str:
     return next(name for name, cls in KERNELS.items() if isinstance(params, cls))
 
 
-def load_table(path: pathlib.Path = TABLE_PATH) -> dict[tuple[int, int, int], GemmParams | DecodeParams | WgmmaParams]:
+def load_table(path: pathlib.Path = TABLE_PATH) -> dict[tuple[int, int, int], GemmParams | SmallParams | DecodeParams | WgmmaParams]:
     """The tuned table: (m, n, k) -> GemmParams or DecodeParams (an entry's "kernel", "a4w4" when
     absent). A missing file is an empty table."""
     try:
@@ -172,8 +203,8 @@ def load_table(path: pathlib.Path = TABLE_PATH) -> dict[tuple[int, int, int], Ge
     return table
 
 
-def choose(p: Problem, table: dict[tuple[int, int, int], GemmParams | DecodeParams | WgmmaParams],
-           sm_count: int = 132) -> GemmParams | DecodeParams | WgmmaParams:
+def choose(p: Problem, table: dict[tuple[int, int, int], GemmParams | SmallParams | DecodeParams | WgmmaParams],
+           sm_count: int = 132) -> GemmParams | SmallParams | DecodeParams | WgmmaParams:
     """The table's entry for the exact shape (up to ``TABLE_MAX_M`` rows); else the large-M kernels
     from ``WGMMA_MIN_M`` rows on, else the heuristic."""
     params = table.get((p.m, p.n, p.k)) if p.m <= TABLE_MAX_M else None
@@ -184,12 +215,12 @@ def choose(p: Problem, table: dict[tuple[int, int, int], GemmParams | DecodePara
     return heuristic(p, sm_count)
 
 
-def float32_output(params: GemmParams | DecodeParams | WgmmaParams) -> GemmParams | DecodeParams | WgmmaParams:
+def float32_output(params: GemmParams | SmallParams | DecodeParams | WgmmaParams) -> GemmParams | SmallParams | DecodeParams | WgmmaParams:
     """The variant of ``params`` that writes the unrounded float32 total (``out_f32``)."""
     return dataclasses.replace(params, out_f32=True)
 
 
-def shipped_variants(shapes: list[tuple[int, int, int]]) -> list[GemmParams | DecodeParams | WgmmaParams]:
+def shipped_variants(shapes: list[tuple[int, int, int]]) -> list[GemmParams | SmallParams | DecodeParams | WgmmaParams]:
     """Every compiled variant a call can take: the table's entries and what ``choose`` gives for
     ``shapes``, each with its float32-output twin (split is a launch choice: variants differing
     only in it compile once), and the grouped kernel's (``shipped_grouped_variants``)."""

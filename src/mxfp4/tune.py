@@ -1,5 +1,5 @@
-"""The tuner: for each shape, time the candidate kernels (below 33 rows both small-M kernels'
-GemmParams and DecodeParams; from 33 rows the decode kernels against the large-M kernels) under the
+"""The tuner: for each shape, time the candidate kernels (below 33 rows the small-M kernels'
+GemmParams, SmallParams (K <= 4096) and DecodeParams; from 33 rows the decode kernels against the large-M kernels) under the
 competition rule, keep the fastest exact one, and write the table that :func:`mxfp4.plan.choose`
 reads (JSON, written atomically).
 Shapes above ``plan.TABLE_MAX_M`` rows always run the large-M kernels: they are skipped."""
@@ -30,7 +30,26 @@ def candidates(p: plan.Problem, sm_count: int = 132) -> list[plan.GemmParams | p
     kernels' and the large-M kernels' (``wgmma_candidates``)."""
     if p.m >= plan.WGMMA_MIN_M:
         return decode_candidates(p, sm_count) + wgmma_candidates(p, sm_count)
-    return gemm_candidates(p, sm_count) + decode_candidates(p, sm_count)
+    return gemm_candidates(p, sm_count) + small_candidates(p) + decode_candidates(p, sm_count)
+
+
+def small_candidates(p: plan.Problem) -> list[plan.SmallParams]:
+    """The short-K kernel for ``p`` (at most 32 rows, K at most 4096): CTAs of 1, 2 or 4 weight groups on
+    4..16 warps, at most 24 blocks a warp, A's quantization shared by clusters of 1..8 CTAs."""
+    if p.m > 32 or p.blocks > 128:
+        return []
+    mt = -(-p.m // 8)
+    out = []
+    for wg, kw in ((2, 4), (4, 2), (1, 8), (2, 2), (1, 4), (4, 4), (2, 8)):
+        for cluster in (1, 2, 4, 8):
+            params = plan.SmallParams(wg, kw, mt, p.blocks, cluster)
+            try:
+                params.check()
+            except ValueError:
+                continue
+            if p.blocks // kw <= 24:
+                out.append(params)
+    return out
 
 
 def wgmma_candidates(p: plan.Problem, sm_count: int = 132) -> list[plan.WgmmaParams]:
@@ -93,7 +112,7 @@ def gemm_candidates(p: plan.Problem, sm_count: int = 132) -> list[plan.GemmParam
     return out
 
 
-def _compile_all(cands: list[plan.GemmParams | plan.DecodeParams]) -> None:
+def _compile_all(cands: list[plan.GemmParams | plan.SmallParams | plan.DecodeParams]) -> None:
     """Compiles the candidates' kernels into the disk cache, one process per core."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor

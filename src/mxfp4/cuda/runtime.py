@@ -256,6 +256,21 @@ def gemm_launch(params, tiles: tuple[int, int], device: torch.device) -> tuple[K
     return hit
 
 
+_small: dict[tuple, tuple] = {}  # (params, n, device index) -> (kernel, launch config)
+
+
+def small_launch(params, n: int, device: torch.device) -> tuple[Kernel, LaunchConfig]:
+    """The short-K kernel of ``params`` and its launch configuration for N = n (a CTA per ``wg`` 16-row
+    groups, in clusters of ``params.cluster`` along N; static shared memory only), looked up once per shape."""
+    key = (params, n, device.index)
+    hit = _small.get(key)
+    if hit is None:
+        k = kernel(params.source, "mxfp4_gemm_small", params.defines(), device)
+        cluster = (params.cluster, 1, 1) if params.cluster > 1 else None
+        hit = _small[key] = (k, config((params.grid(n), 1, 1), params.threads, 0, cluster))
+    return hit
+
+
 _decode: dict[tuple, tuple] = {}  # (params, n, k, device index) -> (quant, config, gemm, config, workspace bytes)
 
 

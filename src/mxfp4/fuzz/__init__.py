@@ -119,7 +119,8 @@ def run_case(case: Case, backend: str, device: torch.device) -> Result:
             res.failures.append("gemm_a4w4(out=...) did not return out")
     elif entry == "gemm_params":
         from .. import plan
-        problem = plan.Problem(int(torch.Size(case.lead).numel()), case.n, case.k)
+        # the problem the kernels see: N and K padded to the layout's 16 rows and 64 elements
+        problem = plan.Problem(int(torch.Size(case.lead).numel()), -(-case.n // 16) * 16, -(-case.k // 64) * 64)
         fits = [p for p in _shipped_variants() if p.fits(problem)]
         params = fits[case.index % len(fits)] if call_backend == "cuda" else None
         out = mxfp4.gemm_a4w4(a_dev, w, backend=call_backend, params=params)
