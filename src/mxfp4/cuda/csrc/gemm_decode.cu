@@ -208,7 +208,24 @@ __device__ __forceinline__ void decode_tile(const u8 *__restrict__ W, const u8 *
     }
 #endif
     const int lb = lb0 + b;
-    mx::block_mma<MT>(acc, l, h, sw_t[lb * ROWS], sw_t[lb * ROWS + 8], a_t + lb * TOK * 32, sa_t + lb * TOK);
+    u32 af[4];
+    af[0] = mx::e2m1x4_to_s8x4(l);
+    af[1] = mx::e2m1x4_to_s8x4(h);
+    af[2] = mx::e2m1x4_to_s8x4(l >> 16);
+    af[3] = mx::e2m1x4_to_s8x4(h >> 16);
+    const float sw0 = sw_t[lb * ROWS], sw1 = sw_t[lb * ROWS + 8];
+#pragma unroll
+    for (int j = 0; j < MT; ++j) {
+      const uint2 bv = *(const uint2 *)(a_t + (lb * TOK + j * 8) * 32);
+      const float2 sav = *(const float2 *)(sa_t + lb * TOK + j * 8);
+      int dd[4];
+      mx::mma_s8(dd, af, bv.x, bv.y, 0x4B400000);
+      const float k = 12582912.0f;
+      acc[j][0] = fmaf(__int_as_float(dd[0]) - k, sw0 * sav.x, acc[j][0]);
+      acc[j][1] = fmaf(__int_as_float(dd[1]) - k, sw0 * sav.y, acc[j][1]);
+      acc[j][2] = fmaf(__int_as_float(dd[2]) - k, sw1 * sav.x, acc[j][2]);
+      acc[j][3] = fmaf(__int_as_float(dd[3]) - k, sw1 * sav.y, acc[j][3]);
+    }
   };
   int b0 = 0;
 #if SMEM_W

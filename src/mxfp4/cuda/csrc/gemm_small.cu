@@ -143,8 +143,24 @@ mxfp4_gemm_small(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, c
 #pragma unroll
   for (int b = 0; b < KBW; ++b) {
     const int cb = kw * KBW + b;
-    mx::block_mma<MT>(acc, wlo[b], whi[b], mx::half_scale(sba[b]), mx::half_scale(sbb[b]), a_t + cb * TOK * 32,
-                      sa_t + cb * TOK);
+    u32 af[4];
+    af[0] = mx::e2m1x4_to_s8x4(wlo[b]);
+    af[1] = mx::e2m1x4_to_s8x4(whi[b]);
+    af[2] = mx::e2m1x4_to_s8x4(wlo[b] >> 16);
+    af[3] = mx::e2m1x4_to_s8x4(whi[b] >> 16);
+    const float sw0 = mx::half_scale(sba[b]), sw1 = mx::half_scale(sbb[b]);
+#pragma unroll
+    for (int j = 0; j < MT; ++j) {
+      const uint2 bv = *(const uint2 *)(a_t + (cb * TOK + j * 8) * 32);
+      const float2 sav = *(const float2 *)(sa_t + cb * TOK + j * 8);
+      int d[4];
+      mx::mma_s8(d, af, bv.x, bv.y, 0x4B400000);
+      const float k = 12582912.0f;  // the accumulator starts at 1.5 * 2**23: d's bits are k + sum
+      acc[j][0] = fmaf(__int_as_float(d[0]) - k, sw0 * sav.x, acc[j][0]);
+      acc[j][1] = fmaf(__int_as_float(d[1]) - k, sw0 * sav.y, acc[j][1]);
+      acc[j][2] = fmaf(__int_as_float(d[2]) - k, sw1 * sav.x, acc[j][2]);
+      acc[j][3] = fmaf(__int_as_float(d[3]) - k, sw1 * sav.y, acc[j][3]);
+    }
   }
 
   // ---- the KW parts of a group added in kw order, rounded once ----

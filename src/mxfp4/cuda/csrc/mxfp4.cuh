@@ -242,32 +242,4 @@ __device__ __forceinline__ void mma_s8(int (&d)[4], const u32 (&a)[4], u32 b0, u
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c));
 }
 
-// One 32-element block of a 16-row weight fragment against TILES 8-token tiles of A in shared memory:
-// lo, hi are the lane's two code words as stored (rows g and g + 8), sw0 / sw1 those rows'
-// half-scales; a points at the block's int8 values of the lane's token row of tile 0 ([token][32],
-// tiles 8 tokens apart), sa at the half-scales of its tokens 2t, 2t + 1 of tile 0. Codes become
-// int8 (three byte-permutes per 4), mma.sync gives exact int32 block sums, and each sum times both
-// half-scales is added to acc (the C fragment: rows g, g + 8 by tokens 2t, 2t + 1 of each tile).
-template <int TILES>
-__device__ __forceinline__ void block_mma(float (&acc)[TILES][4], u32 lo, u32 hi, float sw0, float sw1, const u8 *a,
-                                          const float *sa) {
-  u32 af[4];
-  af[0] = e2m1x4_to_s8x4(lo);
-  af[1] = e2m1x4_to_s8x4(hi);
-  af[2] = e2m1x4_to_s8x4(lo >> 16);
-  af[3] = e2m1x4_to_s8x4(hi >> 16);
-#pragma unroll
-  for (int j = 0; j < TILES; ++j) {
-    const uint2 bv = *(const uint2 *)(a + j * 8 * 32);
-    const float2 sav = *(const float2 *)(sa + j * 8);
-    int d[4];
-    mma_s8(d, af, bv.x, bv.y, 0x4B400000);
-    const float k = 12582912.0f;  // the accumulator starts at 1.5 * 2**23: d's bits are k + sum
-    acc[j][0] = fmaf(__int_as_float(d[0]) - k, sw0 * sav.x, acc[j][0]);
-    acc[j][1] = fmaf(__int_as_float(d[1]) - k, sw0 * sav.y, acc[j][1]);
-    acc[j][2] = fmaf(__int_as_float(d[2]) - k, sw1 * sav.x, acc[j][2]);
-    acc[j][3] = fmaf(__int_as_float(d[3]) - k, sw1 * sav.y, acc[j][3]);
-  }
-}
-
 }  // namespace mx
