@@ -1,23 +1,26 @@
 // C[M, N] (bf16) = dequant(quant(A)) @ dequant(W)^T for few rows (M <= 8 * MT <= 32) and short K
-// (KB = K / 32 blocks, a compile-time constant): one launch, no cluster, no producer warp, no ring.
+// (KB = K / 32 blocks, a compile-time constant): one launch, no producer warp, no ring, no K split
+// across CTAs.
 //
-// grid (ceil(N / (16 WG)), 1, 1); a CTA has WG x KW warps. Warp (wg, kw) owns the 16-row weight group
-// blockIdx.x * WG + wg and the kw-th of KW equal parts of K. Every thread first issues the loads of its
-// whole share of the weight (its mma.sync fragment's bytes as stored, aiter's (16, 16) shuffle: two
-// 4-byte words a block) and of its rows' scale bytes, so they are in flight together; then the CTA
-// quantizes all of A (aiter's rule, quantize8, the same bits as everywhere) into shared memory as int8
-// twice the e2m1 value with a float32 half-scale per block, while those loads land. The loop then
-// needs no barrier and no wait: per block the codes become int8 (three byte-permutes per 4 codes),
-// mma.sync m16n8k32 s8 gives exact int32 block sums (W the row operand, A the column operand), and
-// each block sum times both half-scales is added to a float32 total. The KW warps of a group add
-// their totals in kw order through shared memory; the total is rounded once.
+// grid (N / (16 WG) rounded up to whole clusters, 1, 1) in clusters of (CL, 1, 1) along N; a CTA has
+// WG x KW warps. Warp (wg, kw) owns the 16-row weight group blockIdx.x * WG + wg and the kw-th of KW
+// equal parts of K. Every thread first issues the loads of its whole share of the weight (its
+// mma.sync fragment's bytes as stored, aiter's (16, 16) shuffle: two 4-byte words a block) and of its
+// rows' scale bytes, so they are in flight together; meanwhile the cluster quantizes A (aiter's rule,
+// quantize8, the same bits as everywhere), each CTA 1 / CL of it, into every CTA's shared memory as
+// int8 twice the e2m1 value with a float32 half-scale per block. The loop then needs no barrier and
+// no wait: per block the codes become int8 (three byte-permutes per 4 codes), mma.sync m16n8k32 s8
+// gives exact int32 block sums (W the row operand, A the column operand), and each block sum times
+// both half-scales is added to a float32 total. The KW warps of a group add their totals in kw order
+// through shared memory; the total is rounded once.
 //
 // Why (H200, %globaltimer and clock64 timelines of the one-launch kernel of gemm_a4w4.cu at
 // 32x2880x512, L2 flushed or warm alike): its 6.3 us are a serial chain of steps of 200-600 cycles
 // each (64-bit divisions for the K split, barrier set-up, the producer's copies issued 1.7 us after
 // entry, the chunk's quantization, the ring's waits, the cluster barriers and the remote reads of
-// the K split's partials), not memory. Here the chain is: loads issued, A quantized, one CTA
-// barrier, the unrolled loop, one barrier for the K parts, the stores.
+// the K split's partials), not memory. Here the chain is: loads issued, A quantized and stored
+// (a cluster barrier's wait before the remote stores, one cluster barrier after them), the unrolled
+// loop, one CTA barrier for the K parts, the stores.
 //
 // Exactness: every block sum and every scaling is exact; the KB terms of an output are added in
 // float32 in a fixed order (KB - 1 roundings of at most 2**-24 of the running magnitude), rounded once
