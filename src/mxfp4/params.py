@@ -31,6 +31,15 @@ class Problem:
         return self.k // 32
 
 
+def valid(params) -> bool:
+    """Whether ``params.check()`` passes (a candidate the kernel can build and launch)."""
+    try:
+        params.check()
+    except ValueError:
+        return False
+    return True
+
+
 def _with_output(defines: dict[str, int], out_f32: bool) -> dict[str, int]:
     """A variant's defines with OUT_F32 for the float32-output twin (absent otherwise: the bf16
     variants keep their cached cubins)."""

@@ -18,7 +18,7 @@ import json
 import math
 import pathlib
 
-from .params import SEGMENT_BLOCKS, SMEM_LIMIT, DecodeParams, GemmParams, GroupedParams, Problem, SmallParams, WgmmaParams
+from .params import SEGMENT_BLOCKS, SMEM_LIMIT, DecodeParams, GemmParams, GroupedParams, Problem, SmallParams, WgmmaParams, valid
 
 TABLE_PATH = pathlib.Path(__file__).with_name("configs") / "h200.json"
 
@@ -99,14 +99,8 @@ def small_heuristic(p: Problem) -> SmallParams | None:
         return None
     mt = -(-p.m // 8)
     kw = next(w for w in (4, 2, 1) if p.blocks % w == 0)
-    for cluster in ((2, 1) if mt <= 2 else (8, 4, 2, 1)):
-        params = SmallParams(2, kw, mt, p.blocks, cluster)
-        try:
-            params.check()
-        except ValueError:
-            continue
-        return params
-    return None
+    clusters = (2, 1) if mt <= 2 else (8, 4, 2, 1)
+    return next((s for s in (SmallParams(2, kw, mt, p.blocks, c) for c in clusters) if valid(s)), None)
 
 
 def heuristic(p: Problem, sm_count: int = 132) -> GemmParams | DecodeParams | SmallParams:

@@ -43,11 +43,7 @@ def small_candidates(p: plan.Problem) -> list[plan.SmallParams]:
     for wg, kw in ((2, 4), (4, 2), (1, 8), (2, 2), (1, 4), (4, 4), (2, 8)):
         for cluster in (1, 2, 4, 8):
             params = plan.SmallParams(wg, kw, mt, p.blocks, cluster)
-            try:
-                params.check()
-            except ValueError:
-                continue
-            if p.blocks // kw <= 24:
+            if plan.valid(params) and p.blocks // kw <= 24:
                 out.append(params)
     return out
 
@@ -104,11 +100,8 @@ def gemm_candidates(p: plan.Problem, sm_count: int = 132) -> list[plan.GemmParam
                         while kc > 4 and params.smem_bytes() > plan.SMEM_LIMIT:
                             kc -= 4
                             params = plan.GemmParams(bn, bm, warps_n, warps_m, kc, 4, 8, split)
-                        try:
-                            params.check()
-                        except ValueError:
-                            continue
-                        out.append(params)
+                        if plan.valid(params):
+                            out.append(params)
     return out
 
 
