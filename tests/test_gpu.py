@@ -113,7 +113,8 @@ def test_decode_kernels_meet_the_contract(params, m, n, k, kind):
 
 SMALL = [plan.SmallParams(2, 4, 1, 16, 2), plan.SmallParams(2, 4, 4, 16, 8), plan.SmallParams(4, 2, 4, 16, 8),
          plan.SmallParams(1, 8, 2, 16, 1), plan.SmallParams(2, 4, 4, 20, 4), plan.SmallParams(2, 2, 1, 2, 2),
-         plan.SmallParams(2, 4, 3, 24, 1), plan.SmallParams(2, 8, 1, 128, 8), plan.SmallParams(2, 8, 2, 48, 8)]
+         plan.SmallParams(2, 4, 3, 24, 1), plan.SmallParams(2, 8, 1, 128, 8), plan.SmallParams(2, 8, 2, 48, 8),
+         plan.SmallParams(4, 3, 4, 72, 8), plan.SmallParams(2, 6, 2, 90, 4), plan.SmallParams(2, 8, 4, 128, 8)]
 
 
 @pytest.mark.parametrize("params", SMALL, ids=lambda p: f"wg{p.wg}kw{p.kw}mt{p.mt}kb{p.kb}c{p.cluster}")

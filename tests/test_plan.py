@@ -55,7 +55,11 @@ def test_short_k_kernel_params():
     assert p.threads == 256 and p.tokens == 32 and p.grid(2880) == 96  # 90 CTAs rounded up to clusters of 8
     assert p.fits(plan.Problem(32, 2880, 512)) and p.fits(plan.Problem(25, 16, 512))
     assert not p.fits(plan.Problem(33, 2880, 512)) and not p.fits(plan.Problem(32, 2880, 1024))
-    assert p.static_smem_bytes() == 16 * 32 * 36 + 3 * 2 * 4 * 512
+    # A's values and half-scales, the weight's codes, one 32-row scale unit of 2 chunks, 9 mbarriers; the
+    # K parts' totals (3 x 2 x 4 x 512 bytes) reuse A's values (16 x 32 x 32 bytes)
+    assert p.smem_bytes() == 16 * 32 * 36 + 2 * 16 * 256 + 2 * 256 + 80
+    q = plan.SmallParams(2, 8, 1, 16, 2)  # 7 x 2 x 512 bytes of totals do not fit in 16 x 8 x 32: they follow
+    assert q.smem_bytes() == 16 * 8 * 36 + 2 * 16 * 256 + 2 * 256 + 144 + 7 * 2 * 512
     for bad, rule in [(dict(mt=5), "mt must be in 1..4"), (dict(kb=18), "kb must be a positive multiple of kw"),
                       (dict(cluster=3), "cluster must be 1, 2, 4 or 8"), (dict(kb=256), "at most 32 blocks a warp"),
                       (dict(wg=8, kw=4), "wg \\* kw must be 1..16 warps"),
@@ -79,8 +83,13 @@ def test_short_k_heuristic_and_table():
     cands = tune.small_candidates(plan.Problem(32, 2880, 512))
     assert cands and all(c.fits(plan.Problem(32, 2880, 512)) for c in cands)
     assert {c.cluster for c in cands} == {1, 2, 4, 8}
-    assert tune.small_candidates(plan.Problem(33, 2880, 512)) == tune.small_candidates(plan.Problem(8, 64, 7168)) == []
+    assert tune.small_candidates(plan.Problem(33, 2880, 512)) == tune.small_candidates(plan.Problem(8, 64, 16384)) == []
     assert all(c.kb // c.kw <= 24 for c in tune.small_candidates(plan.Problem(1, 2880, 4096)))
+    kws = {(c.wg, c.kw) for c in tune.small_candidates(plan.Problem(16, 2880, 2880))}  # 90 blocks
+    assert kws == {(1, 5), (1, 6), (1, 9), (1, 10), (1, 15), (2, 5), (2, 6)}
+    big = plan.SmallParams(2, 8, 4, 128, 8)  # A's whole K at 32 rows: 147 KB, dynamic shared memory
+    assert plan.valid(big) and big.smem_bytes() == 128 * 32 * 36 + 2 * 128 * 256 + 16 * 256 + 144
+    assert not plan.valid(plan.SmallParams(1, 16, 4, 224, 8))  # 32 rows at K = 7168: 258 KB
 
 
 def _table_file(d, entries):

@@ -140,10 +140,15 @@ class SmallParams:
     def tokens(self) -> int:
         return 8 * self.mt
 
-    def static_smem_bytes(self) -> int:
-        """Static shared memory (mirrors gemm_small.cu): A's int8 values and half-scales, the K parts' totals."""
-        part = (self.kw - 1) * self.wg * self.mt * 512 if self.kw > 1 else 16
-        return self.kb * self.tokens * 36 + part
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory (mirrors gemm_small.cu): A's int8 values and half-scales, the weight's
+        codes, its 32-row scale units, the mbarriers (one a warp and one), and the K parts' totals where
+        A's values cannot hold them."""
+        a8 = self.kb * self.tokens * 32
+        units = (self.wg + 1) // 2 * -(-self.kb // 8) * 256
+        part = (self.kw - 1) * self.wg * self.mt * 512
+        bars = -(-(self.wg * self.kw + 1) * 8 // 16) * 16
+        return a8 * 9 // 8 + self.wg * self.kb * 256 + units + bars + (part if part > a8 else 0)
 
     def grid(self, n: int) -> int:
         """CTAs for N = n rows: a CTA per wg groups, rounded up to whole clusters."""
@@ -159,7 +164,7 @@ class SmallParams:
             (self.cluster in (1, 2, 4, 8), "cluster must be 1, 2, 4 or 8 (a portable cluster)"),
             ((self.kb * self.tokens * 4) % (32 * self.cluster) == 0,
              "A's quarter blocks must split into whole warps over the cluster"),
-            (self.static_smem_bytes() <= 48 * 1024, f"static shared memory {self.static_smem_bytes()} > 48 KiB"),
+            (self.smem_bytes() <= SMEM_LIMIT, f"shared memory {self.smem_bytes()} > {SMEM_LIMIT}"),
         ]
         for ok, rule in rules:
             if not ok:

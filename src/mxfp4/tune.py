@@ -1,5 +1,5 @@
 """The tuner: for each shape, time the candidate kernels (below 33 rows the small-M kernels'
-GemmParams, SmallParams (K <= 4096) and DecodeParams; from 33 rows the decode kernels against the large-M kernels) under the
+GemmParams, SmallParams (K <= 8192) and DecodeParams; from 33 rows the decode kernels against the large-M kernels) under the
 competition rule, keep the fastest exact one, and write the table that :func:`mxfp4.plan.choose`
 reads (JSON, written atomically).
 Shapes above ``plan.TABLE_MAX_M`` rows always run the large-M kernels: they are skipped."""
@@ -34,17 +34,24 @@ def candidates(p: plan.Problem, sm_count: int = 132) -> list[plan.GemmParams | p
 
 
 def small_candidates(p: plan.Problem) -> list[plan.SmallParams]:
-    """The short-K kernel for ``p`` (at most 32 rows, K at most 4096): CTAs of 1, 2 or 4 weight groups on
-    4..16 warps, at most 24 blocks a warp, A's quantization shared by clusters of 1..8 CTAs."""
-    if p.m > 32 or p.blocks > 128:
+    """The short-K kernel for ``p`` (at most 32 rows, K at most 8192): CTAs of 1, 2 or 4 weight groups on
+    4..16 warps, K split over the group's warps by every divisor of K / 32 that leaves at most 24 blocks a
+    warp (at K = 2880, 90 blocks: 5, 6, 9, 10 or 15 warps), A's quantization shared by clusters of 1..8
+    CTAs. Every cluster quantizes all of A, M x K elements: at K = 7168 on the H200 it won at 1 and 8
+    rows of N = 2112 (12.8 and 14.6 us against the decode kernels' 15.4 and 14.9) and lost at 16 (20.6
+    against 17.1) and at N = 4608 (27.3 against 20.8 at one row)."""
+    if p.m > 32 or p.blocks > 256:
         return []
     mt = -(-p.m // 8)
     out = []
-    for wg, kw in ((2, 4), (4, 2), (1, 8), (2, 2), (1, 4), (4, 4), (2, 8)):
-        for cluster in (1, 2, 4, 8):
-            params = plan.SmallParams(wg, kw, mt, p.blocks, cluster)
-            if plan.valid(params) and p.blocks // kw <= 24:
-                out.append(params)
+    for wg in (1, 2, 4):
+        for kw in range(1, 17):
+            if p.blocks % kw or p.blocks // kw > 24 or not 4 <= wg * kw <= 16:
+                continue
+            for cluster in (1, 2, 4, 8):
+                params = plan.SmallParams(wg, kw, mt, p.blocks, cluster)
+                if plan.valid(params):
+                    out.append(params)
     return out
 
 

@@ -265,9 +265,10 @@ def small_launch(params, n: int, device: torch.device) -> tuple[Kernel, LaunchCo
     key = (params, n, device.index)
     hit = _small.get(key)
     if hit is None:
-        k = kernel(params.source, "mxfp4_gemm_small", params.defines(), device)
+        smem = params.smem_bytes()
+        k = kernel(params.source, "mxfp4_gemm_small", params.defines(), device, smem)
         cluster = (params.cluster, 1, 1) if params.cluster > 1 else None
-        hit = _small[key] = (k, config((params.grid(n), 1, 1), params.threads, 0, cluster))
+        hit = _small[key] = (k, config((params.grid(n), 1, 1), params.threads, smem, cluster))
     return hit
 
 

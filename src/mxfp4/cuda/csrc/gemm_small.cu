@@ -4,23 +4,28 @@
 //
 // grid (N / (16 WG) rounded up to whole clusters, 1, 1) in clusters of (CL, 1, 1) along N; a CTA has
 // WG x KW warps. Warp (wg, kw) owns the 16-row weight group blockIdx.x * WG + wg and the kw-th of KW
-// equal parts of K. Every thread first issues the loads of its whole share of the weight (its
-// mma.sync fragment's bytes as stored, aiter's (16, 16) shuffle: two 4-byte words a block) and of its
-// rows' scale bytes, so they are in flight together; meanwhile the cluster quantizes A (aiter's rule,
-// quantize8, the same bits as everywhere), each CTA 1 / CL of it, into every CTA's shared memory as
-// int8 twice the e2m1 value with a float32 half-scale per block. The loop then needs no barrier and
-// no wait: per block the codes become int8 (three byte-permutes per 4 codes), mma.sync m16n8k32 s8
-// gives exact int32 block sums (W the row operand, A the column operand), and each block sum times
-// both half-scales is added to a float32 total. The KW warps of a group add their totals in kw order
-// through shared memory; the total is rounded once.
+// equal parts of K. Every thread first issues the loads of its CTA's share of A (1 / CL of it); then
+// lane 0 of each warp starts a bulk copy (the copy engine) of its part of the weight's codes as stored
+// (aiter's (16, 16) shuffle: a group's K range is contiguous) into shared memory, and thread 0 one of
+// the CTA's 32-row units of scale bytes. The cluster quantizes A (aiter's rule, quantize8, the same
+// bits as everywhere), each CTA its share, into every CTA's shared memory (distributed shared memory
+// stores) as int8 twice the e2m1 value with a float32 half-scale per block; a cluster barrier
+// publishes them. Each warp then waits for its own part of the weight and runs the unrolled loop from
+// shared memory: per block its two words of codes become int8 (three byte-permutes per 4 codes),
+// mma.sync m16n8k32 s8 gives exact int32 block sums (W the row operand, A the column operand), and
+// each block sum times both half-scales is added to a float32 total. The KW warps of a group add
+// their totals in kw order through shared memory; the total is rounded once.
 //
-// Why (H200, %globaltimer and clock64 timelines of the one-launch kernel of gemm_a4w4.cu at
-// 32x2880x512, L2 flushed or warm alike): its 6.3 us are a serial chain of steps of 200-600 cycles
-// each (64-bit divisions for the K split, barrier set-up, the producer's copies issued 1.7 us after
-// entry, the chunk's quantization, the ring's waits, the cluster barriers and the remote reads of
-// the K split's partials), not memory. Here the chain is: loads issued, A quantized and stored
-// (a cluster barrier's wait before the remote stores, one cluster barrier after them), the unrolled
-// loop, one CTA barrier for the K parts, the stores.
+// Why (H200, %globaltimer timelines, L2 flushed): the one-launch kernel of gemm_a4w4.cu spent its
+// 6.3 us at 32x2880x512 in a serial chain of 200-600-cycle steps (64-bit divisions for the K split,
+// barrier set-up, the producer's copies issued 1.7 us after entry, the ring's waits, the K split's
+// cluster barriers and remote reads), not in memory. The first form of this kernel loaded the weight
+// into registers, two 4-byte loads a block a thread: at 32x7168x2048 issuing them took 2.5 us and
+// A's loads, issued after them, waited behind the weight's bytes, so A was ready 6.2 us after entry
+// (16.4 us in all). With the weight's bulk copies issued after A's loads, A is ready at 4.1 us and
+// the weight at 4.2 (14.7 us in all); when the copies were issued first, A's bytes queued behind them
+// again (A quantized 4.2 us after entry), and A's shares pushed by bulk copies queued behind the
+// weight's in the copy engine (ready at 7.3 us). The loop (6.8 us there) is what remains.
 //
 // Exactness: every block sum and every scaling is exact; the KB terms of an output are added in
 // float32 in a fixed order (KB - 1 roundings of at most 2**-24 of the running magnitude), rounded once
@@ -37,6 +42,20 @@
 #define ITEMS (KB * TOK * 4)
 #define CITEMS (ITEMS / CL)          // A's quarter blocks a CTA of the cluster quantizes
 #define IPT ((CITEMS + NT - 1) / NT)  // ... and a thread
+#define SCH ((KB + 7) / 8)            // 256-byte chunks of a 32-row scale unit that hold K's blocks
+#define SUNITS ((WG + 1) / 2)         // 32-row scale units a CTA's rows touch
+// Dynamic shared memory (SmallParams.smem_bytes mirrors it): A's int8 values [block][token][32]
+// (elements in order), its half-scales [block][token], the weight's codes [WG groups][KB][256], the
+// scale units' chunks [SUNITS][SCH][256], the mbarriers (one a warp for its weight, one for the scale
+// bytes); the K parts' totals reuse A's values once the loop is done when they fit there, else follow
+// the mbarriers.
+#define S_SA (KB * TOK * 32)
+#define S_W (KB * TOK * 36)
+#define S_S (S_W + WG * KB * 256)
+#define S_BAR (S_S + SUNITS * SCH * 256)
+#define PART_BYTES (KW > 1 ? (KW - 1) * WG * MT * 512 : 0)
+#define S_BARS (((NT / 32 + 1) * 8 + 15) / 16 * 16)
+#define S_PART (PART_BYTES <= S_SA ? 0 : S_BAR + S_BARS)
 
 static_assert(KB % KW == 0, "K's blocks split evenly over the KW warps of a group");
 static_assert(MT >= 1 && MT <= 4, "at most 32 token rows");
@@ -57,78 +76,96 @@ __device__ __forceinline__ void st_cluster_f32(void *p, u32 rank, float x) {
 extern "C" __global__ void __launch_bounds__(NT)
 mxfp4_gemm_small(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, const u8 *__restrict__ Wsc, int ldsc,
                  out_t *__restrict__ C, int ldc, int M, int N, int K) {
-  __shared__ __align__(16) u8 as8[KB * TOK * 32];  // [block][token][32] int8, elements in order
-  __shared__ __align__(16) float sa[KB * TOK];     // [block][token] half-scales
-  __shared__ __align__(16) float part[KW > 1 ? (KW - 1) * WG * MT * 128 : 4];
+  extern __shared__ __align__(16) u8 smem[];
+  u8 *as8 = smem;
+  float *sa = (float *)(smem + S_SA);
+  const u8 *wsm = smem + S_W;
+  const u8 *ssm = smem + S_S;
+  u64 *bar_w = (u64 *)(smem + S_BAR), *bar_s = bar_w + NT / 32;
+  float *part = (float *)(smem + S_PART);
   if (K != KB * 32 || M > TOK) __trap();  // the host launches this variant only for K = 32 KB, M <= TOK
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
   const int wg = warp % WG, kw = warp / WG;
-  const int grp = blockIdx.x * WG + wg;  // this warp's 16-row weight group
-  const bool live = grp * 16 < N;        // N % 16 == 0 (the padded weight)
+  const int grp0 = blockIdx.x * WG, grp = grp0 + wg;  // the CTA's first and this warp's 16-row group
+  const bool live = grp * 16 < N;                      // N % 16 == 0 (the padded weight)
+  const int unit0 = grp0 >> 1;                         // the CTA's first 32-row scale unit
+#if CL > 1
+  const u32 crank = mx::cluster_rank();
+#else
+  const u32 crank = 0;
+#endif
+
+  if (tid == 0) {
+    for (int w = 0; w <= NT / 32; ++w) mx::mbar_init(bar_w + w, 1);
+    mx::fence_barrier_init();
+  }
+  __syncthreads();  // the mbarriers are initialized
 #if CL > 1
   // Another CTA's shared memory may be written only once it runs: arrive now, wait before the first
   // remote store (by then every CTA of the cluster has arrived).
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 #endif
 
-  // ---- the weight's fragments and scale bytes of this warp's part, all loads in flight ----
-  u32 wlo[KBW], whi[KBW], sba[KBW], sbb[KBW];
-  {
-    const u8 *wp = W + (long long)grp * 8 * K + kw * KBW * 256 + g * 16 + t * 4;
-    const int na = grp * 16 + g;  // rows na and na + 8; the same half of their 32-row unit
-    const u8 *sp = Wsc + (long long)(na >> 5) * 32 * ldsc;
+  // ---- this CTA's share of A, loaded first: item it is quarter q of (block b, token r),
+  // it = (b * TOK + r) * 4 + q, so a block's four quarters sit in four consecutive lanes. With a
+  // cluster each CTA quantizes CITEMS of them ----
+  uint4 v[IPT];
 #pragma unroll
-    for (int b = 0; b < KBW; ++b) {
-      const int cb = kw * KBW + b;
-      wlo[b] = live ? __ldg((const unsigned int *)(wp + b * 256)) : 0u;
-      whi[b] = live ? __ldg((const unsigned int *)(wp + b * 256 + 128)) : 0u;
-      const u8 *s = sp + (cb >> 3) * 256;
-      sba[b] = live ? (u32)s[mx::shuffled_scale_offset(na & 31, cb)] : 0u;
-      sbb[b] = live ? (u32)s[mx::shuffled_scale_offset((na + 8) & 31, cb)] : 0u;
+  for (int i = 0; i < IPT; ++i) {
+    const int it = (int)crank * CITEMS + i * NT + tid, b = it / (TOK * 4), r = (it >> 2) % TOK, q = it & 3;
+    v[i] = make_uint4(0u, 0u, 0u, 0u);
+    if (i * NT + tid < CITEMS && r < M) v[i] = *(const uint4 *)(A + (long long)r * lda + b * 32 + q * 8);
+  }
+
+  // ---- the bulk copies, issued after A's loads so that A's bytes are not queued behind the
+  // weight's: lane 0 of each warp copies its part of the weight's codes (the groups that exist: the
+  // grid's last CTAs may have fewer or none), thread 0 the 32-row units of scale bytes ----
+  if (lane == 0) {
+    if (live) {
+      mx::mbar_arrive_expect_tx(bar_w + warp, KBW * 256);
+      mx::bulk_copy((void *)(wsm + (wg * KB + kw * KBW) * 256), W + (long long)grp * 8 * K + kw * KBW * 256,
+                    KBW * 256, bar_w + warp);
+    } else {
+      mx::mbar_arrive(bar_w + warp);
+    }
+  }
+  if (tid == 0) {
+    int units = 0;
+    while (units < SUNITS && (unit0 + units) * 32 < N) ++units;
+    if (units > 0) {
+      mx::mbar_arrive_expect_tx(bar_s, (u32)(units * SCH * 256));
+      for (int u = 0; u < units; ++u)
+        mx::bulk_copy((void *)(ssm + u * SCH * 256), Wsc + (long long)(unit0 + u) * 32 * ldsc, SCH * 256, bar_s);
+    } else {
+      mx::mbar_arrive(bar_s);
     }
   }
 
-  // ---- A quantized into shared memory: item it is quarter q of (block b, token r),
-  // it = (b * TOK + r) * 4 + q, so a block's four quarters sit in four consecutive lanes. With a
-  // cluster (CL CTAs along N) each CTA quantizes CITEMS of them and stores them into every CTA's
-  // shared memory (distributed shared memory); the cluster barrier then publishes them ----
-  {
+  // ---- A quantized into shared memory: with a cluster, each CTA's share into every CTA's shared
+  // memory (distributed shared memory); the cluster barrier then publishes them ----
 #if CL > 1
-    const u32 crank = mx::cluster_rank();
-#else
-    const u32 crank = 0;
-#endif
-    uint4 v[IPT];
-#pragma unroll
-    for (int i = 0; i < IPT; ++i) {
-      const int it = (int)crank * CITEMS + i * NT + tid, b = it / (TOK * 4), r = (it >> 2) % TOK, q = it & 3;
-      v[i] = make_uint4(0u, 0u, 0u, 0u);
-      if (i * NT + tid < CITEMS && r < M) v[i] = *(const uint4 *)(A + (long long)r * lda + b * 32 + q * 8);
-    }
-#if CL > 1
-    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
 #endif
 #pragma unroll
-    for (int i = 0; i < IPT; ++i) {
-      const int it = (int)crank * CITEMS + i * NT + tid;
-      if (i * NT + warp * 32 < CITEMS) {  // warp-uniform: CITEMS is a multiple of 32
-        u32 sbyte;
-        const u32 codes = mx::quantize8(v[i], sbyte);
-        const u32 lo = mx::e2m1x4_to_s8x4(codes), hi = mx::e2m1x4_to_s8x4(codes >> 16);
-        const float hs = mx::half_scale(sbyte);
+  for (int i = 0; i < IPT; ++i) {
+    const int it = (int)crank * CITEMS + i * NT + tid;
+    if (i * NT + warp * 32 < CITEMS) {  // warp-uniform: CITEMS is a multiple of 32
+      u32 sbyte;
+      const u32 codes = mx::quantize8(v[i], sbyte);
+      const u32 lo = mx::e2m1x4_to_s8x4(codes), hi = mx::e2m1x4_to_s8x4(codes >> 16);
+      const float hs = mx::half_scale(sbyte);
 #if CL > 1
 #pragma unroll
-        for (u32 q = 0; q < CL; ++q) {
-          st_cluster_u32x2(as8 + it * 8, q, lo, hi);
-          if ((it & 3) == 0) st_cluster_f32(sa + (it >> 2), q, hs);
-        }
-#else
-        *(uint2 *)(as8 + it * 8) = make_uint2(lo, hi);
-        if ((it & 3) == 0) sa[it >> 2] = hs;
-#endif
+      for (u32 q = 0; q < CL; ++q) {
+        st_cluster_u32x2(as8 + it * 8, q, lo, hi);
+        if ((it & 3) == 0) st_cluster_f32(sa + (it >> 2), q, hs);
       }
+#else
+      *(uint2 *)(as8 + it * 8) = make_uint2(lo, hi);
+      if ((it & 3) == 0) sa[it >> 2] = hs;
+#endif
     }
   }
 #if CL > 1
@@ -136,6 +173,8 @@ mxfp4_gemm_small(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, c
 #else
   __syncthreads();
 #endif
+  mx::mbar_wait(bar_s, 0);
+  mx::mbar_wait(bar_w + warp, 0);  // this warp's part of the weight is here
 
   // ---- the loop: per block, codes to int8, MT MMAs, each block sum scaled into the total ----
   float acc[MT][4];
@@ -143,15 +182,21 @@ mxfp4_gemm_small(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, c
   for (int j = 0; j < MT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
   const u8 *a_t = as8 + g * 32 + t * 8;
   const float *sa_t = sa + 2 * t;
+  const u8 *w_t = wsm + (wg * KB + kw * KBW) * 256 + g * 16 + t * 4;
+  const int na = grp * 16 + g;  // rows na and na + 8: the same half of their 32-row unit
+  const u8 *s_t = ssm + ((na >> 5) - unit0) * SCH * 256;
 #pragma unroll
   for (int b = 0; b < KBW; ++b) {
     const int cb = kw * KBW + b;
+    const u32 wlo = *(const u32 *)(w_t + b * 256), whi = *(const u32 *)(w_t + b * 256 + 128);
     u32 af[4];
-    af[0] = mx::e2m1x4_to_s8x4(wlo[b]);
-    af[1] = mx::e2m1x4_to_s8x4(whi[b]);
-    af[2] = mx::e2m1x4_to_s8x4(wlo[b] >> 16);
-    af[3] = mx::e2m1x4_to_s8x4(whi[b] >> 16);
-    const float sw0 = mx::half_scale(sba[b]), sw1 = mx::half_scale(sbb[b]);
+    af[0] = mx::e2m1x4_to_s8x4(wlo);
+    af[1] = mx::e2m1x4_to_s8x4(whi);
+    af[2] = mx::e2m1x4_to_s8x4(wlo >> 16);
+    af[3] = mx::e2m1x4_to_s8x4(whi >> 16);
+    const u8 *sc = s_t + (cb >> 3) * 256;
+    const float sw0 = mx::half_scale(sc[mx::shuffled_scale_offset(na & 31, cb)]);
+    const float sw1 = mx::half_scale(sc[mx::shuffled_scale_offset((na + 8) & 31, cb)]);
 #pragma unroll
     for (int j = 0; j < MT; ++j) {
       const uint2 bv = *(const uint2 *)(a_t + (cb * TOK + j * 8) * 32);
@@ -168,6 +213,7 @@ mxfp4_gemm_small(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, c
 
   // ---- the KW parts of a group added in kw order, rounded once ----
 #if KW > 1
+  if (S_PART == 0) __syncthreads();  // the totals reuse A's bytes: every warp is past the loop
   if (kw > 0) {
     float4 *p = (float4 *)part + ((kw - 1) * WG + wg) * MT * 32 + lane;
 #pragma unroll
