@@ -128,3 +128,19 @@ def test_biased_accumulator_start_gives_the_scaled_sum_exactly():
     assert ((got.astype(np.float32) - got) == 0).all()  # the float32 subtraction is exact
     assert (got == i * np.ldexp(1.0, (e - 128).astype(np.int32))).all()
     assert 256 * 96 * 96 < 2 ** 22
+    assert ((((e + 22) << 23) | 0x400000).astype(np.uint32) == start).all()  # gemm_small.cu's form of the start
+
+
+def test_short_k_fold_bound_every_byte():
+    """gemm_small.cu tests four scale bytes at once for one above 232 (the fold's bound):
+    ((x & 0x7f7f7f7f) + 0x17171717) & x & 0x80808080; every byte value in every position, beside
+    neighbours of every value, without carries between bytes."""
+    import numpy as np
+
+    b = np.arange(256, dtype=np.uint64)
+    for pos in range(4):
+        for other in (0, 0x7f, 0x80, 0xe8, 0xe9, 0xff):
+            fill = sum(other << (8 * q) for q in range(4) if q != pos)
+            x = (b << np.uint64(8 * pos)) | np.uint64(fill)
+            hit = (((x & 0x7F7F7F7F) + 0x17171717) & x & 0x80808080) != 0
+            assert (hit == ((b > 232) | (other > 232))).all(), (pos, other)

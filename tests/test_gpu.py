@@ -128,6 +128,25 @@ def test_short_k_kernel_meets_the_contract(params, m, n, kind):
     _kernel_meets_the_contract(a, w, params, 0.999 if kind == "randn" or (kind == "mixed" and m > 7) else 0.98, repeats=2)
 
 
+@pytest.mark.parametrize("params", [plan.SmallParams(2, 4, 1, 16, 2), plan.SmallParams(2, 4, 4, 16, 8)],
+                         ids=["mt1c2", "mt4c8"])
+def test_short_k_kernel_unfolded_path(params):
+    """Weight scale bytes above 232 (rows times 2**110) and 255 (a NaN block) send the CTAs holding them
+    down the short-K kernel's unfolded path (the fold of the weight's half-scale needs a normal float
+    start), while the other CTAs of the launch fold: the contract holds in both, NaN where the exact
+    product has it."""
+    m, n, k = params.tokens, 256, 32 * params.kb
+    g = torch.Generator().manual_seed(5)
+    a = (torch.randn(m, k, generator=g) * 2.0 ** -20).to(torch.bfloat16)
+    b = torch.randn(n, k, generator=g)
+    b[:16] *= 2.0 ** 110  # CTA 0's rows (two 16-row groups a CTA)
+    b[40, 70] = float("nan")  # a block of CTA 1
+    w = mxfp4.prepare(mxfp4.quantize(b.to(torch.bfloat16)))
+    scales = w.scales.flatten()
+    assert 232 < int(scales[scales != 255].max()) and (scales == 255).any()
+    _kernel_meets_the_contract(a, w, params, 0.999, repeats=1)
+
+
 @pytest.mark.parametrize("kind", ["wide", "special"])
 @pytest.mark.parametrize("m, variants", [(7, DECODE + SMALL), (100, LARGE_M)], ids=["small_m", "large_m"])
 def test_kernel_variants_on_special_values(kind, m, variants):
