@@ -116,9 +116,10 @@ class SmallParams:
 
     wg: 16-row weight groups a CTA owns; kw: warps that share a group's K (wg * kw warps a CTA);
     mt: token rows held, 8 * mt (M <= 8 * mt <= 32); kb: K / 32, compiled in (the loop is unrolled
-    over a warp's kb / kw blocks, its weight bytes held in registers); cluster: CTAs along N that
-    share A's quantization (each quantizes 1 / cluster of it into every CTA's shared memory). out_f32:
-    the output is the float32 total unrounded (a row-parallel partial, ``ops.gemm_a4w4_partial``)."""
+    over a warp's kb / kw blocks, its weight bytes bulk-copied into shared memory); cluster: CTAs
+    along N that share A's quantization (each quantizes 1 / cluster of it into every CTA's shared
+    memory). out_f32: the output is the float32 total unrounded (a row-parallel partial,
+    ``ops.gemm_a4w4_partial``)."""
 
     source = "gemm_small.cu"
 
@@ -160,7 +161,7 @@ class SmallParams:
             (1 <= self.mt <= 4, "mt must be in 1..4 (at most 32 token rows)"),
             (self.wg >= 1 and self.kw >= 1 and self.threads <= 512, "wg * kw must be 1..16 warps"),
             (self.kb >= 1 and self.kb % self.kw == 0, "kb must be a positive multiple of kw"),
-            (self.kb // self.kw <= 32, "at most 32 blocks a warp (its weight is held in registers)"),
+            (self.kb // self.kw <= 32, "at most 32 blocks a warp (its loop is unrolled over them)"),
             (self.cluster in (1, 2, 4, 8), "cluster must be 1, 2, 4 or 8 (a portable cluster)"),
             ((self.kb * self.tokens * 4) % (32 * self.cluster) == 0,
              "A's quarter blocks must split into whole warps over the cluster"),
