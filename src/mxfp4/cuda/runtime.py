@@ -261,7 +261,8 @@ _small: dict[tuple, tuple] = {}  # (params, n, device index) -> (kernel, launch 
 
 def small_launch(params, n: int, device: torch.device) -> tuple[Kernel, LaunchConfig]:
     """The short-K kernel of ``params`` and its launch configuration for N = n (a CTA per ``wg`` 16-row
-    groups, in clusters of ``params.cluster`` along N; static shared memory only), looked up once per shape."""
+    groups, in clusters of ``params.cluster`` along N; ``params.smem_bytes()`` of dynamic shared memory),
+    looked up once per shape."""
     key = (params, n, device.index)
     hit = _small.get(key)
     if hit is None:
