@@ -49,18 +49,22 @@ def test_bad_params_are_explained():
 
 
 def test_short_k_kernel_params():
-    """The short-K kernel takes M <= 8 mt and exactly K = 32 kb; its rules name the argument."""
+    """The short-K kernel takes exactly K = 32 kb and any M, in tiles of 8 mt rows along the grid's y
+    (at most 65535 of them); its rules name the argument."""
     p = plan.SmallParams(2, 4, 4, 16, 8)
     p.check()
     assert p.threads == 256 and p.tokens == 32 and p.grid(2880) == 96  # 90 CTAs rounded up to clusters of 8
     assert p.fits(plan.Problem(32, 2880, 512)) and p.fits(plan.Problem(25, 16, 512))
-    assert not p.fits(plan.Problem(33, 2880, 512)) and not p.fits(plan.Problem(32, 2880, 1024))
+    assert p.fits(plan.Problem(33, 2880, 512)) and not p.fits(plan.Problem(32, 2880, 1024))
+    assert [p.m_tiles(m) for m in (1, 32, 33, 64, 100, 333)] == [1, 1, 2, 2, 4, 11]
+    assert p.fits(plan.Problem(32 * 65535, 16, 512)) and not p.fits(plan.Problem(32 * 65535 + 1, 16, 512))
+    plan.SmallParams(8, 2, 8, 48, 8).check()  # 64 rows a CTA: 98 KB of A, 96 KB of weight
     # A's values and half-scales, the weight's codes, one 32-row scale unit of 2 chunks, 9 mbarriers; the
     # K parts' totals (3 x 2 x 4 x 512 bytes) reuse A's values (16 x 32 x 32 bytes)
     assert p.smem_bytes() == 16 * 32 * 36 + 2 * 16 * 256 + 2 * 256 + 80
     q = plan.SmallParams(2, 8, 1, 16, 2)  # 7 x 2 x 512 bytes of totals do not fit in 16 x 8 x 32: they follow
     assert q.smem_bytes() == 16 * 8 * 36 + 2 * 16 * 256 + 2 * 256 + 144 + 7 * 2 * 512
-    for bad, rule in [(dict(mt=5), "mt must be in 1..4"), (dict(kb=18), "kb must be a positive multiple of kw"),
+    for bad, rule in [(dict(mt=9), "mt must be in 1..8"), (dict(kb=18), "kb must be a positive multiple of kw"),
                       (dict(cluster=3), "cluster must be 1, 2, 4 or 8"), (dict(kb=256), "at most 32 blocks a warp"),
                       (dict(wg=8, kw=4), "wg \\* kw must be 1..16 warps"),
                       (dict(mt=1, kb=2, kw=2, cluster=8), "whole warps over the cluster")]:
@@ -83,7 +87,10 @@ def test_short_k_heuristic_and_table():
     cands = tune.small_candidates(plan.Problem(32, 2880, 512))
     assert cands and all(c.fits(plan.Problem(32, 2880, 512)) for c in cands)
     assert {c.cluster for c in cands} == {1, 2, 4, 8}
-    assert tune.small_candidates(plan.Problem(33, 2880, 512)) == tune.small_candidates(plan.Problem(8, 64, 16384)) == []
+    assert tune.small_candidates(plan.Problem(65, 2880, 512)) == tune.small_candidates(plan.Problem(8, 64, 16384)) == []
+    tiled = tune.small_candidates(plan.Problem(64, 3072, 1536))  # from 33 rows: tiles of 32 or 64 tokens
+    assert {c.mt for c in tiled} == {4, 8} and {c.cluster for c in tiled} == {2, 4, 8}
+    assert table[(64, 3072, 1536)] in tiled and table[(64, 3072, 1536)] in tune.candidates(plan.Problem(64, 3072, 1536))
     assert all(c.kb // c.kw <= 24 for c in tune.small_candidates(plan.Problem(1, 2880, 4096)))
     kws = {(c.wg, c.kw) for c in tune.small_candidates(plan.Problem(16, 2880, 2880))}  # 90 blocks
     assert kws == {(1, 5), (1, 6), (1, 9), (1, 10), (1, 15), (2, 5), (2, 6)}

@@ -14,6 +14,9 @@ import dataclasses
 SMEM_LIMIT = 227 * 1024
 """Dynamic shared memory a CTA may use on Hopper."""
 
+MAX_GRID_Y = 65535
+"""The largest grid.y a launch takes (the short-K kernel's tiles of tokens)."""
+
 SEGMENT_BLOCKS = 8
 """Blocks of 32 elements in a segment of the large-M kernel (SEG in gemm_wgmma.cu)."""
 
@@ -111,11 +114,12 @@ class GemmParams:
 
 @dataclasses.dataclass(frozen=True)
 class SmallParams:
-    """One launch of the short-K small-M kernel (``cuda/csrc/gemm_small.cu``): no producer warp, no
-    ring, no K split across CTAs.
+    """One launch of the short-K kernel (``cuda/csrc/gemm_small.cu``): no producer warp, no ring, no
+    K split across CTAs.
 
     wg: 16-row weight groups a CTA owns; kw: warps that share a group's K (wg * kw warps a CTA);
-    mt: token rows held, 8 * mt (M <= 8 * mt <= 32); kb: K / 32, compiled in (the loop is unrolled
+    mt: token rows a CTA holds, 8 * mt (up to 64; M above it takes ceil(M / (8 * mt)) CTAs along the
+    grid's y, each tile of tokens its own clusters); kb: K / 32, compiled in (the loop is unrolled
     over a warp's kb / kw blocks, its weight bytes bulk-copied into shared memory); cluster: CTAs
     along N that share A's quantization (each quantizes 1 / cluster of it into every CTA's shared
     memory). out_f32: the output is the float32 total unrounded (a row-parallel partial,
@@ -158,7 +162,7 @@ class SmallParams:
 
     def check(self) -> None:
         rules = [
-            (1 <= self.mt <= 4, "mt must be in 1..4 (at most 32 token rows)"),
+            (1 <= self.mt <= 8, "mt must be in 1..8 (at most 64 token rows a CTA)"),
             (self.wg >= 1 and self.kw >= 1 and self.threads <= 512, "wg * kw must be 1..16 warps"),
             (self.kb >= 1 and self.kb % self.kw == 0, "kb must be a positive multiple of kw"),
             (self.kb // self.kw <= 32, "at most 32 blocks a warp (its loop is unrolled over them)"),
@@ -172,7 +176,11 @@ class SmallParams:
                 raise ValueError(f"SmallParams {self}: {rule}")
 
     def fits(self, p: Problem) -> bool:
-        return p.m <= self.tokens and p.blocks == self.kb
+        return p.blocks == self.kb and self.m_tiles(p.m) <= MAX_GRID_Y
+
+    def m_tiles(self, m: int) -> int:
+        """CTAs along M (grid.y): tiles of 8 * mt token rows."""
+        return -(-m // self.tokens)
 
 
 @dataclasses.dataclass(frozen=True)

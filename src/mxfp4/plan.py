@@ -4,11 +4,12 @@ parameter sets (:mod:`mxfp4.params`, named here too: ``plan.GemmParams`` is ``pa
 Below ``WGMMA_MIN_M`` rows three kernels run, each shape the fastest: ``GemmParams`` fixes one compiled
 variant of ``cuda/csrc/gemm_a4w4.cu`` (one launch, A quantized inside it; tile shape, warps, chunk
 and pipeline depth, plus the split of K over a cluster), ``SmallParams`` one of ``cuda/csrc/gemm_small.cu``
-(one launch at short K, A's quantization shared by a cluster along N), ``DecodeParams`` one of
+(one launch at short K, A's quantization shared by a cluster along N; tiles of tokens along the grid's
+y, so the table may name it up to ``TABLE_MAX_M`` rows), ``DecodeParams`` one of
 ``cuda/csrc/gemm_decode.cu`` (A quantized once, then the GEMM). ``WgmmaParams`` fixes one variant of
 ``cuda/csrc/gemm_wgmma.cu``, the kernels for M >= ``WGMMA_MIN_M``. ``choose`` returns the large-M
-kernels from that M on (up to ``TABLE_MAX_M`` rows the tuned table may pick the decode kernels
-instead); below it the tuned entry for the shape when the shipped table has one, otherwise
+kernels from that M on (up to ``TABLE_MAX_M`` rows the tuned table may pick the short-K or the
+decode kernels instead); below it the tuned entry for the shape when the shipped table has one, otherwise
 ``heuristic``. ``grouped_heuristic`` picks the grouped GEMM's ``GroupedParams``.
 """
 from __future__ import annotations
@@ -168,11 +169,13 @@ KERNELS = {"a4w4": GemmParams, "small": SmallParams, "decode": DecodeParams, "wg
 kernels and the large-M kernels."""
 
 TABLE_MAX_M = 64
-"""The table steers shapes up to this many rows; from 33 rows its entries choose between the decode
-kernels and the large-M kernels (``tune.candidates`` times both), which at 40..64 rows each win on some
-projections (H200: the decode kernels at 64x3072x1536, 17.7 us against 20.1; the large-M GEMM with K
-split 4 at 64x2112x7168, 26.2 against the decode kernels' 35.3). Shapes without an entry take the
-large-M kernels from ``WGMMA_MIN_M`` rows. Above it the large-M kernels always run."""
+"""The table steers shapes up to this many rows; from 33 rows its entries choose among the short-K
+kernel on tiles of 32 or 64 tokens, the decode kernels and the large-M kernels (``tune.candidates``
+times all three), which at 40..64 rows each win on some projections (H200: the short-K kernel at
+64x3072x1536, 11.5 us against the decode kernels' 16.6, and at 64x4096x512, 8.1 against the large-M
+kernels' 10.6; the large-M GEMM with K split 4 at 64x2112x7168, 26.2 against the decode kernels' 35.3;
+the large-M kernels at 64x7168x2048, 17.5 against the short-K kernel's 20.8). Shapes without an entry
+take the large-M kernels from ``WGMMA_MIN_M`` rows. Above it the large-M kernels always run."""
 
 
 def kernel_name(params: GemmParams | SmallParams | DecodeParams | WgmmaParams) -> str:

@@ -24,34 +24,40 @@ FINALISTS = 3
 """Candidates timed a second, longer round (the fastest of the first)."""
 
 
-def candidates(p: plan.Problem, sm_count: int = 132) -> list[plan.GemmParams | plan.DecodeParams | plan.WgmmaParams]:
-    """Variants worth timing for ``p``: below ``plan.WGMMA_MIN_M`` rows those of both small-M kernels
-    (``gemm_candidates``, ``decode_candidates``), from there to ``plan.TABLE_MAX_M`` the decode
-    kernels' and the large-M kernels' (``wgmma_candidates``)."""
+def candidates(p: plan.Problem, sm_count: int = 132) -> list[plan.GemmParams | plan.SmallParams | plan.DecodeParams | plan.WgmmaParams]:
+    """Variants worth timing for ``p``: below ``plan.WGMMA_MIN_M`` rows those of the small-M kernels
+    (``gemm_candidates``, ``small_candidates``, ``decode_candidates``), from there to
+    ``plan.TABLE_MAX_M`` the short-K kernel's, the decode kernels' and the large-M kernels'
+    (``wgmma_candidates``)."""
     if p.m >= plan.WGMMA_MIN_M:
-        return decode_candidates(p, sm_count) + wgmma_candidates(p, sm_count)
+        return small_candidates(p) + decode_candidates(p, sm_count) + wgmma_candidates(p, sm_count)
     return gemm_candidates(p, sm_count) + small_candidates(p) + decode_candidates(p, sm_count)
 
 
 def small_candidates(p: plan.Problem) -> list[plan.SmallParams]:
-    """The short-K kernel for ``p`` (at most 32 rows, K at most 8192): CTAs of 1, 2 or 4 weight groups on
-    4..16 warps, K split over the group's warps by every divisor of K / 32 that leaves at most 24 blocks a
-    warp (at K = 2880, 90 blocks: 5, 6, 9, 10 or 15 warps), A's quantization shared by clusters of 1..8
-    CTAs. Every cluster quantizes all of A, M x K elements: at K = 7168 on the H200 it won at 1 and 8
-    rows of N = 2112 (12.8 and 14.6 us against the decode kernels' 15.4 and 14.9) and lost at 16 (20.6
-    against 17.1) and at N = 4608 (27.3 against 20.8 at one row)."""
-    if p.m > 32 or p.blocks > 256:
+    """The short-K kernel for ``p`` (up to ``plan.TABLE_MAX_M`` rows, K at most 8192): K split over a
+    group's warps by every divisor of K / 32 that leaves at most 24 blocks a warp (at K = 2880, 90
+    blocks: 5, 6, 9, 10 or 15 warps), 4..16 warps a CTA. Up to 32 rows one tile of tokens, CTAs of 1, 2
+    or 4 weight groups, A's quantization shared by clusters of 1..8 CTAs; above, tiles of 32 or 64 rows,
+    CTAs of 2, 4 or 8 groups, clusters of 2..8 (H200: clusters of 1 quantize the whole tile in every
+    CTA, 50.3 us against 23.4 at 256x3072x1536). Every cluster quantizes its whole tile, M x K elements
+    up to 32 rows: at K = 7168 it won at 1 and 8 rows of N = 2112 (12.8 and 14.6 us against the decode
+    kernels' 15.4 and 14.9) and lost at 16 (20.6 against 17.1) and at N = 4608 (27.3 against 20.8 at
+    one row)."""
+    if p.m > plan.TABLE_MAX_M or p.blocks > 256:
         return []
-    mt = -(-p.m // 8)
+    if p.m <= 32:
+        shapes = [(-(-p.m // 8), wg, cluster) for wg in (1, 2, 4) for cluster in (1, 2, 4, 8)]
+    else:
+        shapes = [(mt, wg, cluster) for mt in (4, 8) for wg in (2, 4, 8) for cluster in (2, 4, 8)]
     out = []
-    for wg in (1, 2, 4):
+    for mt, wg, cluster in shapes:
         for kw in range(1, 17):
             if p.blocks % kw or p.blocks // kw > 24 or not 4 <= wg * kw <= 16:
                 continue
-            for cluster in (1, 2, 4, 8):
-                params = plan.SmallParams(wg, kw, mt, p.blocks, cluster)
-                if plan.valid(params):
-                    out.append(params)
+            params = plan.SmallParams(wg, kw, mt, p.blocks, cluster)
+            if plan.valid(params):
+                out.append(params)
     return out
 
 

@@ -27,7 +27,7 @@ def gemm_a4w4(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: to
     pc, ldc = _out(out, params, 1, 1, "")
     device = a.device
     if isinstance(params, plan.SmallParams):
-        kernel, config = runtime.small_launch(params, n, device)
+        kernel, config = runtime.small_launch(params, n, m, device)
     else:
         kernel, config = runtime.gemm_launch(params, (-(-n // params.bn), -(-m // params.bm)), device)
     runtime.launch(kernel, config, device, pa, lda, pw, ps, ldsc, pc, ldc, m, n, k)

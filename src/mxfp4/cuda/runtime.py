@@ -256,20 +256,20 @@ def gemm_launch(params, tiles: tuple[int, int], device: torch.device) -> tuple[K
     return hit
 
 
-_small: dict[tuple, tuple] = {}  # (params, n, device index) -> (kernel, launch config)
+_small: dict[tuple, tuple] = {}  # (params, n, M's tiles, device index) -> (kernel, launch config)
 
 
-def small_launch(params, n: int, device: torch.device) -> tuple[Kernel, LaunchConfig]:
-    """The short-K kernel of ``params`` and its launch configuration for N = n (a CTA per ``wg`` 16-row
-    groups, in clusters of ``params.cluster`` along N; ``params.smem_bytes()`` of dynamic shared memory),
-    looked up once per shape."""
-    key = (params, n, device.index)
+def small_launch(params, n: int, m: int, device: torch.device) -> tuple[Kernel, LaunchConfig]:
+    """The short-K kernel of ``params`` and its launch configuration for N = n and M = m (a CTA per
+    ``wg`` 16-row groups and tile of ``params.tokens`` rows, in clusters of ``params.cluster`` along N;
+    ``params.smem_bytes()`` of dynamic shared memory), looked up once per shape."""
+    key = (params, n, params.m_tiles(m), device.index)
     hit = _small.get(key)
     if hit is None:
         smem = params.smem_bytes()
         k = kernel(params.source, "mxfp4_gemm_small", params.defines(), device, smem)
         cluster = (params.cluster, 1, 1) if params.cluster > 1 else None
-        hit = _small[key] = (k, config((params.grid(n), 1, 1), params.threads, smem, cluster))
+        hit = _small[key] = (k, config((params.grid(n), params.m_tiles(m), 1), params.threads, smem, cluster))
     return hit
 
 

@@ -1,10 +1,11 @@
-// C[M, N] (bf16) = dequant(quant(A)) @ dequant(W)^T for few rows (M <= 8 * MT <= 32) and short K
-// (KB = K / 32 blocks, a compile-time constant): one launch, no producer warp, no ring, no K split
-// across CTAs.
+// C[M, N] (bf16) = dequant(quant(A)) @ dequant(W)^T for few rows and short K (KB = K / 32 blocks, a
+// compile-time constant): one launch, no producer warp, no ring, no K split across CTAs.
 //
-// grid (N / (16 WG) rounded up to whole clusters, 1, 1) in clusters of (CL, 1, 1) along N; a CTA has
-// WG x KW warps. Warp (wg, kw) owns the 16-row weight group blockIdx.x * WG + wg and the kw-th of KW
-// equal parts of K. Every thread first issues the loads of its CTA's share of A (1 / CL of it); then
+// grid (N / (16 WG) rounded up to whole clusters, M / (8 MT) rounded up, 1) in clusters of (CL, 1, 1)
+// along N: a CTA holds the tile of 8 MT token rows blockIdx.y * 8 MT.. (each tile re-reads the weight,
+// from L2 after the first); a CTA has WG x KW warps. Warp (wg, kw) owns the 16-row weight group
+// blockIdx.x * WG + wg and the kw-th of KW equal parts of K. Every thread first issues the loads of
+// its CTA's share of its tile of A (1 / CL of it); then
 // lane 0 of each warp starts a bulk copy (the copy engine) of its part of the weight's codes as stored
 // (aiter's (16, 16) shuffle: a group's K range is contiguous) into shared memory, and thread 0 one of
 // the CTA's 32-row units of scale bytes. The cluster quantizes A (aiter's rule, quantize8, the same
@@ -29,7 +30,11 @@
 // again (A quantized 4.2 us after entry), and A's shares pushed by bulk copies queued behind the
 // weight's in the copy engine (ready at 7.3 us). The loop, 6.8 us there, is what remains: the fold
 // of the weight's half-scale takes a multiply and the half-scale's decoding off each product
-// (13.8 us against 14.8 in the same run; 31 table shapes 0.5-11% faster, the same bits).
+// (13.8 us against 14.8 in the same run; 31 table shapes 0.5-11% faster, the same bits). Tiles of
+// tokens (grid.y) from 33 rows: 64x3072x1536 11.5 us against the decode kernels' 16.6, 64x4096x512
+// 8.1 against the large-M kernels' 10.6; at 256x3072x1536 the loop takes 14 of 24 us (the large-M
+// kernels: 20): the per-block promotion (a subtraction and an fma a product) bounds it, an IMMA with
+// its promotion 18 cycles a scheduler against 7 for IMMA alone (lab probe, 4 warps a scheduler).
 //
 // Exactness: every block sum and every scaling is exact; the KB terms of an output are added in
 // float32 in a fixed order (KB - 1 roundings of at most 2**-24 of the running magnitude), rounded once
@@ -41,7 +46,7 @@
 #endif
 
 #define NT (WG * KW * 32)  // threads
-#define TOK (MT * 8)       // token rows of A in shared memory (rows M.. are zeros)
+#define TOK (MT * 8)       // token rows of A a CTA holds: rows blockIdx.y * TOK.. (rows M.. are zeros)
 #define KBW (KB / KW)      // blocks a warp
 #define ITEMS (KB * TOK * 4)
 #define CITEMS (ITEMS / CL)          // A's quarter blocks a CTA of the cluster quantizes
@@ -62,7 +67,7 @@
 #define S_PART (PART_BYTES <= S_SA ? 0 : S_BAR + S_BARS)
 
 static_assert(KB % KW == 0, "K's blocks split evenly over the KW warps of a group");
-static_assert(MT >= 1 && MT <= 4, "at most 32 token rows");
+static_assert(MT >= 1 && MT <= 8, "at most 64 token rows a CTA");
 static_assert(CITEMS % 32 == 0, "a cluster's CTAs quantize whole warps' worth of A");
 
 // Stores into the shared memory of CTA `rank` of the cluster, at the offset of `p` in ours.
@@ -142,7 +147,8 @@ mxfp4_gemm_small(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, c
   const u8 *ssm = smem + S_S;
   u64 *bar_w = (u64 *)(smem + S_BAR), *bar_s = bar_w + NT / 32;
   float *part = (float *)(smem + S_PART);
-  if (K != KB * 32 || M > TOK) __trap();  // the host launches this variant only for K = 32 KB, M <= TOK
+  if (K != KB * 32) __trap();  // the host launches this variant only for K = 32 KB
+  const int m0 = blockIdx.y * TOK;  // this CTA's first token row (grid.y: M's tiles of TOK rows)
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
@@ -150,6 +156,7 @@ mxfp4_gemm_small(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, c
   const int grp0 = blockIdx.x * WG, grp = grp0 + wg;  // the CTA's first and this warp's 16-row group
   const bool live = grp * 16 < N;                      // N % 16 == 0 (the padded weight)
   const int unit0 = grp0 >> 1;                         // the CTA's first 32-row scale unit
+  const int units = max(0, min(SUNITS, (N + 31) / 32 - unit0));  // ... and how many of its units exist
 #if CL > 1
   const u32 crank = mx::cluster_rank();
 #else
@@ -175,7 +182,7 @@ mxfp4_gemm_small(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, c
   for (int i = 0; i < IPT; ++i) {
     const int it = (int)crank * CITEMS + i * NT + tid, b = it / (TOK * 4), r = (it >> 2) % TOK, q = it & 3;
     v[i] = make_uint4(0u, 0u, 0u, 0u);
-    if (i * NT + tid < CITEMS && r < M) v[i] = *(const uint4 *)(A + (long long)r * lda + b * 32 + q * 8);
+    if (i * NT + tid < CITEMS && m0 + r < M) v[i] = *(const uint4 *)(A + (long long)(m0 + r) * lda + b * 32 + q * 8);
   }
 
   // ---- the bulk copies, issued after A's loads so that A's bytes are not queued behind the
@@ -191,8 +198,6 @@ mxfp4_gemm_small(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, c
     }
   }
   if (tid == 0) {
-    int units = 0;
-    while (units < SUNITS && (unit0 + units) * 32 < N) ++units;
     if (units > 0) {
       mx::mbar_arrive_expect_tx(bar_s, (u32)(units * SCH * 256));
       for (int u = 0; u < units; ++u)
@@ -237,13 +242,9 @@ mxfp4_gemm_small(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, c
   // the CTA's units is above 232 (2**105 and up, or NaN): four bytes a test (bit 7 set and the low
   // seven bits above 104).
   bool big = false;
-  {
-    int units = 0;
-    while (units < SUNITS && (unit0 + units) * 32 < N) ++units;
-    for (int i = tid; i < units * SCH * 64; i += NT) {
-      const u32 x = ((const u32 *)ssm)[i];
-      big |= (((x & 0x7f7f7f7fu) + 0x17171717u) & x & 0x80808080u) != 0u;
-    }
+  for (int i = tid; i < units * SCH * 64; i += NT) {
+    const u32 x = ((const u32 *)ssm)[i];
+    big |= (((x & 0x7f7f7f7fu) + 0x17171717u) & x & 0x80808080u) != 0u;
   }
   const bool fold = !__syncthreads_or(big);
   mx::mbar_wait(bar_w + warp, 0);  // this warp's part of the weight is here
@@ -291,7 +292,7 @@ mxfp4_gemm_small(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, c
   for (int j = 0; j < MT; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int m = j * 8 + 2 * t + (e & 1), n = grp * 16 + g + (e >> 1) * 8;
+      const int m = m0 + j * 8 + 2 * t + (e & 1), n = grp * 16 + g + (e >> 1) * 8;
       if (m < M)
 #if OUT_F32
         C[(long long)m * ldc + n] = acc[j][e];
