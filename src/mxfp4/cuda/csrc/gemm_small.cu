@@ -34,7 +34,8 @@
 // tokens (grid.y) from 33 rows: 64x3072x1536 11.5 us against the decode kernels' 16.6, 64x4096x512
 // 8.1 against the large-M kernels' 10.6; at 256x3072x1536 the loop takes 14 of 24 us (the large-M
 // kernels: 20): the per-block promotion (a subtraction and an fma a product) bounds it, an IMMA with
-// its promotion 18 cycles a scheduler against 7 for IMMA alone (lab probe, 4 warps a scheduler).
+// its promotion 18 cycles a scheduler against 7 for the IMMA alone (a probe of the instruction, 4 warps
+// a scheduler; docs/design.md).
 //
 // Exactness: every block sum and every scaling is exact; the KB terms of an output are added in
 // float32 in a fixed order (KB - 1 roundings of at most 2**-24 of the running magnitude), rounded once
