@@ -40,8 +40,8 @@ def small_candidates(p: plan.Problem) -> list[plan.SmallParams]:
     blocks: 5, 6, 9, 10 or 15 warps), 4..16 warps a CTA. Up to 32 rows one tile of tokens, CTAs of 1, 2
     or 4 weight groups, A's quantization shared by clusters of 1..8 CTAs; above, tiles of 32 or 64 rows,
     CTAs of 2, 4 or 8 groups, clusters of 2..8 (H200: clusters of 1 quantize the whole tile in every
-    CTA, 50.3 us against 23.4 at 256x3072x1536). Every cluster quantizes its whole tile, M x K elements
-    up to 32 rows: at K = 7168 it won at 1 and 8 rows of N = 2112 (12.8 and 14.6 us against the decode
+    CTA, 50.3 us against 23.4 at 256x3072x1536). Every cluster quantizes its whole tile of A (all of A
+    up to 32 rows): at K = 7168 it won at 1 and 8 rows of N = 2112 (12.8 and 14.6 us against the decode
     kernels' 15.4 and 14.9) and lost at 16 (20.6 against 17.1) and at N = 4608 (27.3 against 20.8 at
     one row)."""
     if p.m > plan.TABLE_MAX_M or p.blocks > 256:
