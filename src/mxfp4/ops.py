@@ -290,7 +290,7 @@ def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_d
             if not params.fits(plan.Problem(m, n16, k64)):
                 raise ValueError(f"params {params} do not fit the problem {m}x{n16}x{k64} (split at most "
                                  f"K / 32; DecodeParams: M at most 8 * mt, shared memory at most {plan.SMEM_LIMIT}; "
-                                 f"SmallParams: M at most 8 * mt, kb = K / 32)")
+                                 f"SmallParams: kb = K / 32, M at most {plan.MAX_GRID_Y} tiles of 8 * mt rows)")
         if isinstance(params, plan.WgmmaParams):
             cuda_ops.gemm_a4w4_wgmma(a2, w.data, w.scales, buf, params)
         elif isinstance(params, plan.DecodeParams):

@@ -19,7 +19,7 @@ import json
 import math
 import pathlib
 
-from .params import SEGMENT_BLOCKS, SMEM_LIMIT, DecodeParams, GemmParams, GroupedParams, Problem, SmallParams, WgmmaParams, valid
+from .params import MAX_GRID_Y, SEGMENT_BLOCKS, SMEM_LIMIT, DecodeParams, GemmParams, GroupedParams, Problem, SmallParams, WgmmaParams, valid
 
 TABLE_PATH = pathlib.Path(__file__).with_name("configs") / "h200.json"
 

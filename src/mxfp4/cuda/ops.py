@@ -14,7 +14,7 @@ def gemm_a4w4(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: to
               params: plan.GemmParams | plan.SmallParams) -> torch.Tensor:
     """out [M, N] bf16 (float32 for ``params.out_f32``) = quant(a [M, K] bf16) x W^T, W in aiter's
     shuffled layouts (data, scales), by one of the one-launch kernels (``GemmParams``: gemm_a4w4.cu,
-    ``SmallParams``: the short-K kernel, M <= params.tokens and K = 32 * params.kb).
+    ``SmallParams``: the short-K kernel, K = 32 * params.kb, M in tiles of params.tokens rows).
 
     One launch on the current stream; A is quantized inside it, nothing is allocated. The caller
     has validated shapes, dtypes and devices (``mxfp4.ops``); this checks what the kernel's loads

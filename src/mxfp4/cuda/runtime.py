@@ -263,13 +263,14 @@ def small_launch(params, n: int, m: int, device: torch.device) -> tuple[Kernel, 
     """The short-K kernel of ``params`` and its launch configuration for N = n and M = m (a CTA per
     ``wg`` 16-row groups and tile of ``params.tokens`` rows, in clusters of ``params.cluster`` along N;
     ``params.smem_bytes()`` of dynamic shared memory), looked up once per shape."""
-    key = (params, n, params.m_tiles(m), device.index)
+    tiles = params.m_tiles(m)
+    key = (params, n, tiles, device.index)
     hit = _small.get(key)
     if hit is None:
         smem = params.smem_bytes()
         k = kernel(params.source, "mxfp4_gemm_small", params.defines(), device, smem)
         cluster = (params.cluster, 1, 1) if params.cluster > 1 else None
-        hit = _small[key] = (k, config((params.grid(n), params.m_tiles(m), 1), params.threads, smem, cluster))
+        hit = _small[key] = (k, config((params.grid(n), tiles, 1), params.threads, smem, cluster))
     return hit
 
 
