@@ -109,19 +109,19 @@ def test_gemm_launches_pass_their_arguments_in_order(monkeypatch):
     tmap = runtime.TensorMap()
     ctypes.memmove(tmap.address, bytes(range(128)), 128)
     monkeypatch.setattr(runtime, "weight_map", lambda address, groups, k: tmap)
-    wg = plan.WgmmaParams(64, 5)
+    wg = plan.WgmmaParams(64, 4)
     g = runtime.wgmma_geometry(wg, 3, 64, 128)
     prep, gemm = runtime.Kernel("prep", 1, None), runtime.Kernel("gemm", 2, None)  # alive: their packers hold the bytes
     monkeypatch.setattr(runtime, "wgmma_launch", lambda p, m, n, k, dev: (
         prep, runtime.config((g["a_ctas"] + g["w_ctas"], 1, 1), 256, 0, None),
-        gemm, runtime.config((g["ntile"] * g["nwt"], 1, 1), 384, 1000, None), g))
+        gemm, runtime.config((g["ntile"] * g["nwt"], 1, 1), 512, 1000, None), g))
     cuda_ops.gemm_a4w4_wgmma(a, data, scales, out, wg)
     (f1, *_, s1), (f2, grid2, block2, shmem2, _, attrs2, s2) = seen[-2:]
-    assert (f1, f2, block2, shmem2, attrs2) == (1, 2, (384, 1, 1), 1000, 0)
+    assert (f1, f2, block2, shmem2, attrs2) == (1, 2, (512, 1, 1), 1000, 0)
     assert struct.unpack("<Q", ctypes.string_at(s1[0], 8))[0] == a.data_ptr()
     assert struct.unpack("<Q", ctypes.string_at(s1[4], 8))[0] == data.data_ptr()
     ablob = struct.unpack("<Q", ctypes.string_at(s1[8], 8))[0]
-    assert g["w_ctas"] == 0 and g["wblob"] == 0  # the register GEMM builds the weight's meta itself
+    assert g["w_ctas"] == 0 and g["wblob"] == 0  # mxfp4_gemm_cv converts the weight's codes itself
     assert struct.unpack("<Q", ctypes.string_at(s2[0], 8))[0] == ablob
     assert struct.unpack("<Q", ctypes.string_at(s2[1], 8))[0] == scales.data_ptr()  # its scale bytes as stored
     assert struct.unpack("<i", ctypes.string_at(s2[2], 4))[0] == scales.shape[1]
@@ -133,7 +133,7 @@ def test_gemm_launches_pass_their_arguments_in_order(monkeypatch):
     # the int8-weight GEMM: the prep also writes the weight's blob, the GEMM reads it (no tensor map)
     i8 = plan.WgmmaParams(128, 3, True)
     g = runtime.wgmma_geometry(i8, 3, 64, 128)
-    assert g["w_ctas"] == 1 and g["wblob"] == i8.wmeta_bytes
+    assert g["w_ctas"] == 1 and g["wblob"] == i8.wblob_bytes
     gemm = runtime.Kernel("gemm_i8", 2, None)  # another kernel: its own arguments
     cuda_ops.gemm_a4w4_wgmma(a, data, scales, out, i8)
     (f1, *_, s1), (f2, *_, s2) = seen[-2:]

@@ -242,10 +242,11 @@ def test_column_bits_kept_follows_the_kernels_row_groups():
     small = plan.heuristic(plan.Problem(1, 2112, 576))  # the small-M kernel: no per-group decision
     assert tp.column_bits_kept(2112, 8, None) and tp.column_bits_kept(2112, 8, small)
     assert tp.column_bits_kept(2112, 8, plan.DecodeParams(1, 2, 4, 8, 3))  # no row groups either
-    register, int8 = plan.WgmmaParams(64, 5), plan.WgmmaParams(128, 3, True)
-    assert tp.column_bits_kept(7168, 8, register) and tp.column_bits_kept(7168, 8, int8)  # 896 rows a rank
-    assert tp.column_bits_kept(2112 * 2, 2, register) and not tp.column_bits_kept(2112 * 2, 2, int8)
-    assert not tp.column_bits_kept(2112, 2, register)  # 1056 rows a rank: 16.5 groups
+    tn64, tn128, int8 = plan.WgmmaParams(64, 4), plan.WgmmaParams(128, 4), plan.WgmmaParams(128, 3, True)
+    assert all(tp.column_bits_kept(7168, 8, p) for p in (tn64, tn128, int8))  # 896 rows a rank
+    assert tp.column_bits_kept(2112 * 2, 2, tn64) and not tp.column_bits_kept(2112 * 2, 2, int8)
+    assert not tp.column_bits_kept(2112 * 2, 2, tn128)  # 2112 rows a rank: 16.5 tiles of 128
+    assert not tp.column_bits_kept(2112, 2, tn64)  # 1056 rows a rank: 16.5 groups
 
 
 @pytest.mark.parametrize("n, k, world", ((256, 512, 4), (336, 352, 4), (1000, 480, 3)))

@@ -69,11 +69,11 @@ def _kernel_meets_the_contract(a, w, params, min_identical: float, repeats: int 
         assert _same_bits(out, mxfp4.gemm_a4w4(a.cuda(), wd, params=params))
 
 
-LARGE_M = [plan.WgmmaParams(64, 5), plan.WgmmaParams(96, 4), plan.WgmmaParams(128, 4), plan.WgmmaParams(128, 3, True),
-           plan.WgmmaParams(64, 5, split=3), plan.WgmmaParams(128, 4, split=2)]
+LARGE_M = [plan.WgmmaParams(64, 4), plan.WgmmaParams(128, 4), plan.WgmmaParams(128, 3, True), plan.WgmmaParams(64, 4, split=3),
+           plan.WgmmaParams(128, 4, split=2)]
 
 
-@pytest.mark.parametrize("params", LARGE_M, ids=["tn64", "tn96", "tn128", "i8", "tn64s3", "tn128s2"])
+@pytest.mark.parametrize("params", LARGE_M, ids=["tn64", "tn128", "i8", "tn64s3", "tn128s2"])
 @pytest.mark.parametrize("m, n, k, kind", [(333, 2112, 2880, "randn"), (333, 2112, 2880, "mixed"),
                                            (200, 160, 768, "spread"), (65, 128, 256, "randn"),
                                            (33, 2112, 2880, "mixed"), (333, 80, 640, "randn")])
@@ -87,10 +87,10 @@ def test_large_m_kernel_meets_the_contract(params, m, n, k, kind):
 @pytest.mark.parametrize("split", [2, 4, 6])
 def test_large_m_k_split_runs_of_one_segment(split):
     """K split over a cluster with runs of 1 or 2 segments (6 segments over 4 CTAs: 1, 2, 1, 2): a
-    rank's partial goes where its last stage was (stage 0), once both warpgroups are past it, on data
-    whose warpgroups take different paths."""
+    rank's partial goes in its drained ring of codes while its converted tiles may still be read, on
+    data whose warpgroups take different paths."""
     data = task_data(256, 1024, 1536, 5, "model", "cpu")  # weights with outlier columns: per-group paths
-    _kernel_meets_the_contract(data[0], shuffled_weight(data), plan.WgmmaParams(64, 5, split=split), 0.999, repeats=3)
+    _kernel_meets_the_contract(data[0], shuffled_weight(data), plan.WgmmaParams(64, 4, split=split), 0.999, repeats=3)
 
 
 DECODE = [plan.DecodeParams(1, 4, 4, 8, 3), plan.DecodeParams(2, 2, 4, 16, 3), plan.DecodeParams(4, 4, 2, 8, 12),

@@ -127,7 +127,7 @@ def test_tuner_times_the_large_m_splits_from_33_rows():
     from mxfp4 import tune
     p = plan.Problem(64, 2880, 4096)  # 23 weight tiles of 128 rows
     wg = [c for c in tune.candidates(p) if isinstance(c, plan.WgmmaParams)]
-    assert wg[0] == plan.wgmma_params(p) == plan.WgmmaParams(64, 5, split=4)
+    assert wg[0] == plan.wgmma_params(p) == plan.WgmmaParams(64, 4, split=4)
     assert sorted(c.split for c in wg) == [1, 2, 3, 4]  # 8 x 23 CTAs would exceed the 132 SMs
     for c in wg:
         c.check()
@@ -136,12 +136,18 @@ def test_tuner_times_the_large_m_splits_from_33_rows():
 
 
 def test_large_m_split_heuristic():
-    """Clusters of 2, 4 or 8 while the grid stays within the SMs, at most one CTA a segment; none above 256 rows."""
+    """Clusters of 2, 4 or 8 while the grid stays within the SMs, at most one CTA a segment; the int8
+    weight from 513 rows, and no split there."""
     cases = {(64, 7168, 2048): 2, (64, 2880, 4096): 4, (64, 2112, 7168): 4, (64, 24576, 1536): 1, (256, 3072, 1536): 1,
              (33, 4096, 512): 2, (64, 128, 256): 1}
     for (m, n, k), split in cases.items():
         assert plan.wgmma_params(plan.Problem(m, n, k)).split == split, (m, n, k)
-    assert plan.wgmma_params(plan.Problem(512, 128, 8192)) == plan.WgmmaParams(128, 3, True)
-    with pytest.raises(ValueError, match="split needs the register GEMM"):
+    assert plan.wgmma_params(plan.Problem(512, 7168, 2048)) == plan.WgmmaParams(128, 4)  # 224 CTAs of 128 tokens
+    assert plan.wgmma_params(plan.Problem(513, 128, 8192)) == plan.WgmmaParams(128, 3, True)
+    with pytest.raises(ValueError, match="split needs the converting GEMM"):
         plan.WgmmaParams(128, 3, True, split=2).check()
-    assert not plan.WgmmaParams(64, 5, split=4).fits(plan.Problem(64, 128, 512))  # 2 segments
+    for bad, rule in ((plan.WgmmaParams(96, 4), "tn must be 64 or 128"), (plan.WgmmaParams(64, 3), "stages must be at least 4"),
+                      (plan.WgmmaParams(64, 4, True), "int8_weight needs tn 128")):
+        with pytest.raises(ValueError, match=rule):
+            bad.check()
+    assert not plan.WgmmaParams(64, 4, split=4).fits(plan.Problem(64, 128, 512))  # 2 segments

@@ -253,17 +253,18 @@ class DecodeParams:
 
 @dataclasses.dataclass(frozen=True)
 class WgmmaParams:
-    """One launch of the large-M kernels: a CTA computes tn tokens x 128 weight rows; stages is the
-    depth of its shared-memory ring (one segment of K, SEGMENT_BLOCKS blocks, a stage). int8_weight:
-    the prep also writes the weight as int8 in the layout wgmma reads (``mxfp4_gemm_i8``, tn 128),
-    else the GEMM converts the weight's codes in registers (``mxfp4_gemm_wgmma``). split: CTAs of a
-    cluster that share K (the register GEMM only, 1..8; a launch choice, not a compiled variant).
-    out_f32: the output is the float32 totals unrounded (a row-parallel partial,
-    ``ops.gemm_a4w4_partial``), stored from registers, not bf16 staged through the ring."""
+    """One launch of the large-M kernels: a CTA computes tn tokens x 128 weight rows. int8_weight: the
+    prep also writes the weight as int8 in the layout wgmma reads (``mxfp4_gemm_i8``, tn 128; stages:
+    its ring's depth, a segment of K, SEGMENT_BLOCKS blocks, a stage), else the GEMM converts the
+    weight's codes into shared memory itself (``mxfp4_gemm_cv``, tn 64 or 128; stages: the depth of
+    its ring of codes, at least 4, which also holds the output tile). split: CTAs of a cluster that
+    share K (``mxfp4_gemm_cv`` only, 1..8; a launch choice, not a compiled variant). out_f32: the
+    output is the float32 totals unrounded (a row-parallel partial, ``ops.gemm_a4w4_partial``),
+    stored from registers, not bf16 staged through shared memory."""
 
     source = "gemm_wgmma.cu"
 
-    tn: int = 96
+    tn: int = 64
     stages: int = 4
     int8_weight: bool = False
     out_f32: bool = False
@@ -274,7 +275,12 @@ class WgmmaParams:
 
     @property
     def gemm_name(self) -> str:
-        return "mxfp4_gemm_i8" if self.int8_weight else "mxfp4_gemm_wgmma"
+        return "mxfp4_gemm_i8" if self.int8_weight else "mxfp4_gemm_cv"
+
+    @property
+    def threads(self) -> int:
+        """The GEMM's: a producer warpgroup, two consumer warpgroups, and mxfp4_gemm_cv's converter."""
+        return 384 if self.int8_weight else 512
 
     @property
     def meta_bytes(self) -> int:
@@ -287,34 +293,30 @@ class WgmmaParams:
         return self.tn * 32 * SEGMENT_BLOCKS + self.meta_bytes
 
     @property
-    def wmeta_bytes(self) -> int:
-        """One weight tile's segment: the rows' exponents and the group masks (a stage's, written by
-        the register GEMM's meta warps), or (int8_weight) the int8 values, per-block multipliers, the
-        rows' fold starts and the mask (in the workspace, written by the prep)."""
-        if self.int8_weight:
-            return 128 * 32 * SEGMENT_BLOCKS + SEGMENT_BLOCKS * 128 * 4 + 128 * 4 + 16
-        return 128 * 8 + 16
-
-    @property
-    def stage_bytes(self) -> int:
-        """One ring stage: the A blob, then the weight's codes (8 groups of 16 rows) and meta, or
-        its int8 blob."""
-        s_w = -(-self.ablob_bytes // 1024) * 1024
-        w = self.wmeta_bytes if self.int8_weight else 8 * SEGMENT_BLOCKS * 256 + self.wmeta_bytes
-        return -(-(s_w + w) // 1024) * 1024
+    def wblob_bytes(self) -> int:
+        """One weight tile's segment as int8: the values, per-block multipliers, the rows' fold starts
+        and the masks (int8_weight: in the workspace, written by the prep; else a slot of
+        mxfp4_gemm_cv's shared memory, written by its converter)."""
+        return 128 * 32 * SEGMENT_BLOCKS + SEGMENT_BLOCKS * 128 * 4 + 128 * 4 + 16
 
     def smem_bytes(self) -> int:
         """Dynamic shared memory (mirrors the offsets in gemm_wgmma.cu)."""
-        return 1024 + self.stages * self.stage_bytes + 2 * self.stages * 8
+        kb = lambda x: -(-x // 1024) * 1024
+        if self.int8_weight:  # the ring: A's blob and the weight's a stage
+            return 1024 + self.stages * kb(kb(self.ablob_bytes) + self.wblob_bytes) + 2 * self.stages * 8
+        # the rings of codes (and rows' exponents), of A's blobs and of converted weight tiles, 64 rows of zeros
+        astages = 3 if self.tn == 64 else 2
+        return (1024 + self.stages * (8 * SEGMENT_BLOCKS * 256 + 128 * 8) + astages * kb(self.ablob_bytes)
+                + 2 * kb(self.wblob_bytes) + 64 * 128 + 2 * (self.stages + astages + 2) * 8)
 
     def check(self) -> None:
         rules = [
-            (self.tn in (64, 96, 128), "tn must be 64, 96 or 128"),
+            (self.tn in (64, 128), "tn must be 64 or 128"),
             (not self.int8_weight or self.tn == 128, "int8_weight needs tn 128"),
-            (self.stages >= 2, "stages must be at least 2"),
+            (self.stages >= (2 if self.int8_weight else 4), "stages must be at least 4 (2 with int8_weight)"),
             (1 <= self.split <= 8, "split must be in 1..8 (a portable cluster)"),
-            (self.split == 1 or not self.int8_weight, "split needs the register GEMM (int8_weight False)"),
-            (self.out_f32 or self.tn * 136 * 2 <= self.stages * self.stage_bytes,
+            (self.split == 1 or not self.int8_weight, "split needs the converting GEMM (int8_weight False)"),
+            (not self.int8_weight or self.out_f32 or self.tn * 136 * 2 <= self.smem_bytes() - 1024 - 16 * self.stages,
              "the ring must hold the bf16 output tile"),
             (self.smem_bytes() <= SMEM_LIMIT, f"shared memory {self.smem_bytes()} > {SMEM_LIMIT}"),
         ]

@@ -30,22 +30,26 @@ flushed, against four mma.sync tilings: at 48 and 64 rows it is the fastest on s
 23-58% slower at K = 512, where its two launches take 17-21 us at any M; at 24 and 32 rows it is
 the fastest on five of the ten."""
 
-WGMMA_TN64, WGMMA_TN128, WGMMA_INT8 = WgmmaParams(64, 5), WgmmaParams(128, 4), WgmmaParams(128, 3, True)
+WGMMA_TN64, WGMMA_TN128, WGMMA_INT8 = WgmmaParams(64, 4), WgmmaParams(128, 4), WgmmaParams(128, 3, True)
 """The compiled variants ``wgmma_params`` chooses among (its K split is a launch choice)."""
+
+WGMMA_INT8_MIN_M = 513
+"""From this many rows on, the weight as int8 from the prep (``mxfp4_gemm_i8``); below, the GEMM that
+converts the weight's codes in shared memory (``mxfp4_gemm_cv``). H200, L2 flushed, same run:
+512x7168x2048 42.9 us (converting) against 47.4 (int8 weight), 1024x7168x2048 79.5 against 76.5,
+4096x7168x7168 754 against 632, 8192^3 1883 against 1526."""
 
 
 def wgmma_params(p: Problem, sm_count: int = 132) -> WgmmaParams:
-    """The large-M kernels' variant: up to 256 rows the weight converted in registers on 64-token tiles
-    (less padding, more CTAs, no int8 copy of the weight to write; 128-token tiles past one wave), K split over a cluster while the
-    grid has fewer CTAs than the SMs (clusters of 2, 4 or 8: clusters of 3, 5 or 7 CTAs left SMs idle); above, the weight as
-    int8 from the prep (``int8_weight``, 128-token tiles). H200, L2 flushed, same run (both kernels
-    then with ptxas's serialized wgmma, since fixed): 512x7168x2048 82.6 us (int8 weight) against
-    88.7 (registers, tn 128) and 89.7 (tn 64); 4096x7168x7168 887 against 1030; 8192^3 2165 against
-    2576; model-like data 1123 against 1355 at 4096x7168x7168; at 256 rows 59.9 against 35.0 (tn 64).
-    From 65 rows, where 64-token tiles would need more than one wave of CTAs, 128-token tiles (each
-    tile converts the weight's codes once for twice the tokens): 200x5120x2880 model-like data 42.2 us
-    against 61.3 (160 CTAs of 64 tokens)."""
-    if p.m > 256:
+    """The large-M kernels' variant: up to 512 rows the GEMM that converts the weight's codes in shared
+    memory, on 64-token tiles (128-token tiles from 65 rows where 64-token ones would need more than
+    one wave of CTAs), K split over a cluster while the grid has fewer CTAs than the SMs (clusters
+    of 2, 4 or 8: clusters of 3, 5 or 7 CTAs left SMs idle); above, the weight as int8 from the prep
+    (``int8_weight``, 128-token tiles). H200, L2 flushed, same run, against the GEMM this replaced
+    (the codes converted in registers): 256x3072x1536 17.4 us against 19.9, 64x7168x2048 (split 2)
+    16.8 against 17.7, 64x2880x4096 (split 4) 17.9 against 20.4, 64x24576x1536 30.6 against 34.3,
+    128x7168x2048 20.8 against 23.5 (BENCHMARKS.md; model-like data 8-20% faster)."""
+    if p.m >= WGMMA_INT8_MIN_M:
         return WGMMA_INT8
     base = WGMMA_TN64
     if p.m > 64 and base.tiles(p) > sm_count:  # more than one wave: halve the token tiles

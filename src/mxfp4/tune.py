@@ -5,6 +5,7 @@ reads (JSON, written atomically).
 Shapes above ``plan.TABLE_MAX_M`` rows always run the large-M kernels: they are skipped."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -62,11 +63,11 @@ def small_candidates(p: plan.Problem) -> list[plan.SmallParams]:
 
 
 def wgmma_candidates(p: plan.Problem, sm_count: int = 132) -> list[plan.WgmmaParams]:
-    """The large-M kernels' own choice and the register GEMM with K split 1..8 ways while the grid stays
-    within the SMs (on the H200 a split of 3 beat the heuristic's 2 at 40x4608x7168: 32.1 us against 37.3)."""
+    """The large-M kernels' own choice and the converting GEMM on 64-token tiles with K split 1..8 ways
+    while the grid stays within the SMs."""
     own = plan.wgmma_params(p, sm_count)
-    ctas = plan.WgmmaParams(64, 5).tiles(p)
-    splits = [plan.WgmmaParams(64, 5, split=s) for s in (1, 2, 3, 4, 8) if s == 1 or ctas * s <= sm_count]
+    ctas = plan.WGMMA_TN64.tiles(p)
+    splits = [dataclasses.replace(plan.WGMMA_TN64, split=s) for s in (1, 2, 3, 4, 8) if s == 1 or ctas * s <= sm_count]
     return [own] + [c for c in splits if c != own and c.fits(p)]
 
 

@@ -324,6 +324,17 @@ def grouped_launch(params, t: int, e: int, n: int, k: int, device: torch.device)
     return hit
 
 
+def _prefer_shared(k: Kernel) -> None:
+    """The largest shared-memory carveout for ``k``, the one the GEMM that depends on it needs: an SM
+    runs CTAs of both kernels side by side only in one configuration."""
+    from cuda.bindings import driver
+
+    attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
+    err, = driver.cuFuncSetAttribute(driver.CUfunction(k.function), attr, 100)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cannot prefer the largest shared memory carveout for {k.name}: {err}")
+
+
 def _allow_large_cluster(k: Kernel, device: torch.device) -> None:
     """Clusters of 9..16 CTAs (non-portable on Hopper) for ``k``."""
     from cuda.bindings import driver
@@ -346,10 +357,12 @@ def wgmma_launch(params, m: int, n: int, k: int, device: torch.device):
         defines = params.defines()
         smem = params.smem_bytes()
         prep = kernel(params.source, "mxfp4_wgmma_prep", defines, device)
+        if not params.int8_weight:
+            _prefer_shared(prep)
         gemm = kernel(params.source, params.gemm_name, defines, device, smem)
         g = wgmma_geometry(params, m, n, k)
         hit = _wgmma[key] = (prep, config((g["a_ctas"] + g["w_ctas"], 1, 1), PREP_THREADS, 0, None),
-                             gemm, config((g["ntile"] * g["nwt"], 1, params.split), 384, smem,
+                             gemm, config((g["ntile"] * g["nwt"], 1, params.split), params.threads, smem,
                                           _cluster(params.split), dependent=True), g)
     return hit
 
@@ -380,7 +393,7 @@ def wgmma_geometry(params, m: int, n: int, k: int) -> dict[str, int]:
     ntile = -(-m // params.tn)
     nwt = -(-n // 128)
     ablob = nseg * ntile * params.ablob_bytes
-    # the int8 weight comes from the prep; the register GEMM builds its weight meta itself
+    # the int8 weight comes from the prep; mxfp4_gemm_cv converts the weight's codes itself
     w_ctas = nwt * nseg if params.int8_weight else 0
-    return dict(nseg=nseg, ntile=ntile, nwt=nwt, ablob=ablob, wblob=w_ctas * params.wmeta_bytes,
+    return dict(nseg=nseg, ntile=ntile, nwt=nwt, ablob=ablob, wblob=w_ctas * params.wblob_bytes,
                 a_ctas=nseg * ntile * (params.tn // (PREP_THREADS // 32)), w_ctas=w_ctas)

@@ -20,8 +20,10 @@ _N_SHUFFLED = (16, 16, 32, 48, 64, 64, 80, 96, 128, 160, 256)
 _N_PLAIN = (1, 8, 16, 24, 40, 48, 64, 100)
 _K64 = (64, 64, 128, 128, 192, 256, 320, 512, 768, 1024)
 _K32 = (32, 96, 160, 224, 64, 128, 288)
-# --large-m: rows of A the large-M kernel takes (plan.WGMMA_MIN_M on), both token tiles, partial tiles
-_M_LARGE = (33, 47, 64, 65, 95, 96, 100, 127, 128, 129, 160, 191, 192, 200, 255, 256, 257, 288, 300, 333, 384, 449, 512)
+# --large-m: rows of A the large-M kernels take (plan.WGMMA_MIN_M on), both token tiles, partial tiles,
+# the int8-weight kernel (plan.WGMMA_INT8_MIN_M on)
+_M_LARGE = (33, 47, 64, 65, 95, 96, 100, 127, 128, 129, 160, 191, 192, 200, 255, 256, 257, 288, 300, 333, 384, 449, 512,
+            513, 577, 640)
 _N_LARGE = (16, 48, 64, 112, 128, 144, 192, 256, 272, 384)
 _MAX_MNK = 1 << 22  # keeps a case to a few milliseconds of oracle time
 

@@ -5,35 +5,31 @@
 //   exponents holding the most of its nonzero blocks (ties: the lowest lo), its mask the blocks inside
 //   it; a token tile's mask, the AND of its tokens' masks, is taken by the GEMM. A weight row's band
 //   is the window starting at its smallest exponent or the one ending at its largest, whichever holds
-//   more of its blocks (ties: the lower; row_band), a weight tile's (or 64-row group's) mask the AND
+//   more of its blocks (ties: the lower; row_band), a weight tile's (or 32-row unit's) mask the AND
 //   of its rows'. A band's blocks are shifted left by their exponent minus the band's
 //   smallest (<= 3: twice an e2m1 value, <= 12, stays int8) and share one multiplier, 2**(smallest -
 //   128); the others keep their own. The blocks in both masks add into one int32 sum, scaled once;
 //   every other block is a term of its own. An outlier channel's block leaves the band and the rest
 //   of its segment still folds.
 //
+// Both operands reach wgmma as int8 in shared memory in one layout: 128-byte rows (a token's or a
+// weight row's 4 blocks of a half segment), 16-byte chunks swizzled (chunk ^ row % 8: the 128-byte
+// swizzle), a block's 32 values permuted so that position 4t + j holds element 8t + j and position
+// 16 + 4t + j holds element 8t + 4 + j (t = 0..3: a 4-byte word of the weight's codes gives both).
+//
 // mxfp4_wgmma_prep (PREP_THREADS a CTA; a warp quantizes one token's segment, so every token is
 // done on its own and A spreads over TN / 8 CTAs a tile and segment), workspace per call, nothing kept:
 //     ablob [nseg][ntile] blobs of ABLOB bytes, one bulk copy per stage: the tile's int8 values as
-//          two swizzle atoms (blocks 0-3, then 4-7), each one 128-byte row per token with its
-//          16-byte chunks swizzled (chunk ^ row % 8: the 128-byte swizzle of the shared-memory
-//          operand) and a block's 32 values permuted so that position 4t + j holds element 8t + j
-//          and position 16 + 4t + j holds 8t + 4 + j (the order in which the weight's codes reach
-//          a thread's registers); then the band multiplier per token (TN floats), the per-block
-//          multipliers [8][TN] and the tokens' band masks (TN bytes);
+//          two swizzle atoms (blocks 0-3, then 4-7), then the band multiplier per token (TN
+//          floats), the per-block multipliers [8][TN] and the tokens' band masks (TN bytes);
 //     for mxfp4_gemm_i8 only (CTAs from a_ctas on): wblob [ceil(N / 128)][nseg] blobs of WBLOB
-//          bytes: the weight's values as int8 in A's layout (its band's blocks shifted), multipliers
-//          [8][128], each row's accumulator start, the tile's mask.
+//          bytes: the weight's values as int8 (its band's blocks shifted), multipliers [8][128],
+//          each row's accumulator start, the tile's mask.
 //
-// mxfp4_gemm_wgmma: one CTA per 128 weight rows x TN tokens; one thread streams each segment's A
-//   blob and the weight's codes as stored (a tensor map over its 16-row groups) into a ring, while
-//   two warps build the stage's weight meta from the weight's scale bytes as stored: the rows' eight
-//   e8m0 bytes (one u64 a row) and a mask byte per 64-row group (rows whose band tops out at 232 or
-//   less: the accumulator trick below needs a normal float). Warpgroups 1 and 2 each own 64 weight
-//   rows, convert their codes to int8 in registers (the row operand, shifted for the fold) and
-//   wgmma reads the tokens from shared memory (m64nTNk32, s32 accumulation, exact).
-// mxfp4_gemm_i8 (TN 128): one CTA per 128 tokens x 128 weight rows, both operands from shared
-//   memory (m64n128k32), nothing converted.
+// mxfp4_gemm_cv (TN 64 or 128, up to 512 tokens): the weight's codes as stored, converted to int8 in
+//   shared memory by a warpgroup of the CTA (below, at the kernel).
+// mxfp4_gemm_i8 (TN 128, above): one CTA per 128 tokens x 128 weight rows, both operands from the
+//   prep's blobs, nothing converted.
 // The fold: the int32 accumulator starts at the bits of 1.5 * 2**23 * 2**(ew - 128) (ew: the row's
 //   band minimum), so the sum lands in the mantissa and float(bits) - start is the sum times the
 //   row's factor, exactly; one fma with the token's multiplier adds the term. A row's path depends on
@@ -55,58 +51,22 @@
 #define TW 128                             // weight rows per CTA
 #define META (TN * (5 + 4 * SEG))          // fold[TN], blk[SEG][TN] floats, the tokens' masks[TN]
 #define ABLOB (TN * 128 * (SEG / 4) + META) // one token tile's segment: values, then meta
-#define WMETA (TW * 8 + 16)                // a stage's weight meta (written by the meta warps): exponents, masks
-#define S_A 0                              // stage: the A blob (values: SEG / 4 swizzle atoms of
-                                           // [TN][128], 1024-aligned)
-#define S_M (TN * 128 * (SEG / 4))         //   its meta
-#define S_W ((ABLOB + 1023) / 1024 * 1024) // weight codes: 8 groups of 16 rows x SEG blocks x 256 B
-#define S_WM (S_W + 8 * SEG * 256)         // the weight tile's meta blob
-#define STAGE_BYTES ((S_WM + WMETA + 1023) / 1024 * 1024)
-#define SMEM_BYTES (1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8)
+#define S_M (TN * 128 * (SEG / 4))         //   its meta (the values: SEG / 4 swizzle atoms of [TN][128])
 #define GM 16                              // token tiles per raster group (L2 reuse of A)
 #define PREP_THREADS 256                   // a prep CTA: 8 tokens of a (token tile, segment) of A, a warp
                                            // a token, or one weight tile-segment as int8 (mxfp4_gemm_i8)
-#define META_THREADS 64                    // the register GEMM's meta warps (1 and 2)
+#define META_THREADS 64                    // mxfp4_gemm_cv's exponent warps (1 and 2)
 #define C_PITCH (TW + 8)                   // bf16 per token row of the staged output tile
-// mxfp4_gemm_i8's weight blob, one per (weight tile, segment): int8 values as A's, then the meta
+// A weight tile's segment as int8 (mxfp4_gemm_i8's blob, mxfp4_gemm_cv's CV slot): values as A's, then
 #define W_MULT (TW * 128 * (SEG / 4))      //   multipliers [SEG][TW] (float)
 #define W_MAGIC (W_MULT + SEG * TW * 4)    //   the fold's accumulator start per row (u32)
-#define W_MASK (W_MAGIC + TW * 4)          //   the tile's band mask
+#define W_MASK (W_MAGIC + TW * 4)          //   the tile's band mask (mxfp4_gemm_i8), or one a 32-row unit
 #define WBLOB (W_MASK + 16)
 #define S8_W ((ABLOB + 1023) / 1024 * 1024)
 #define STAGE8 ((S8_W + WBLOB + 1023) / 1024 * 1024)
 #define SMEM8 (1024 + STAGES * STAGE8 + 2 * STAGES * 8)
 
-static_assert(TN == 64 || TN == 96 || TN == 128, "token tile");
-
-#if TN == 64
-// D (64 x 64, s32) += A (64 x 32 s8, registers) * B (64 x 32 s8, shared memory, descriptor).
-__device__ __forceinline__ void wgmma_s8(int (&d)[32], const u32 (&a)[4], u64 desc) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32,%33,%34,%35}, %36, 1;"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
-}
-#endif
-#if TN == 96
-// D (64 x 96, s32) += A (64 x 32 s8, registers) * B (96 x 32 s8, shared memory, descriptor).
-__device__ __forceinline__ void wgmma_s8(int (&d)[48], const u32 (&a)[4], u64 desc) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n96k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, {%48,%49,%50,%51}, %52, 1;"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
-}
-#endif
-
-#if TN == 128
-// D (64 x 128, s32) += A (64 x 32 s8, registers) * B (128 x 32 s8, shared memory, descriptor).
-__device__ __forceinline__ void wgmma_s8(int (&d)[64], const u32 (&a)[4], u64 desc) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64,%65,%66,%67}, %68, 1;"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
-}
-#endif
+static_assert(TN == 64 || TN == 128, "token tile");
 
 namespace {
 
@@ -150,7 +110,7 @@ __device__ __forceinline__ int band_window(int e) {
 }
 
 // A weight row's band from its eight exponent bytes x0 (blocks 0-3), x1 (4-7), 255 for NaN or past
-// K (in no band), byte-parallel (the register GEMM's meta warps have 40 registers): of the windows
+// K (in no band), byte-parallel (four bytes an operation): of the windows
 // starting at its smallest exponent and ending at its largest, the one holding more of its blocks
 // (ties: the lower). A row spanning at most 4 binary orders has one window; an outlier column puts
 // a block above the rest, and the low window leaves it out. Returns the window's start, 255 for a
@@ -179,11 +139,6 @@ __device__ __forceinline__ u32 row_band(u32 x0, u32 x1, u32 &bits) {
   bits = (f0 * 0x10204080u) >> 28 | ((f1 * 0x10204080u) >> 28) << 4;  // byte b's flag to bit b
   return lo;
 }
-
-template <bool B>
-struct Flag {
-  static constexpr bool value = B;
-};
 
 // The AND of T tokens' band masks (bytes at `masks`), the same in every lane: the blocks inside the
 // band of every one of them.
@@ -339,366 +294,6 @@ mxfp4_wgmma_prep(const u16 *__restrict__ A, int lda, int M, int K, const u8 *__r
   }
 }
 
-extern "C" __global__ void __launch_bounds__(384, 1)
-mxfp4_gemm_wgmma(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc,
-                 const __grid_constant__ TensorMap wmap, out_t *__restrict__ C, int ldc, int M, int N, int K, int ntile,
-                 int nwt) {
-  extern __shared__ __align__(1024) u8 smem_raw[];
-  // Aligned by an offset from the array (not through an integer cast), so the compiler keeps the
-  // shared address space: every access below is an LDS / STS, not a generic load.
-  u8 *smem = smem_raw + ((1024u - (mx::smem_addr(smem_raw) & 1023u)) & 1023u);
-  u64 *full = (u64 *)(smem + STAGES * STAGE_BYTES), *empty = full + STAGES;
-  {
-    u32 dyn;
-    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
-    if (dyn < (u32)SMEM_BYTES) __trap();
-  }
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int nblk = K >> 5, nseg = (nblk + SEG - 1) / SEG;
-  // K split over the S CTAs of a cluster (1, 1, S): this CTA takes the rank-th of S near-equal runs
-  // of segments (the host keeps S <= nseg, so every run has one).
-  const u32 S = mx::cluster_size(), rank = mx::cluster_rank();
-  const int s_lo = (int)((long long)nseg * rank / S), cnt = (int)((long long)nseg * (rank + 1) / S) - s_lo;
-  // Raster: GM token tiles sweep the weight tiles together (their A segments stay in L2).
-  const int id = blockIdx.x, per_group = GM * nwt;
-  const int grp = id / per_group, first = grp * GM, gsize = min(GM, ntile - first);
-  const int local = id - grp * per_group;
-  const int tT = first + local % gsize, tW = local / gsize;
-  const int n0 = tW * TW, t0 = tT * TN;
-
-  if (tid == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      mx::mbar_init(&full[s], 1 + META_THREADS);  // the producer's expect_tx, the meta warps
-      mx::mbar_init(&empty[s], 256);  // every consumer thread releases its own reads
-    }
-    mx::fence_barrier_init();
-  }
-  __syncthreads();
-
-  if (warp < 4) {
-    setmaxnreg_dec40();
-    if (warp == 3) return;
-    if (warp == 0) {
-      // ---- producer: two copies a stage (A's blob, the weight's codes), from one lane ----
-      if (lane == 0) {
-        // The weight's codes of the first stages go out while the prep may still run (programmatic
-        // dependent launch); A's blobs only after griddepcontrol.wait.
-        const int first = min(STAGES, cnt);
-        for (int i = 0; i < first; ++i) {
-          mx::mbar_arrive_expect_tx(&full[i], (u32)(ABLOB + 8 * SEG * 256));
-          tma_copy_2d(smem + i * STAGE_BYTES + S_W, &wmap, (s_lo + i) * (SEG * 256 / 8), n0 / 16, &full[i]);
-        }
-        mx::pdl_wait();
-        for (int i = 0; i < first; ++i)
-          mx::bulk_copy(smem + i * STAGE_BYTES + S_A, ablob + ((long long)(s_lo + i) * ntile + tT) * ABLOB, (u32)ABLOB,
-                        &full[i]);
-        int stage = first % STAGES;
-        u32 phase = first == STAGES ? 1u : 0u;
-        for (int i = first; i < cnt; ++i) {
-          const int s = s_lo + i;
-          mx::mbar_wait(&empty[stage], phase ^ 1);
-          mx::fence_proxy_async();
-          u8 *st = smem + stage * STAGE_BYTES;
-          mx::mbar_arrive_expect_tx(&full[stage], (u32)(ABLOB + 8 * SEG * 256));
-          mx::bulk_copy(st + S_A, ablob + ((long long)s * ntile + tT) * ABLOB, (u32)ABLOB, &full[stage]);
-          tma_copy_2d(st + S_W, &wmap, s * (SEG * 256 / 8), n0 / 16, &full[stage]);
-          if (++stage == STAGES) {
-            stage = 0;
-            phase ^= 1;
-          }
-        }
-      }
-      __syncwarp();  // lane 0 rejoins: the cluster barriers are .aligned (the whole warp executes them)
-    } else {
-      // ---- the weight meta, warps 1 and 2 (64-row group warp - 1): per stage each row's eight
-      // exponent bytes (one u64) and the group's band mask, from the weight's scale bytes as stored.
-      // A lane holds rows r and r + 16 of a 32-row unit: in the shuffled layout their 8 blocks' bytes
-      // are 4 words, 64 bytes apart (mx::shuffled_scale_offset). Nothing here waits for the prep.
-      const int unit = (tid - 32) >> 4, r16 = lane & 15;  // unit: 32-row unit of the tile (0..3)
-      const int ra = 32 * unit + r16, rb = ra + 16;       // tile-local rows
-      const bool va = n0 + ra < N, vb = n0 + rb < N;
-      const u8 *src = Wsc + (long long)((n0 >> 5) + unit) * 32 * ldsc + 4 * r16;
-      auto load = [&](int s, u32 (&w)[4]) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) w[j] = va ? *(const u32 *)(src + s * 256 + 64 * j) : 0u;
-      };
-      u32 wn[4];
-      load(s_lo, wn);
-      int stage = 0;
-      u32 phase = 0;
-      for (int i = 0; i < cnt; ++i) {
-        const int s = s_lo + i;
-        u32 w[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) w[j] = wn[j];
-        if (i + 1 < cnt) load(s + 1, wn);  // the next segment's bytes are in flight while this one is done
-        // Word j holds (row a, block j), (row b, block j), (row a, block j + 4), (row b, block j + 4).
-        const u32 t01 = __byte_perm(w[0], w[1], 0x5140), t23 = __byte_perm(w[2], w[3], 0x5140);
-        const u32 u01 = __byte_perm(w[0], w[1], 0x7362), u23 = __byte_perm(w[2], w[3], 0x7362);
-        const int nb = min(SEG, nblk - s * SEG);
-        const u64 past = nb < SEG ? ~0ull << (8 * nb) : 0ull;  // blocks past K: byte 255, in no band
-        u64 exa = ((u64)__byte_perm(u01, u23, 0x5410) << 32 | __byte_perm(t01, t23, 0x5410)) | past;
-        u64 exb = ((u64)__byte_perm(u01, u23, 0x7632) << 32 | __byte_perm(t01, t23, 0x7632)) | past;
-        // a row's mask: its band's blocks, none when the band tops out above 232 (the fold's start
-        // must be a normal float)
-        u32 ma, mb;
-        if (row_band((u32)exa, (u32)(exa >> 32), ma) + 3u > 232u) ma = 0u;
-        if (row_band((u32)exb, (u32)(exb >> 32), mb) + 3u > 232u) mb = 0u;
-        if (!va) exa = 0, ma = 0xFFu;
-        if (!vb) exb = 0, mb = 0xFFu;
-        const u32 gmask = __reduce_and_sync(0xffffffffu, ma & mb);
-        if (i >= STAGES) mx::mbar_wait(&empty[stage], phase ^ 1);
-        u8 *st = smem + stage * STAGE_BYTES + S_WM;
-        *(u64 *)(st + ra * 8) = exa;
-        *(u64 *)(st + rb * 8) = exb;
-        if (lane == 0) st[TW * 8 + unit / 2] = (u8)gmask;
-        mx::mbar_arrive(&full[stage]);
-        if (++stage == STAGES) {
-          stage = 0;
-          phase ^= 1;
-        }
-      }
-    }
-    if (S > 1) {  // the partial reduction's two cluster barriers count every thread that has not exited
-      mx::cluster_sync();
-      mx::cluster_sync_relaxed();
-    }
-    return;
-  }
-
-  // ---- consumers: warpgroup c owns weight rows 64c .. 64c + 63 of the tile ----
-  setmaxnreg_inc232();
-  const int c = (warp >> 2) - 1, wq = warp & 3, g = lane >> 2, t = lane & 3;
-  const int rl0 = 64 * c + 16 * wq + g, rl1 = rl0 + 8;  // this thread's two weight rows (tile-local)
-  int d[TN / 2];
-  float acc[TN / 2];
-#pragma unroll
-  for (int i = 0; i < TN / 2; ++i) acc[i] = 0.0f;
-
-  // A segment in three steps, software-pipelined over two register sets so that one segment's codes
-  // are converted while the other's wgmma run:
-  //   prepare: wait for its stage; the blocks that fold (inside the band of every token of the tile,
-  //     A's mask, and of every weight row of this warpgroup, W's mask; both leave out blocks past K);
-  //     the rows' fold starts; the codes of those blocks as int8, shifted by their exponent minus
-  //     the row's band minimum (zeros for blocks outside the mask);
-  //   issue: the fold's 8 wgmma into one int32 sum (started at the bits of 1.5 * 2**23 * the row's
-  //     factor, so float(bits) - start is the sum times the factor), one commit group;
-  //   finish: wait for it, one fma with the token's multiplier; every block outside the fold then
-  //     adds as a term of its own; the stage is released.
-  struct Seg {
-    u32 fmask;
-    int m0, m1;
-    u64 ex0, ex1;
-  };
-  const u8 *wrow = smem + S_W + (4 * c + wq) * (SEG * 256) + g * 16 + t * 4;  // + stage * STAGE_BYTES
-  auto prepare = [&](int stage, u32 phase, Seg &sg, u32 (&af)[SEG][4]) {
-    mx::mbar_wait(&full[stage], phase);
-    const u8 *st = smem + stage * STAGE_BYTES;
-    // The tile's mask (its tokens') and this warpgroup's weight rows'.
-    u32 fmask = tokens_mask<TN>(st + S_M + TN * (4 + 4 * SEG), lane) & (u32)st[S_WM + TW * 8 + c];
-    if (__popc(fmask) < 2) fmask = 0;
-    // Warp-uniform as ptxas can see it: a branch on a value it takes for divergent around wgmma
-    // serializes every wgmma of the kernel (warning C7520).
-    sg.fmask = fmask = __shfl_sync(0xffffffffu, fmask, 0);
-    const u64 ex0 = sg.ex0 = *(const u64 *)(st + S_WM + rl0 * 8), ex1 = sg.ex1 = *(const u64 *)(st + S_WM + rl1 * 8);
-    const u8 *wf = wrow + stage * STAGE_BYTES;
-    // A whole mask (every segment of randn data) converts without per-block selects.
-    auto convert = [&](auto masked) {
-      constexpr bool MASKED = decltype(masked)::value;
-      int b0 = 1000, b1 = 1000;
-#pragma unroll
-      for (int b = 0; b < SEG; ++b)
-        if (!MASKED || ((fmask >> b) & 1u)) {
-          b0 = min(b0, (int)((ex0 >> (8 * b)) & 0xFFu));
-          b1 = min(b1, (int)((ex1 >> (8 * b)) & 0xFFu));
-        }
-      sg.m0 = 0x4B400000 + (b0 - 128) * (1 << 23);
-      sg.m1 = 0x4B400000 + (b1 - 128) * (1 << 23);
-#pragma unroll
-      for (int b = 0; b < SEG; ++b) {
-        const bool in = !MASKED || ((fmask >> b) & 1u);
-        const u32 lo = in ? *(const u32 *)(wf + b * 256) : 0u, hi = in ? *(const u32 *)(wf + b * 256 + 128) : 0u;
-        const u32 s0 = in ? (u32)((int)((ex0 >> (8 * b)) & 0xFFu) - b0) : 0u;
-        const u32 s1 = in ? (u32)((int)((ex1 >> (8 * b)) & 0xFFu) - b1) : 0u;
-        af[b][0] = shl_s8x4(mx::e2m1x4_to_s8x4(lo), s0);
-        af[b][1] = shl_s8x4(mx::e2m1x4_to_s8x4(hi), s1);
-        af[b][2] = shl_s8x4(mx::e2m1x4_to_s8x4(lo >> 16), s0);
-        af[b][3] = shl_s8x4(mx::e2m1x4_to_s8x4(hi >> 16), s1);
-      }
-    };
-    if (fmask == 0xFFu)
-      convert(Flag<false>());
-    else if (fmask)
-      convert(Flag<true>());
-  };
-  auto issue = [&](const Seg &sg, const u32 (&af)[SEG][4], int stage) {
-    if (!sg.fmask) return;
-#pragma unroll
-    for (int j = 0; j < TN / 8; ++j) {
-      d[4 * j] = d[4 * j + 1] = sg.m0;
-      d[4 * j + 2] = d[4 * j + 3] = sg.m1;
-    }
-    const u32 a_base = mx::smem_addr(smem + stage * STAGE_BYTES + S_A);
-    wgmma_fence();
-#pragma unroll
-    for (int b = 0; b < SEG; ++b) wgmma_s8(d, af[b], desc_sw128(a_base + (b >> 2) * (TN * 128) + (b & 3) * 32));
-    wgmma_commit();
-  };
-  auto finish = [&](const Seg &sg, int s, int stage) {
-    const u8 *st = smem + stage * STAGE_BYTES;
-    const float *fold = (const float *)(st + S_M), *blk = fold + TN;
-    const u32 a_base = mx::smem_addr(st + S_A);
-    const u8 *wf = wrow + stage * STAGE_BYTES;
-    if (sg.fmask) {
-      wgmma_wait0();
-      fence_regs(d);
-      const float k0 = __int_as_float(sg.m0), k1 = __int_as_float(sg.m1);
-#pragma unroll
-      for (int j = 0; j < TN / 8; ++j) {
-        const float2 sa = *(const float2 *)(fold + 8 * j + 2 * t);
-        acc[4 * j] = fmaf(__int_as_float(d[4 * j]) - k0, sa.x, acc[4 * j]);
-        acc[4 * j + 1] = fmaf(__int_as_float(d[4 * j + 1]) - k0, sa.y, acc[4 * j + 1]);
-        acc[4 * j + 2] = fmaf(__int_as_float(d[4 * j + 2]) - k1, sa.x, acc[4 * j + 2]);
-        acc[4 * j + 3] = fmaf(__int_as_float(d[4 * j + 3]) - k1, sa.y, acc[4 * j + 3]);
-      }
-    }
-    const int nb = min(SEG, nblk - s * SEG);
-    for (u32 rest = ((1u << nb) - 1u) & ~sg.fmask; rest; rest &= rest - 1) {
-      const int b = __ffs(rest) - 1;
-      u32 af[4];
-      const u32 lo = *(const u32 *)(wf + b * 256), hi = *(const u32 *)(wf + b * 256 + 128);
-      af[0] = mx::e2m1x4_to_s8x4(lo);
-      af[1] = mx::e2m1x4_to_s8x4(hi);
-      af[2] = mx::e2m1x4_to_s8x4(lo >> 16);
-      af[3] = mx::e2m1x4_to_s8x4(hi >> 16);
-#pragma unroll
-      for (int j = 0; j < TN / 2; ++j) d[j] = 0x4B400000;
-      wgmma_fence();
-      wgmma_s8(d, af, desc_sw128(a_base + (b >> 2) * (TN * 128) + (b & 3) * 32));
-      wgmma_commit();
-      wgmma_wait0();
-      fence_regs(d);
-      const float k = 12582912.0f;
-      const float sw0 = mx::half_scale((u32)((sg.ex0 >> (8 * b)) & 0xFFu));
-      const float sw1 = mx::half_scale((u32)((sg.ex1 >> (8 * b)) & 0xFFu));
-      const float *fb = blk + b * TN;
-#pragma unroll
-      for (int j = 0; j < TN / 8; ++j) {
-        const float2 sa = *(const float2 *)(fb + 8 * j + 2 * t);
-        acc[4 * j] = fmaf(__int_as_float(d[4 * j]) - k, sw0 * sa.x, acc[4 * j]);
-        acc[4 * j + 1] = fmaf(__int_as_float(d[4 * j + 1]) - k, sw0 * sa.y, acc[4 * j + 1]);
-        acc[4 * j + 2] = fmaf(__int_as_float(d[4 * j + 2]) - k, sw1 * sa.x, acc[4 * j + 2]);
-        acc[4 * j + 3] = fmaf(__int_as_float(d[4 * j + 3]) - k, sw1 * sa.y, acc[4 * j + 3]);
-      }
-    }
-    mx::mbar_arrive(&empty[stage]);
-  };
-
-  int stage = 0;
-  u32 phase = 0;
-  auto next = [&](int st) {
-    stage = st + 1 == STAGES ? 0 : st + 1;
-    if (stage == 0) phase ^= 1;
-  };
-  Seg sg0, sg1;
-  u32 af0[SEG][4], af1[SEG][4];
-  int st0 = stage, st1 = 0;
-  prepare(st0, phase, sg0, af0);
-  next(st0);
-  for (int i = 0; i < cnt; i += 2) {
-    issue(sg0, af0, st0);
-    if (i + 1 < cnt) {
-      st1 = stage;
-      prepare(st1, phase, sg1, af1);
-      next(st1);
-    }
-    finish(sg0, s_lo + i, st0);
-    if (i + 1 >= cnt) break;
-    issue(sg1, af1, st1);
-    if (i + 2 < cnt) {
-      st0 = stage;
-      prepare(st0, phase, sg0, af0);
-      next(st0);
-    }
-    finish(sg1, s_lo + i + 1, st1);
-  }
-
-  // ---- K split: the S partial tiles added in rank order through distributed shared memory (the
-  // ring is drained: every stage this CTA filled has been consumed) ----
-  if (S > 1) {
-    float4 *part = (float4 *)smem;  // [TN / 8][256 consumer threads]
-    const int ctid = tid - 128;
-    if (rank != 0) {
-      mx::named_barrier(1, 256);  // the other warpgroup may still read the last stage (stage 0 when
-                                  // the run is 1 or STAGES + 1 segments long)
-#pragma unroll
-      for (int j = 0; j < TN / 8; ++j) part[j * 256 + ctid] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
-    }
-    mx::cluster_sync();  // every partial is written
-    if (rank == 0) {
-      for (u32 q = 1; q < S; ++q) {
-        float4 v[TN / 8];  // one rank's loads all go out before its adds
-#pragma unroll
-        for (int j = 0; j < TN / 8; ++j) {
-          u32 remote;
-          asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(mx::smem_addr(part + j * 256 + ctid)), "r"(q));
-          asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-                       : "=f"(v[j].x), "=f"(v[j].y), "=f"(v[j].z), "=f"(v[j].w) : "r"(remote) : "memory");
-        }
-#pragma unroll
-        for (int j = 0; j < TN / 8; ++j) {
-          acc[4 * j] += v[j].x;
-          acc[4 * j + 1] += v[j].y;
-          acc[4 * j + 2] += v[j].z;
-          acc[4 * j + 3] += v[j].w;
-        }
-      }
-    }
-    mx::cluster_sync_relaxed();  // no CTA leaves while rank 0 reads its partial
-    if (rank != 0) return;
-  }
-
-#if OUT_F32
-  // ---- output: the float32 totals from registers; a warp's store covers 4 tokens x 8 rows, whole
-  // 32-byte sectors ----
-  const bool in0 = n0 + rl0 < N, in1 = n0 + rl1 < N;
-#pragma unroll
-  for (int j = 0; j < TN / 8; ++j) {
-    const int m = t0 + 8 * j + 2 * t;
-    float *c0 = C + (long long)m * ldc + n0;
-    if (m < M) {
-      if (in0) c0[rl0] = acc[4 * j];
-      if (in1) c0[rl1] = acc[4 * j + 2];
-    }
-    if (m + 1 < M) {
-      if (in0) c0[ldc + rl0] = acc[4 * j + 1];
-      if (in1) c0[ldc + rl1] = acc[4 * j + 3];
-    }
-  }
-#else
-  // ---- output: the tile rounded to bf16, staged in shared memory (the ring is drained), then
-  // written a token row at a time in 16-byte pieces ----
-  mx::named_barrier(1, 256);
-  u16 *ct = (u16 *)smem;
-#pragma unroll
-  for (int j = 0; j < TN / 8; ++j) {
-    const int tok = 8 * j + 2 * t;
-    ct[tok * C_PITCH + rl0] = mx::float_to_bf16(acc[4 * j]);
-    ct[(tok + 1) * C_PITCH + rl0] = mx::float_to_bf16(acc[4 * j + 1]);
-    ct[tok * C_PITCH + rl1] = mx::float_to_bf16(acc[4 * j + 2]);
-    ct[(tok + 1) * C_PITCH + rl1] = mx::float_to_bf16(acc[4 * j + 3]);
-  }
-  mx::named_barrier(1, 256);
-  const int ctid = tid - 128;
-  for (int p = ctid; p < TN * (TW / 8); p += 256) {
-    const int tok = p / (TW / 8), ch = p % (TW / 8);
-    const int m = t0 + tok, n = n0 + ch * 8;
-    if (m < M && n < N)
-      *(uint4 *)(C + (long long)m * ldc + n) = *(const uint4 *)(ct + tok * C_PITCH + ch * 8);
-  }
-#endif
-}
-
 // D (64 x 128, s32) += A (64 x 32 s8) * B (128 x 32 s8), both from shared memory (descriptors).
 __device__ __forceinline__ void wgmma_ss_s8(int (&d)[64], u64 da, u64 db) {
   asm volatile(
@@ -711,7 +306,7 @@ __device__ __forceinline__ void wgmma_ss_s8(int (&d)[64], u64 da, u64 db) {
 // A does, so both operands stream through one ring by two bulk copies a stage and wgmma reads both
 // from shared memory; the consumers convert nothing. A CTA owns 128 tokens (warpgroup c: tokens
 // 64c .. 64c + 63) x 128 weight rows. A segment's blocks inside both bands (A's and W's masks)
-// accumulate in one int32 sum started at the row's start bits (the fold, as mxfp4_gemm_wgmma's),
+// accumulate in one int32 sum started at the row's start bits (the fold, as mxfp4_gemm_cv's),
 // scaled once by the token's multiplier; every other block is a term scaled by both multipliers.
 extern "C" __global__ void __launch_bounds__(384, 1)
 mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t *__restrict__ C, int ldc, int M, int N,
@@ -870,6 +465,420 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t 
   }
   mx::named_barrier(1, 256);
   const int ctid = tid - 128;
+  for (int p = ctid; p < TN * (TW / 8); p += 256) {
+    const int tok = p / (TW / 8), ch = p % (TW / 8);
+    const int m = t0 + tok, n = n0 + ch * 8;
+    if (m < M && n < N)
+      *(uint4 *)(C + (long long)m * ldc + n) = *(const uint4 *)(ct + tok * C_PITCH + ch * 8);
+  }
+#endif
+#endif
+}
+
+// ---- mxfp4_gemm_cv: the weight converted to int8 in shared memory by a warpgroup of its own ----
+// A CTA owns TN (64 or 128) tokens x 128 weight rows, 512 threads:
+//   warp 0 (lane 0) streams the weight's codes as stored (the tensor map over its 16-row groups) into
+//     the W ring; warps 1 and 2 put each row's eight exponent bytes of the segment beside them (from
+//     the scale bytes as stored); warp 3 (lane 0) streams A's blobs from the prep into the A ring;
+//   warpgroup 1, the converter: thread r owns weight row r; per segment the row's band (row_band),
+//     its codes as int8 (its band's blocks shifted left by their exponent minus the band's smallest),
+//     its multipliers and fold start, into a CV slot in the layout wgmma reads (A's: 128-byte swizzle,
+//     a block's elements permuted the same way);
+//   warpgroups 2 and 3, the consumers: wgmma with both operands in shared memory (TN 64: warpgroup c
+//     64 tokens x weight rows 64c..64c+63, m64n64k32; TN 128: tokens 64c..64c+63 x 128 rows,
+//     m64n128k32), then the fold and the terms as mxfp4_gemm_i8's.
+// Three rings, so that each producer runs ahead of its consumer: the W ring (STAGES, codes from
+// DRAM, released by the converter), the A ring (CV_ASTAGES blobs from L2, released by the consumers)
+// and the CV ring (2 slots, filled by the converter, released by the consumers).
+#define CV_WSTAGE (8 * SEG * 256 + TW * 8)             // codes of 8 groups x SEG blocks, rows' exponents
+#define CV_ASTAGES (TN == 64 ? 3 : 2)
+#define CV_ASTAGE ((ABLOB + 1023) / 1024 * 1024)
+#define CV_SLOTS 2
+#define CV_SLOT ((WBLOB + 1023) / 1024 * 1024)         // int8 values, multipliers, starts, unit masks
+#define CV_A (STAGES * CV_WSTAGE)
+#define CV_C (CV_A + CV_ASTAGES * CV_ASTAGE)
+#define CV_ZERO (CV_C + CV_SLOTS * CV_SLOT)            // 64 rows of 128 zero bytes: the A of blocks outside the fold
+#define CV_BAR (CV_ZERO + 64 * 128)
+#define CV_SMEM (1024 + CV_BAR + 2 * (STAGES + CV_ASTAGES + CV_SLOTS) * 8)
+#define CV_NW (TN == 64 ? 64 : 128)                     // weight rows a consumer warpgroup covers
+// Registers a thread at launch, then per warpgroup (setmaxnreg): the producers 40, the converter
+// CV_REGS_CV, the consumers CV_REGS_MMA, within the CTA's 512 * CV_REGS. At 64 tokens a CTA takes
+// 48K of the SM's 64K registers, so that a prep CTA (256 threads of 40) runs beside it: the GEMM's
+// weight copies and conversions start while the prep quantizes A.
+#define CV_REGS (TN == 64 ? 96 : 128)
+#define CV_REGS_CV (TN == 64 ? 88 : 104)
+#define CV_REGS_MMA (TN == 64 ? 128 : 184)
+static_assert(128 * 40 + 128 * CV_REGS_CV + 256 * CV_REGS_MMA <= 512 * CV_REGS, "register pool");
+
+// prmt takes the low 16 bits of its selector; in inline PTX, so that the compiler does not narrow the
+// selectors' 32-bit masks (which cost an extra operation a selector).
+__device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
+  u32 r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+  return r;
+}
+
+// 8 codes (c: element j in nibble j) to int8, twice the e2m1 value shifted by the tables' shift:
+// lo holds elements 0-3, hi elements 4-7. Tables (pl, ph) = 0 1 2 3 | 4 6 8 12 and (nl, nh) their
+// negatives, each byte shifted left by the block's band shift (tests/test_cuda_jit.py checks every
+// code and shift).
+__device__ __forceinline__ void cvt8(u32 c, u32 pl, u32 ph, u32 nl, u32 nh, u32 &lo, u32 &hi) {
+  const u32 idx = c & 0x77777777u;
+  // Byte masks of the negative codes: code i's sign is bit 4i + 3, the top bit of byte i / 2 of c
+  // (odd i) or of c << 4 (even i); prmt's sign-replicating selectors (8 | byte) spread it.
+  const u32 c4 = c << 4;
+  const u32 mlo = prmt(c4, c, 0xD9C8u), mhi = prmt(c4, c, 0xFBEAu);
+  lo = (prmt(pl, ph, idx) & ~mlo) | (prmt(nl, nh, idx) & mlo);
+  hi = (prmt(pl, ph, idx >> 16) & ~mhi) | (prmt(nl, nh, idx >> 16) & mhi);
+}
+
+// D (64 x 64, s32) += A (64 x 32 s8) * B (64 x 32 s8), both from shared memory (descriptors).
+__device__ __forceinline__ void wgmma_ss_s8(int (&d)[32], u64 da, u64 db) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1;"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
+      : "l"(da), "l"(db));
+}
+
+extern "C" __global__ void __maxnreg__(CV_REGS)
+mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc,
+              const __grid_constant__ TensorMap wmap, out_t *__restrict__ C, int ldc, int M, int N, int K, int ntile,
+              int nwt) {
+#if (TN == 64 || TN == 128) && STAGES >= 4  // WgmmaParams.check: the W ring holds the output tile and partials
+  static_assert(TN * C_PITCH * 2 <= STAGES * CV_WSTAGE && CV_NW * 256 * 2 <= STAGES * CV_WSTAGE,
+                "the W ring holds the output tile and the K split's partials");
+  extern __shared__ __align__(1024) u8 smem_raw[];
+  // Aligned by an offset from the array (not through an integer cast), so the compiler keeps the
+  // shared address space: every access below is an LDS / STS, not a generic load.
+  u8 *smem = smem_raw + ((1024u - (mx::smem_addr(smem_raw) & 1023u)) & 1023u);
+  u64 *wfull = (u64 *)(smem + CV_BAR), *wempty = wfull + STAGES;
+  u64 *afull = wempty + STAGES, *aempty = afull + CV_ASTAGES;
+  u64 *cfull = aempty + CV_ASTAGES, *cempty = cfull + CV_SLOTS;
+  {
+    u32 dyn;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+    if (dyn < (u32)CV_SMEM) __trap();
+  }
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int nblk = K >> 5, nseg = (nblk + SEG - 1) / SEG;
+  // K split over the S CTAs of a cluster (1, 1, S): this CTA takes the rank-th of S near-equal runs
+  // of segments (the host keeps S <= nseg, so every run has one).
+  const u32 S = mx::cluster_size(), rank = mx::cluster_rank();
+  const int s_lo = (int)((long long)nseg * rank / S), cnt = (int)((long long)nseg * (rank + 1) / S) - s_lo;
+  const int id = blockIdx.x, per_group = GM * nwt;
+  const int grp = id / per_group, first = grp * GM, gsize = min(GM, ntile - first);
+  const int local = id - grp * per_group;
+  const int tT = first + local % gsize, tW = local / gsize;
+  const int n0 = tW * TW, t0 = tT * TN;
+
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mx::mbar_init(&wfull[s], 1 + META_THREADS);  // the codes' expect_tx, the meta warps
+      mx::mbar_init(&wempty[s], 128);               // the converter
+    }
+    for (int s = 0; s < CV_ASTAGES; ++s) {
+      mx::mbar_init(&afull[s], 1);
+      mx::mbar_init(&aempty[s], 256);  // every consumer thread releases its own reads
+    }
+    for (int s = 0; s < CV_SLOTS; ++s) {
+      mx::mbar_init(&cfull[s], 128);
+      mx::mbar_init(&cempty[s], 256);
+    }
+    mx::fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (warp < 4) {
+    setmaxnreg_dec40();
+    if (warp == 0) {
+      // ---- the weight's codes, one TMA copy a stage; the first stages go out while the prep runs ----
+      if (lane == 0) {
+        int stage = 0;
+        u32 phase = 0;
+        for (int i = 0; i < cnt; ++i) {
+          if (i >= STAGES) {
+            mx::mbar_wait(&wempty[stage], phase ^ 1);
+            mx::fence_proxy_async();
+          }
+          mx::mbar_arrive_expect_tx(&wfull[stage], (u32)(8 * SEG * 256));
+          tma_copy_2d(smem + stage * CV_WSTAGE, &wmap, (s_lo + i) * (SEG * 256 / 8), n0 / 16, &wfull[stage]);
+          if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    } else if (warp == 3) {
+      // ---- A's blobs from the prep ----
+      if (lane == 0) {
+        mx::pdl_wait();
+        int stage = 0;
+        u32 phase = 0;
+        for (int i = 0; i < cnt; ++i) {
+          if (i >= CV_ASTAGES) {
+            mx::mbar_wait(&aempty[stage], phase ^ 1);
+            mx::fence_proxy_async();
+          }
+          mx::mbar_arrive_expect_tx(&afull[stage], (u32)ABLOB);
+          mx::bulk_copy(smem + CV_A + stage * CV_ASTAGE, ablob + ((long long)(s_lo + i) * ntile + tT) * ABLOB,
+                        (u32)ABLOB, &afull[stage]);
+          if (++stage == CV_ASTAGES) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    } else {
+      // ---- each row's eight exponent bytes of the segment (one u64, byte 255 past K), warps 1 and
+      // 2: a lane holds rows r and r + 16 of a 32-row unit (4 words, 64 bytes apart, in the shuffled
+      // layout) ----
+      const int unit = (tid - 32) >> 4, r16 = lane & 15;
+      const int ra = 32 * unit + r16, rb = ra + 16;
+      const bool va = n0 + ra < N, vb = n0 + rb < N;
+      const u8 *src = Wsc + (long long)((n0 >> 5) + unit) * 32 * ldsc + 4 * r16;
+      auto load = [&](int s, u32 (&w)[4]) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) w[j] = va ? *(const u32 *)(src + s * 256 + 64 * j) : 0u;
+      };
+      u32 wn[4];
+      load(s_lo, wn);
+      int stage = 0;
+      u32 phase = 0;
+      for (int i = 0; i < cnt; ++i) {
+        const int s = s_lo + i;
+        u32 w[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) w[j] = wn[j];
+        if (i + 1 < cnt) load(s + 1, wn);
+        const u32 t01 = __byte_perm(w[0], w[1], 0x5140), t23 = __byte_perm(w[2], w[3], 0x5140);
+        const u32 u01 = __byte_perm(w[0], w[1], 0x7362), u23 = __byte_perm(w[2], w[3], 0x7362);
+        const int nb = min(SEG, nblk - s * SEG);
+        const u64 past = nb < SEG ? ~0ull << (8 * nb) : 0ull;
+        u64 exa = ((u64)__byte_perm(u01, u23, 0x5410) << 32 | __byte_perm(t01, t23, 0x5410)) | past;
+        u64 exb = ((u64)__byte_perm(u01, u23, 0x7632) << 32 | __byte_perm(t01, t23, 0x7632)) | past;
+        if (!va) exa = 0;  // rows past N: zero codes (the copy's fill), any band
+        if (!vb) exb = 0;
+        if (i >= STAGES) mx::mbar_wait(&wempty[stage], phase ^ 1);
+        u8 *st = smem + stage * CV_WSTAGE + 8 * SEG * 256;
+        *(u64 *)(st + ra * 8) = exa;
+        *(u64 *)(st + rb * 8) = exb;
+        mx::mbar_arrive(&wfull[stage]);
+        if (++stage == STAGES) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+    }
+    return;
+  }
+
+  if (warp < 8) {
+    // ---- the converter: thread r, weight row r ----
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(CV_REGS_CV));  // the consumers take what it leaves
+    const int r = tid - 128;
+    const u8 *code_row = smem + (r >> 4) * (SEG * 256) + (r & 15) * 16;  // + stage, + block * 256
+    int stage = 0, slot = 0;
+    u32 phase = 0, cphase = 0;
+    for (int i = 0; i < cnt; ++i) {
+      mx::mbar_wait(&wfull[stage], phase);
+      if (i >= CV_SLOTS) mx::mbar_wait(&cempty[slot], cphase ^ 1);
+      const u8 *wst = smem + stage * CV_WSTAGE;
+      u8 *cv = smem + CV_C + slot * CV_SLOT;
+      const u64 ex = *(const u64 *)(wst + 8 * SEG * 256 + r * 8);
+      uint4 code[SEG];  // every block's loads go out before the first conversion
+#pragma unroll
+      for (int b = 0; b < SEG; ++b) code[b] = *(const uint4 *)(code_row + stage * CV_WSTAGE + b * 256);
+      u32 band;
+      u32 base = row_band((u32)ex, (u32)(ex >> 32), band);
+      if (band == 0 || base > 232u) band = 0, base = 0;  // the fold's start must be a normal float
+      ((u32 *)(cv + W_MAGIC))[r] = 0x4B400000u + (base - 128u) * (1u << 23);
+      const u32 umask = __reduce_and_sync(0xffffffffu, band);
+      if (lane == 0) cv[W_MASK + (warp - 4)] = (u8)umask;
+      const float fb = mx::half_scale(base);
+      float *mult = (float *)(cv + W_MULT);
+#pragma unroll
+      for (int b = 0; b < SEG; ++b) {
+        const u32 e = (u32)(ex >> (8 * b)) & 0xFFu;
+        const bool in = (band >> b) & 1u;
+        mult[b * TW + r] = in ? fb : mx::half_scale(e);
+        const u32 s = in ? e - base : 0u;
+        const u32 keep = 0x01010101u * ((0xFFu << s) & 0xFFu);
+        const u32 pl = 0x03020100u << s, ph = 0x0C080604u << s;
+        const u32 nl = (0xFDFEFF00u << s) & keep, nh = (0xF4F8FAFCu << s) & keep;
+        const uint4 c = code[b];
+        uint4 o0, o1;
+        cvt8(c.x, pl, ph, nl, nh, o0.x, o1.x);
+        cvt8(c.y, pl, ph, nl, nh, o0.y, o1.y);
+        cvt8(c.z, pl, ph, nl, nh, o0.z, o1.z);
+        cvt8(c.w, pl, ph, nl, nh, o0.w, o1.w);
+        u8 *row = cv + (b >> 2) * (TW * 128) + r * 128;
+        *(uint4 *)(row + swz(r, (b & 3) * 32)) = o0;
+        *(uint4 *)(row + swz(r, (b & 3) * 32 + 16)) = o1;
+      }
+      mx::mbar_arrive(&wempty[stage]);
+      mx::fence_proxy_async();  // the int8 values reach wgmma (the async proxy) after the barrier
+      mx::mbar_arrive(&cfull[slot]);
+      if (++stage == STAGES) {
+        stage = 0;
+        phase ^= 1;
+      }
+      if (++slot == CV_SLOTS) {
+        slot = 0;
+        cphase ^= 1;
+      }
+    }
+    return;
+  }
+
+  // ---- consumers ----
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(CV_REGS_MMA));
+  const int c = (warp >> 2) - 2, wq = warp & 3, g = lane >> 2, t = lane & 3;
+  const int tok_off = TN == 64 ? 0 : 64 * c, row_off = TN == 64 ? 64 * c : 0;
+  const int tok0 = tok_off + 16 * wq + g, tok1 = tok0 + 8;  // this thread's two tokens (tile-local)
+  int d[CV_NW / 2];
+  float acc[CV_NW / 2];
+#pragma unroll
+  for (int i = 0; i < CV_NW / 2; ++i) acc[i] = 0.0f;
+  const u32 zero_base = mx::smem_addr(smem + CV_ZERO);
+  for (int i = tid - 256; i < 64 * 128 / 16; i += 256) ((uint4 *)(smem + CV_ZERO))[i] = make_uint4(0u, 0u, 0u, 0u);
+  mx::fence_proxy_async();  // the zeros reach wgmma (the async proxy)
+  mx::named_barrier(1, 256);
+  int astage = 0, slot = 0;
+  u32 aphase = 0, cphase = 0;
+  for (int i = 0; i < cnt; ++i) {
+    const int s = s_lo + i, nb = min(SEG, nblk - s * SEG);
+    mx::mbar_wait(&afull[astage], aphase);
+    mx::mbar_wait(&cfull[slot], cphase);
+    const u8 *st = smem + CV_A + astage * CV_ASTAGE, *cv = smem + CV_C + slot * CV_SLOT;
+    const float *fold = (const float *)(st + S_M), *blk = fold + TN;
+    const float *wmult = (const float *)(cv + W_MULT) + row_off;
+    const u32 *wmagic = (const u32 *)(cv + W_MAGIC) + row_off;
+    // The mask of this warpgroup's 64 tokens and of its weight rows' 32-row units.
+    const u32 umasks = *(const u32 *)(cv + W_MASK);
+    const u32 wmask = TN == 64 ? (umasks >> (16 * c)) & (umasks >> (16 * c + 8)) : umasks & (umasks >> 8) & (umasks >> 16) & (umasks >> 24);
+    u32 fmask = tokens_mask<64>(st + S_M + TN * (4 + 4 * SEG) + tok_off, lane) & wmask & 0xFFu;
+    if (__popc(fmask) < 2) fmask = 0;
+    // Warp-uniform as ptxas can see it (a branch on a value it takes for divergent around wgmma
+    // serializes every wgmma of the kernel, its note C7520).
+    fmask = __shfl_sync(0xffffffffu, fmask, 0);
+    const u32 a_base = mx::smem_addr(st) + tok_off * 128, w_base = mx::smem_addr(cv) + row_off * 128;
+    if (fmask) {
+#pragma unroll
+      for (int j = 0; j < CV_NW / 8; ++j) {
+        const uint2 mg = *(const uint2 *)(wmagic + 8 * j + 2 * t);
+        d[4 * j] = d[4 * j + 2] = (int)mg.x;
+        d[4 * j + 1] = d[4 * j + 3] = (int)mg.y;
+      }
+      wgmma_fence();
+      // All 8 wgmma are issued, a block outside the fold with the zero tokens as its A: a wgmma under
+      // a test of its own makes ptxas fence each one, and each then waits for the one before.
+#pragma unroll
+      for (int b = 0; b < SEG; ++b)
+        wgmma_ss_s8(d, desc_sw128((fmask >> b) & 1u ? a_base + (b >> 2) * (TN * 128) + (b & 3) * 32 : zero_base),
+                    desc_sw128(w_base + (b >> 2) * (TW * 128) + (b & 3) * 32));
+      wgmma_commit();
+      wgmma_wait0();
+      fence_regs(d);
+      const float fa0 = fold[tok0], fa1 = fold[tok1];
+#pragma unroll
+      for (int j = 0; j < CV_NW / 8; ++j) {
+        const uint2 mg = *(const uint2 *)(wmagic + 8 * j + 2 * t);
+        const float k0 = __uint_as_float(mg.x), k1 = __uint_as_float(mg.y);
+        acc[4 * j] = fmaf(__int_as_float(d[4 * j]) - k0, fa0, acc[4 * j]);
+        acc[4 * j + 1] = fmaf(__int_as_float(d[4 * j + 1]) - k1, fa0, acc[4 * j + 1]);
+        acc[4 * j + 2] = fmaf(__int_as_float(d[4 * j + 2]) - k0, fa1, acc[4 * j + 2]);
+        acc[4 * j + 3] = fmaf(__int_as_float(d[4 * j + 3]) - k1, fa1, acc[4 * j + 3]);
+      }
+    }
+    // The blocks outside the fold, one term each.
+    for (u32 rest = ((1u << nb) - 1u) & ~fmask; rest; rest &= rest - 1) {
+      const int b = __ffs(rest) - 1;
+#pragma unroll
+      for (int j = 0; j < CV_NW / 2; ++j) d[j] = 0x4B400000;
+      wgmma_fence();
+      wgmma_ss_s8(d, desc_sw128(a_base + (b >> 2) * (TN * 128) + (b & 3) * 32),
+                  desc_sw128(w_base + (b >> 2) * (TW * 128) + (b & 3) * 32));
+      wgmma_commit();
+      wgmma_wait0();
+      fence_regs(d);
+      const float k = 12582912.0f;
+      const float sa0 = blk[b * TN + tok0], sa1 = blk[b * TN + tok1];
+#pragma unroll
+      for (int j = 0; j < CV_NW / 8; ++j) {
+        const float2 sw = *(const float2 *)(wmult + b * TW + 8 * j + 2 * t);
+        acc[4 * j] = fmaf(__int_as_float(d[4 * j]) - k, sa0 * sw.x, acc[4 * j]);
+        acc[4 * j + 1] = fmaf(__int_as_float(d[4 * j + 1]) - k, sa0 * sw.y, acc[4 * j + 1]);
+        acc[4 * j + 2] = fmaf(__int_as_float(d[4 * j + 2]) - k, sa1 * sw.x, acc[4 * j + 2]);
+        acc[4 * j + 3] = fmaf(__int_as_float(d[4 * j + 3]) - k, sa1 * sw.y, acc[4 * j + 3]);
+      }
+    }
+    mx::mbar_arrive(&aempty[astage]);
+    mx::mbar_arrive(&cempty[slot]);
+    if (++astage == CV_ASTAGES) {
+      astage = 0;
+      aphase ^= 1;
+    }
+    if (++slot == CV_SLOTS) {
+      slot = 0;
+      cphase ^= 1;
+    }
+  }
+
+  // ---- K split: the S partial tiles added in rank order through distributed shared memory. The
+  // partials and the output tile go in the W ring, which no consumer reads and which is drained once
+  // the consumers have taken the last CV slot (the converter read every stage before filling it) ----
+  const int ctid = tid - 256;
+  if (S > 1) {
+    float4 *part = (float4 *)smem;  // [CV_NW / 8][256 consumer threads]
+    if (rank != 0) {
+#pragma unroll
+      for (int j = 0; j < CV_NW / 8; ++j) part[j * 256 + ctid] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+    }
+    mx::cluster_sync();  // every partial is written
+    if (rank == 0) {
+      for (u32 q = 1; q < S; ++q) {
+        float4 v[CV_NW / 8];  // one rank's loads all go out before its adds
+#pragma unroll
+        for (int j = 0; j < CV_NW / 8; ++j) {
+          u32 remote;
+          asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(mx::smem_addr(part + j * 256 + ctid)), "r"(q));
+          asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+                       : "=f"(v[j].x), "=f"(v[j].y), "=f"(v[j].z), "=f"(v[j].w) : "r"(remote) : "memory");
+        }
+#pragma unroll
+        for (int j = 0; j < CV_NW / 8; ++j) {
+          acc[4 * j] += v[j].x;
+          acc[4 * j + 1] += v[j].y;
+          acc[4 * j + 2] += v[j].z;
+          acc[4 * j + 3] += v[j].w;
+        }
+      }
+    }
+    mx::cluster_sync_relaxed();  // no CTA leaves while rank 0 reads its partial
+    if (rank != 0) return;
+  }
+
+#if OUT_F32
+  // ---- output: the float32 totals from registers, two columns a store ----
+  const int m0 = t0 + tok0, m1 = t0 + tok1;
+#pragma unroll
+  for (int j = 0; j < CV_NW / 8; ++j) {
+    const int n = n0 + row_off + 8 * j + 2 * t;
+    if (n < N) {  // N % 16 == 0: a pair is whole
+      if (m0 < M) *(float2 *)(C + (long long)m0 * ldc + n) = make_float2(acc[4 * j], acc[4 * j + 1]);
+      if (m1 < M) *(float2 *)(C + (long long)m1 * ldc + n) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+    }
+  }
+#else
+  // ---- output: staged in the W ring as [token][weight row], written in 16-byte pieces ----
+  u16 *ct = (u16 *)smem;
+#pragma unroll
+  for (int j = 0; j < CV_NW / 8; ++j) {
+    const int col = row_off + 8 * j + 2 * t;
+    *(u32 *)(ct + tok0 * C_PITCH + col) = (u32)mx::float_to_bf16(acc[4 * j]) | ((u32)mx::float_to_bf16(acc[4 * j + 1]) << 16);
+    *(u32 *)(ct + tok1 * C_PITCH + col) = (u32)mx::float_to_bf16(acc[4 * j + 2]) | ((u32)mx::float_to_bf16(acc[4 * j + 3]) << 16);
+  }
+  mx::named_barrier(1, 256);
   for (int p = ctid; p < TN * (TW / 8); p += 256) {
     const int tok = p / (TW / 8), ch = p % (TW / 8);
     const int m = t0 + tok, n = n0 + ch * 8;
