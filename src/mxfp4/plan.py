@@ -48,7 +48,7 @@ def wgmma_params(p: Problem, sm_count: int = 132) -> WgmmaParams:
     (``int8_weight``, 128-token tiles). H200, L2 flushed, same run, against the GEMM this replaced
     (the codes converted in registers): 256x3072x1536 17.4 us against 19.9, 64x7168x2048 (split 2)
     16.8 against 17.7, 64x2880x4096 (split 4) 17.9 against 20.4, 64x24576x1536 30.6 against 34.3,
-    128x7168x2048 20.8 against 23.5 (BENCHMARKS.md; model-like data 8-20% faster)."""
+    128x7168x2048 20.8 against 23.5 (BENCHMARKS.md; model-like data 10-19% faster)."""
     if p.m >= WGMMA_INT8_MIN_M:
         return WGMMA_INT8
     base = WGMMA_TN64
