@@ -503,8 +503,8 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t 
 #define CV_NW (TN == 64 ? 64 : 128)                     // weight rows a consumer warpgroup covers
 // Registers a thread at launch, then per warpgroup (setmaxnreg): the producers 40, the converter
 // CV_REGS_CV, the consumers CV_REGS_MMA, within the CTA's 512 * CV_REGS. At 64 tokens a CTA takes
-// 48K of the SM's 64K registers, so that a prep CTA (256 threads of 40) runs beside it: the GEMM's
-// weight copies and conversions start while the prep quantizes A.
+// 48K of the SM's 64K registers, so that a prep CTA (256 threads of 40) can run beside it (the
+// weight's copies and conversions need nothing from the prep).
 #define CV_REGS (TN == 64 ? 96 : 128)
 #define CV_REGS_CV (TN == 64 ? 88 : 104)
 #define CV_REGS_MMA (TN == 64 ? 128 : 184)
