@@ -189,3 +189,22 @@ def test_converter_codes_to_int8_every_code_and_shift():
                     got = np.where(got >= 128, got - 256, got)
                     code = ((c >> u(4 * j)) & u(0xF)).astype(np.int64)
                     assert (got == doubled[code] << s).all(), (s, other, j)
+
+
+def test_converter_multiplier_bits_of_normal_exponents():
+    """mxfp4_gemm_cv's converter writes a block's multiplier 2**(e - 128) as the float bits
+    e * 2**23 - 2**23 when all eight exponent bytes of the row's segment lie in 2..254 (the byte
+    compares against 0x02 and 0xFE), mx::half_scale otherwise: the two agree on every such byte, and
+    the test admits exactly 2..254."""
+    import struct
+
+    def bits_to_float(b: int) -> float:
+        return struct.unpack("<f", struct.pack("<I", b & 0xFFFFFFFF))[0]
+
+    normal = [e for e in range(256) if e >= 0x02 and e <= 0xFE]
+    assert normal == list(range(2, 255))
+    for e in normal:
+        assert bits_to_float(e * (1 << 23) - (1 << 23)) == 2.0 ** (e - 128), e
+    # the excluded bytes are the ones the shortcut gets wrong: 0 and 1 (subnormal halves), 255 (NaN)
+    assert bits_to_float(1 * (1 << 23) - (1 << 23)) != 2.0 ** -127
+    assert bits_to_float(255 * (1 << 23) - (1 << 23)) == 2.0 ** 127  # not NaN

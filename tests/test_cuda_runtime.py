@@ -109,7 +109,7 @@ def test_gemm_launches_pass_their_arguments_in_order(monkeypatch):
     tmap = runtime.TensorMap()
     ctypes.memmove(tmap.address, bytes(range(128)), 128)
     monkeypatch.setattr(runtime, "weight_map", lambda address, groups, k: tmap)
-    wg = plan.WgmmaParams(64, 4)
+    wg = plan.WgmmaParams(64, 3)
     g = runtime.wgmma_geometry(wg, 3, 64, 128)
     prep, gemm = runtime.Kernel("prep", 1, None), runtime.Kernel("gemm", 2, None)  # alive: their packers hold the bytes
     monkeypatch.setattr(runtime, "wgmma_launch", lambda p, m, n, k, dev: (

@@ -242,7 +242,7 @@ def test_column_bits_kept_follows_the_kernels_row_groups():
     small = plan.heuristic(plan.Problem(1, 2112, 576))  # the small-M kernel: no per-group decision
     assert tp.column_bits_kept(2112, 8, None) and tp.column_bits_kept(2112, 8, small)
     assert tp.column_bits_kept(2112, 8, plan.DecodeParams(1, 2, 4, 8, 3))  # no row groups either
-    tn64, tn128, int8 = plan.WgmmaParams(64, 4), plan.WgmmaParams(128, 4), plan.WgmmaParams(128, 3, True)
+    tn64, tn128, int8 = plan.WgmmaParams(64, 3), plan.WgmmaParams(128, 4), plan.WgmmaParams(128, 3, True)
     assert all(tp.column_bits_kept(7168, 8, p) for p in (tn64, tn128, int8))  # 896 rows a rank
     assert tp.column_bits_kept(2112 * 2, 2, tn64) and not tp.column_bits_kept(2112 * 2, 2, int8)
     assert not tp.column_bits_kept(2112 * 2, 2, tn128)  # 2112 rows a rank: 16.5 tiles of 128

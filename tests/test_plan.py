@@ -127,7 +127,7 @@ def test_tuner_times_the_large_m_splits_from_33_rows():
     from mxfp4 import tune
     p = plan.Problem(64, 2880, 4096)  # 23 weight tiles of 128 rows
     wg = [c for c in tune.candidates(p) if isinstance(c, plan.WgmmaParams)]
-    assert wg[0] == plan.wgmma_params(p) == plan.WgmmaParams(64, 4, split=4)
+    assert wg[0] == plan.wgmma_params(p) == plan.WgmmaParams(64, 3, split=4)
     assert sorted(c.split for c in wg) == [1, 2, 3, 4]  # 8 x 23 CTAs would exceed the 132 SMs
     for c in wg:
         c.check()
@@ -146,8 +146,9 @@ def test_large_m_split_heuristic():
     assert plan.wgmma_params(plan.Problem(513, 128, 8192)) == plan.WgmmaParams(128, 3, True)
     with pytest.raises(ValueError, match="split needs the converting GEMM"):
         plan.WgmmaParams(128, 3, True, split=2).check()
-    for bad, rule in ((plan.WgmmaParams(96, 4), "tn must be 64 or 128"), (plan.WgmmaParams(64, 3), "stages must be at least 4"),
+    for bad, rule in ((plan.WgmmaParams(96, 4), "tn must be 64 or 128"), (plan.WgmmaParams(64, 1), "stages must be at least 2"),
+                      (plan.WgmmaParams(128, 3), "the ring of codes must hold"), (plan.WgmmaParams(64, 4), "shared memory"),
                       (plan.WgmmaParams(64, 4, True), "int8_weight needs tn 128")):
         with pytest.raises(ValueError, match=rule):
             bad.check()
-    assert not plan.WgmmaParams(64, 4, split=4).fits(plan.Problem(64, 128, 512))  # 2 segments
+    assert not plan.WgmmaParams(64, 3, split=4).fits(plan.Problem(64, 128, 512))  # 2 segments

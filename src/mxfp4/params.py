@@ -257,7 +257,8 @@ class WgmmaParams:
     prep also writes the weight as int8 in the layout wgmma reads (``mxfp4_gemm_i8``, tn 128; stages:
     its ring's depth, a segment of K, SEGMENT_BLOCKS blocks, a stage), else the GEMM converts the
     weight's codes into shared memory itself (``mxfp4_gemm_cv``, tn 64 or 128; stages: the depth of
-    its ring of codes, at least 4, which also holds the output tile). split: CTAs of a cluster that
+    its ring of codes, which also holds the output tile and the K split's partials: at least 2 at tn
+    64, 4 at tn 128; shipped 3 and 4). split: CTAs of a cluster that
     share K (``mxfp4_gemm_cv`` only, 1..8; a launch choice, not a compiled variant). out_f32: the
     output is the float32 totals unrounded (a row-parallel partial, ``ops.gemm_a4w4_partial``),
     stored from registers, not bf16 staged through shared memory."""
@@ -299,21 +300,37 @@ class WgmmaParams:
         mxfp4_gemm_cv's shared memory, written by its converter)."""
         return 128 * 32 * SEGMENT_BLOCKS + SEGMENT_BLOCKS * 128 * 4 + 128 * 4 + 16
 
+    @property
+    def cv_astages(self) -> int:
+        """mxfp4_gemm_cv's ring of A's blobs."""
+        return 3 if self.tn == 64 else 2
+
+    @property
+    def cv_slots(self) -> int:
+        """mxfp4_gemm_cv's ring of converted weight tiles."""
+        return 3 if self.tn == 64 else 2
+
+    @property
+    def cv_wstage_bytes(self) -> int:
+        """A stage of mxfp4_gemm_cv's ring of codes: 8 groups x a segment's blocks, the rows' exponents."""
+        return 8 * SEGMENT_BLOCKS * 256 + 128 * 8
+
     def smem_bytes(self) -> int:
         """Dynamic shared memory (mirrors the offsets in gemm_wgmma.cu)."""
         kb = lambda x: -(-x // 1024) * 1024
         if self.int8_weight:  # the ring: A's blob and the weight's a stage
             return 1024 + self.stages * kb(kb(self.ablob_bytes) + self.wblob_bytes) + 2 * self.stages * 8
-        # the rings of codes (and rows' exponents), of A's blobs and of converted weight tiles, 64 rows of zeros
-        astages = 3 if self.tn == 64 else 2
-        return (1024 + self.stages * (8 * SEGMENT_BLOCKS * 256 + 128 * 8) + astages * kb(self.ablob_bytes)
-                + 2 * kb(self.wblob_bytes) + 64 * 128 + 2 * (self.stages + astages + 2) * 8)
+        # the rings of codes (and rows' exponents), of A's blobs and of converted weight tiles, an atom of zeros
+        return (1024 + self.stages * self.cv_wstage_bytes + self.cv_astages * kb(self.ablob_bytes)
+                + self.cv_slots * kb(self.wblob_bytes) + 1024 + 2 * (self.stages + self.cv_astages + self.cv_slots) * 8)
 
     def check(self) -> None:
         rules = [
             (self.tn in (64, 128), "tn must be 64 or 128"),
             (not self.int8_weight or self.tn == 128, "int8_weight needs tn 128"),
-            (self.stages >= (2 if self.int8_weight else 4), "stages must be at least 4 (2 with int8_weight)"),
+            (self.stages >= 2, "stages must be at least 2"),
+            (self.int8_weight or self.stages * self.cv_wstage_bytes >= max(self.tn * 136 * 2, (64 if self.tn == 64 else 128) * 512),
+             "the ring of codes must hold the bf16 output tile and the K split's partials (tn 128: at least 4 stages)"),
             (1 <= self.split <= 8, "split must be in 1..8 (a portable cluster)"),
             (self.split == 1 or not self.int8_weight, "split needs the converting GEMM (int8_weight False)"),
             (not self.int8_weight or self.out_f32 or self.tn * 136 * 2 <= self.smem_bytes() - 1024 - 16 * self.stages,

@@ -30,7 +30,7 @@ flushed, against four mma.sync tilings: at 48 and 64 rows it is the fastest on s
 23-58% slower at K = 512, where its two launches take 17-21 us at any M; at 24 and 32 rows it is
 the fastest on five of the ten."""
 
-WGMMA_TN64, WGMMA_TN128, WGMMA_INT8 = WgmmaParams(64, 4), WgmmaParams(128, 4), WgmmaParams(128, 3, True)
+WGMMA_TN64, WGMMA_TN128, WGMMA_INT8 = WgmmaParams(64, 3), WgmmaParams(128, 4), WgmmaParams(128, 3, True)
 """The compiled variants ``wgmma_params`` chooses among (its K split is a launch choice)."""
 
 WGMMA_INT8_MIN_M = 513

@@ -478,8 +478,9 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t 
 // ---- mxfp4_gemm_cv: the weight converted to int8 in shared memory by a warpgroup of its own ----
 // A CTA owns TN (64 or 128) tokens x 128 weight rows, 512 threads:
 //   warp 0 (lane 0) streams the weight's codes as stored (the tensor map over its 16-row groups) into
-//     the W ring; warps 1 and 2 put each row's eight exponent bytes of the segment beside them (from
-//     the scale bytes as stored); warp 3 (lane 0) streams A's blobs from the prep into the A ring;
+//     the W ring (thread 0 issues the first STAGES copies before the CTA's barrier); warps 1 and 2 put
+//     each row's eight exponent bytes of the segment beside them (from the scale bytes as stored);
+//     warp 3 (lane 0) streams A's blobs from the prep into the A ring;
 //   warpgroup 1, the converter: thread r owns weight row r; per segment the row's band (row_band),
 //     its codes as int8 (its band's blocks shifted left by their exponent minus the band's smallest),
 //     its multipliers and fold start, into a CV slot in the layout wgmma reads (A's: 128-byte swizzle,
@@ -489,16 +490,17 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t 
 //     m64n128k32), then the fold and the terms as mxfp4_gemm_i8's.
 // Three rings, so that each producer runs ahead of its consumer: the W ring (STAGES, codes from
 // DRAM, released by the converter), the A ring (CV_ASTAGES blobs from L2, released by the consumers)
-// and the CV ring (2 slots, filled by the converter, released by the consumers).
+// and the CV ring (CV_SLOTS, filled by the converter, released by the consumers). At TN 64: 3 stages,
+// 3 blobs, 3 slots (226,448 bytes); at TN 128: 4, 2, 2 (223,360).
 #define CV_WSTAGE (8 * SEG * 256 + TW * 8)             // codes of 8 groups x SEG blocks, rows' exponents
 #define CV_ASTAGES (TN == 64 ? 3 : 2)
 #define CV_ASTAGE ((ABLOB + 1023) / 1024 * 1024)
-#define CV_SLOTS 2
+#define CV_SLOTS (TN == 64 ? 3 : 2)
 #define CV_SLOT ((WBLOB + 1023) / 1024 * 1024)         // int8 values, multipliers, starts, unit masks
 #define CV_A (STAGES * CV_WSTAGE)
 #define CV_C (CV_A + CV_ASTAGES * CV_ASTAGE)
-#define CV_ZERO (CV_C + CV_SLOTS * CV_SLOT)            // 64 rows of 128 zero bytes: the A of blocks outside the fold
-#define CV_BAR (CV_ZERO + 64 * 128)
+#define CV_ZERO (CV_C + CV_SLOTS * CV_SLOT)            // an 8-row atom of zeros: the A of blocks outside the fold
+#define CV_BAR (CV_ZERO + 1024)
 #define CV_SMEM (1024 + CV_BAR + 2 * (STAGES + CV_ASTAGES + CV_SLOTS) * 8)
 #define CV_NW (TN == 64 ? 64 : 128)                     // weight rows a consumer warpgroup covers
 // Registers a thread at launch, then per warpgroup (setmaxnreg): the producers 40, the converter
@@ -544,9 +546,8 @@ extern "C" __global__ void __maxnreg__(CV_REGS)
 mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc,
               const __grid_constant__ TensorMap wmap, out_t *__restrict__ C, int ldc, int M, int N, int K, int ntile,
               int nwt) {
-#if (TN == 64 || TN == 128) && STAGES >= 4  // WgmmaParams.check: the W ring holds the output tile and partials
-  static_assert(TN * C_PITCH * 2 <= STAGES * CV_WSTAGE && CV_NW * 256 * 2 <= STAGES * CV_WSTAGE,
-                "the W ring holds the output tile and the K split's partials");
+// WgmmaParams.check: the W ring holds the output tile and the K split's partials.
+#if (TN == 64 || TN == 128) && TN * C_PITCH * 2 <= STAGES * CV_WSTAGE && CV_NW * 256 * 2 <= STAGES * CV_WSTAGE
   extern __shared__ __align__(1024) u8 smem_raw[];
   // Aligned by an offset from the array (not through an integer cast), so the compiler keeps the
   // shared address space: every access below is an LDS / STS, not a generic load.
@@ -585,27 +586,26 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
       mx::mbar_init(&cempty[s], 256);
     }
     mx::fence_barrier_init();
+    // The first stages of codes go out now, before the CTA's barrier and register moves (they need
+    // nothing from the prep).
+    for (int i = 0; i < min(cnt, STAGES); ++i) {
+      mx::mbar_arrive_expect_tx(&wfull[i], (u32)(8 * SEG * 256));
+      tma_copy_2d(smem + i * CV_WSTAGE, &wmap, (s_lo + i) * (SEG * 256 / 8), n0 / 16, &wfull[i]);
+    }
   }
   __syncthreads();
 
   if (warp < 4) {
     setmaxnreg_dec40();
     if (warp == 0) {
-      // ---- the weight's codes, one TMA copy a stage; the first stages go out while the prep runs ----
+      // ---- the weight's codes, one TMA copy a stage after the first STAGES (issued above) ----
       if (lane == 0) {
-        int stage = 0;
-        u32 phase = 0;
-        for (int i = 0; i < cnt; ++i) {
-          if (i >= STAGES) {
-            mx::mbar_wait(&wempty[stage], phase ^ 1);
-            mx::fence_proxy_async();
-          }
+        for (int i = STAGES; i < cnt; ++i) {
+          const int stage = i % STAGES;
+          mx::mbar_wait(&wempty[stage], ((i / STAGES) & 1) ^ 1);
+          mx::fence_proxy_async();
           mx::mbar_arrive_expect_tx(&wfull[stage], (u32)(8 * SEG * 256));
           tma_copy_2d(smem + stage * CV_WSTAGE, &wmap, (s_lo + i) * (SEG * 256 / 8), n0 / 16, &wfull[stage]);
-          if (++stage == STAGES) {
-            stage = 0;
-            phase ^= 1;
-          }
         }
       }
     } else if (warp == 3) {
@@ -677,11 +677,10 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(CV_REGS_CV));  // the consumers take what it leaves
     const int r = tid - 128;
     const u8 *code_row = smem + (r >> 4) * (SEG * 256) + (r & 15) * 16;  // + stage, + block * 256
-    int stage = 0, slot = 0;
-    u32 phase = 0, cphase = 0;
     for (int i = 0; i < cnt; ++i) {
-      mx::mbar_wait(&wfull[stage], phase);
-      if (i >= CV_SLOTS) mx::mbar_wait(&cempty[slot], cphase ^ 1);
+      const int stage = i % STAGES, slot = i % CV_SLOTS;
+      mx::mbar_wait(&wfull[stage], (i / STAGES) & 1);
+      if (i >= CV_SLOTS) mx::mbar_wait(&cempty[slot], ((i / CV_SLOTS) & 1) ^ 1);
       const u8 *wst = smem + stage * CV_WSTAGE;
       u8 *cv = smem + CV_C + slot * CV_SLOT;
       const u64 ex = *(const u64 *)(wst + 8 * SEG * 256 + r * 8);
@@ -693,14 +692,26 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
       if (band == 0 || base > 232u) band = 0, base = 0;  // the fold's start must be a normal float
       ((u32 *)(cv + W_MAGIC))[r] = 0x4B400000u + (base - 128u) * (1u << 23);
       const u32 umask = __reduce_and_sync(0xffffffffu, band);
-      if (lane == 0) cv[W_MASK + (warp - 4)] = (u8)umask;
+      if (lane == 0) cv[W_MASK + (r >> 5)] = (u8)umask;
+      // The multipliers: with every exponent byte of the row's segment in 2..254 (normal halves) a
+      // float's bits are (e - 1) << 23, one multiply-add; otherwise mx::half_scale, whose branches in
+      // this, the CTA's busiest warpgroup, cost 1-2.5% of a call (A/B runs on the H200).
       const float fb = mx::half_scale(base);
-      float *mult = (float *)(cv + W_MULT);
+      float *mult = (float *)(cv + W_MULT) + r;
+      const u32 lo2 = __vcmpgeu4((u32)ex, 0x02020202u) & __vcmpgeu4((u32)(ex >> 32), 0x02020202u);
+      const u32 hi254 = __vcmpleu4((u32)ex, 0xFEFEFEFEu) & __vcmpleu4((u32)(ex >> 32), 0xFEFEFEFEu);
+      if ((lo2 & hi254) == 0xFFFFFFFFu) {
+#pragma unroll
+        for (int b = 0; b < SEG; ++b)
+          mult[b * TW] = (band >> b) & 1u ? fb : __uint_as_float(((u32)(ex >> (8 * b)) & 0xFFu) * (1u << 23) - (1u << 23));
+      } else {
+#pragma unroll
+        for (int b = 0; b < SEG; ++b) mult[b * TW] = (band >> b) & 1u ? fb : mx::half_scale((u32)(ex >> (8 * b)) & 0xFFu);
+      }
 #pragma unroll
       for (int b = 0; b < SEG; ++b) {
         const u32 e = (u32)(ex >> (8 * b)) & 0xFFu;
         const bool in = (band >> b) & 1u;
-        mult[b * TW + r] = in ? fb : mx::half_scale(e);
         const u32 s = in ? e - base : 0u;
         const u32 keep = 0x01010101u * ((0xFFu << s) & 0xFFu);
         const u32 pl = 0x03020100u << s, ph = 0x0C080604u << s;
@@ -718,29 +729,23 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
       mx::mbar_arrive(&wempty[stage]);
       mx::fence_proxy_async();  // the int8 values reach wgmma (the async proxy) after the barrier
       mx::mbar_arrive(&cfull[slot]);
-      if (++stage == STAGES) {
-        stage = 0;
-        phase ^= 1;
-      }
-      if (++slot == CV_SLOTS) {
-        slot = 0;
-        cphase ^= 1;
-      }
     }
     return;
   }
 
   // ---- consumers ----
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(CV_REGS_MMA));
-  const int c = (warp >> 2) - 2, wq = warp & 3, g = lane >> 2, t = lane & 3;
+  const int ctid = tid - 256, c = ctid >> 7, wq = warp & 3, g = lane >> 2, t = lane & 3;
   const int tok_off = TN == 64 ? 0 : 64 * c, row_off = TN == 64 ? 64 * c : 0;
   const int tok0 = tok_off + 16 * wq + g, tok1 = tok0 + 8;  // this thread's two tokens (tile-local)
   int d[CV_NW / 2];
   float acc[CV_NW / 2];
 #pragma unroll
   for (int i = 0; i < CV_NW / 2; ++i) acc[i] = 0.0f;
-  const u32 zero_base = mx::smem_addr(smem + CV_ZERO);
-  for (int i = tid - 256; i < 64 * 128 / 16; i += 256) ((uint4 *)(smem + CV_ZERO))[i] = make_uint4(0u, 0u, 0u, 0u);
+  // The zero tokens' descriptor: one 8-row atom of zeros, read for all 64 rows (a stride of 0 between
+  // the 8-row groups).
+  const u64 zero_desc = desc_sw128(mx::smem_addr(smem + CV_ZERO)) & ~((u64)0x3FFF << 32);
+  if (ctid < 1024 / 16) ((uint4 *)(smem + CV_ZERO))[ctid] = make_uint4(0u, 0u, 0u, 0u);
   mx::fence_proxy_async();  // the zeros reach wgmma (the async proxy)
   mx::named_barrier(1, 256);
   int astage = 0, slot = 0;
@@ -774,7 +779,7 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
       // a test of its own makes ptxas fence each one, and each then waits for the one before.
 #pragma unroll
       for (int b = 0; b < SEG; ++b)
-        wgmma_ss_s8(d, desc_sw128((fmask >> b) & 1u ? a_base + (b >> 2) * (TN * 128) + (b & 3) * 32 : zero_base),
+        wgmma_ss_s8(d, (fmask >> b) & 1u ? desc_sw128(a_base + (b >> 2) * (TN * 128) + (b & 3) * 32) : zero_desc,
                     desc_sw128(w_base + (b >> 2) * (TW * 128) + (b & 3) * 32));
       wgmma_commit();
       wgmma_wait0();
@@ -827,7 +832,6 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
   // ---- K split: the S partial tiles added in rank order through distributed shared memory. The
   // partials and the output tile go in the W ring, which no consumer reads and which is drained once
   // the consumers have taken the last CV slot (the converter read every stage before filling it) ----
-  const int ctid = tid - 256;
   if (S > 1) {
     float4 *part = (float4 *)smem;  // [CV_NW / 8][256 consumer threads]
     if (rank != 0) {
