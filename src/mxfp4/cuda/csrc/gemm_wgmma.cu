@@ -302,6 +302,80 @@ __device__ __forceinline__ void wgmma_ss_s8(int (&d)[64], u64 da, u64 db) {
       : "l"(da), "l"(db));
 }
 
+// D (64 x 64, s32) += A (64 x 32 s8) * B (64 x 32 s8), both from shared memory (descriptors).
+__device__ __forceinline__ void wgmma_ss_s8(int (&d)[32], u64 da, u64 db) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1;"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
+      : "l"(da), "l"(db));
+}
+
+// The consumers' promotion of a segment, shared by both GEMMs. A thread holds R / 4 pairs of weight
+// rows (8j + 2t, 8j + 2t + 1 of its warpgroup's rows) for its two tokens: d[4j], d[4j + 1] the
+// first token's, d[4j + 2], d[4j + 3] the second's.
+// The fold's accumulator starts: each row's start bits (wmagic), for both tokens.
+template <int R>
+__device__ __forceinline__ void fold_start(int (&d)[R], const u32 *wmagic, int t) {
+#pragma unroll
+  for (int j = 0; j < R / 4; ++j) {
+    const uint2 mg = *(const uint2 *)(wmagic + 8 * j + 2 * t);
+    d[4 * j] = d[4 * j + 2] = (int)mg.x;
+    d[4 * j + 1] = d[4 * j + 3] = (int)mg.y;
+  }
+}
+
+// The fold's term: float(d) - start is the folded sum times the row's factor, exactly; one fma with
+// the token's multiplier (fa0, fa1) adds it.
+template <int R>
+__device__ __forceinline__ void add_fold(float (&acc)[R], const int (&d)[R], const u32 *wmagic, int t, float fa0,
+                                         float fa1) {
+#pragma unroll
+  for (int j = 0; j < R / 4; ++j) {
+    const uint2 mg = *(const uint2 *)(wmagic + 8 * j + 2 * t);
+    const float k0 = __uint_as_float(mg.x), k1 = __uint_as_float(mg.y);
+    acc[4 * j] = fmaf(__int_as_float(d[4 * j]) - k0, fa0, acc[4 * j]);
+    acc[4 * j + 1] = fmaf(__int_as_float(d[4 * j + 1]) - k1, fa0, acc[4 * j + 1]);
+    acc[4 * j + 2] = fmaf(__int_as_float(d[4 * j + 2]) - k0, fa1, acc[4 * j + 2]);
+    acc[4 * j + 3] = fmaf(__int_as_float(d[4 * j + 3]) - k1, fa1, acc[4 * j + 3]);
+  }
+}
+
+// A block outside the fold (its sum started at 1.5 * 2**23): the sum times both multipliers, the
+// rows' (wmult: the block's [TW] row of them) and the tokens' (sa0, sa1).
+template <int R>
+__device__ __forceinline__ void add_term(float (&acc)[R], const int (&d)[R], const float *wmult, int t, float sa0,
+                                         float sa1) {
+  const float k = 12582912.0f;
+#pragma unroll
+  for (int j = 0; j < R / 4; ++j) {
+    const float2 sw = *(const float2 *)(wmult + 8 * j + 2 * t);
+    acc[4 * j] = fmaf(__int_as_float(d[4 * j]) - k, sa0 * sw.x, acc[4 * j]);
+    acc[4 * j + 1] = fmaf(__int_as_float(d[4 * j + 1]) - k, sa0 * sw.y, acc[4 * j + 1]);
+    acc[4 * j + 2] = fmaf(__int_as_float(d[4 * j + 2]) - k, sa1 * sw.x, acc[4 * j + 2]);
+    acc[4 * j + 3] = fmaf(__int_as_float(d[4 * j + 3]) - k, sa1 * sw.y, acc[4 * j + 3]);
+  }
+}
+
+// The blocks of `rest` (outside the fold), one term each: its own wgmma from 1.5 * 2**23, then the
+// sum times both multipliers. a_base, w_base: the segment's operands; blk: the tokens' per-block
+// multipliers [SEG][TN]; wmult: the rows' [SEG][TW].
+template <int R>
+__device__ __forceinline__ void add_outside_fold(float (&acc)[R], int (&d)[R], u32 rest, u32 a_base, u32 w_base,
+                                                 const float *wmult, const float *blk, int tok0, int tok1, int t) {
+  for (; rest; rest &= rest - 1) {
+    const int b = __ffs(rest) - 1;
+#pragma unroll
+    for (int j = 0; j < R; ++j) d[j] = 0x4B400000;
+    wgmma_fence();
+    wgmma_ss_s8(d, desc_sw128(a_base + (b >> 2) * (TN * 128) + (b & 3) * 32),
+                desc_sw128(w_base + (b >> 2) * (TW * 128) + (b & 3) * 32));
+    wgmma_commit();
+    wgmma_wait0();
+    fence_regs(d);
+    add_term(acc, d, wmult + b * TW, t, blk[b * TN + tok0], blk[b * TN + tok1]);
+  }
+}
+
 // The int8 GEMM of the largest M (TN == 128): the weight comes as int8 from the prep as
 // A does, so both operands stream through one ring by two bulk copies a stage and wgmma reads both
 // from shared memory; the consumers convert nothing. A CTA owns 128 tokens (warpgroup c: tokens
@@ -386,12 +460,7 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t 
     fmask = __shfl_sync(0xffffffffu, fmask, 0);
     const u32 a_base = mx::smem_addr(st) + 64 * c * 128, w_base = mx::smem_addr(wst);
     if (fmask) {
-#pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        const uint2 mg = *(const uint2 *)(wmagic + 8 * j + 2 * t);
-        d[4 * j] = d[4 * j + 2] = (int)mg.x;
-        d[4 * j + 1] = d[4 * j + 3] = (int)mg.y;
-      }
+      fold_start(d, wmagic, t);
       wgmma_fence();
 #pragma unroll
       for (int b = 0; b < SEG; ++b)
@@ -401,39 +470,10 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t 
       wgmma_commit();
       wgmma_wait0();
       fence_regs(d);
-      const float fa0 = fold[tok0], fa1 = fold[tok1];
-#pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        const uint2 mg = *(const uint2 *)(wmagic + 8 * j + 2 * t);
-        const float k0 = __uint_as_float(mg.x), k1 = __uint_as_float(mg.y);
-        acc[4 * j] = fmaf(__int_as_float(d[4 * j]) - k0, fa0, acc[4 * j]);
-        acc[4 * j + 1] = fmaf(__int_as_float(d[4 * j + 1]) - k1, fa0, acc[4 * j + 1]);
-        acc[4 * j + 2] = fmaf(__int_as_float(d[4 * j + 2]) - k0, fa1, acc[4 * j + 2]);
-        acc[4 * j + 3] = fmaf(__int_as_float(d[4 * j + 3]) - k1, fa1, acc[4 * j + 3]);
-      }
+      add_fold(acc, d, wmagic, t, fold[tok0], fold[tok1]);
     }
     // The blocks outside the fold, one term each.
-    for (u32 rest = ((1u << nb) - 1u) & ~fmask; rest; rest &= rest - 1) {
-      const int b = __ffs(rest) - 1;
-#pragma unroll
-      for (int j = 0; j < 64; ++j) d[j] = 0x4B400000;
-      wgmma_fence();
-      wgmma_ss_s8(d, desc_sw128(a_base + (b >> 2) * (TN * 128) + (b & 3) * 32),
-                  desc_sw128(w_base + (b >> 2) * (TW * 128) + (b & 3) * 32));
-      wgmma_commit();
-      wgmma_wait0();
-      fence_regs(d);
-      const float k = 12582912.0f;
-      const float sa0 = blk[b * TN + tok0], sa1 = blk[b * TN + tok1];
-#pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        const float2 sw = *(const float2 *)(wmult + b * TW + 8 * j + 2 * t);
-        acc[4 * j] = fmaf(__int_as_float(d[4 * j]) - k, sa0 * sw.x, acc[4 * j]);
-        acc[4 * j + 1] = fmaf(__int_as_float(d[4 * j + 1]) - k, sa0 * sw.y, acc[4 * j + 1]);
-        acc[4 * j + 2] = fmaf(__int_as_float(d[4 * j + 2]) - k, sa1 * sw.x, acc[4 * j + 2]);
-        acc[4 * j + 3] = fmaf(__int_as_float(d[4 * j + 3]) - k, sa1 * sw.y, acc[4 * j + 3]);
-      }
-    }
+    add_outside_fold(acc, d, ((1u << nb) - 1u) & ~fmask, a_base, w_base, wmult, blk, tok0, tok1, t);
     mx::mbar_arrive(&empty[stage]);
     if (++stage == STAGES) {
       stage = 0;
@@ -532,14 +572,6 @@ __device__ __forceinline__ void cvt8(u32 c, u32 pl, u32 ph, u32 nl, u32 nh, u32 
   const u32 mlo = prmt(c4, c, 0xD9C8u), mhi = prmt(c4, c, 0xFBEAu);
   lo = (prmt(pl, ph, idx) & ~mlo) | (prmt(nl, nh, idx) & mlo);
   hi = (prmt(pl, ph, idx >> 16) & ~mhi) | (prmt(nl, nh, idx >> 16) & mhi);
-}
-
-// D (64 x 64, s32) += A (64 x 32 s8) * B (64 x 32 s8), both from shared memory (descriptors).
-__device__ __forceinline__ void wgmma_ss_s8(int (&d)[32], u64 da, u64 db) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1;"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
-      : "l"(da), "l"(db));
 }
 
 extern "C" __global__ void __maxnreg__(CV_REGS)
@@ -768,12 +800,7 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
     fmask = __shfl_sync(0xffffffffu, fmask, 0);
     const u32 a_base = mx::smem_addr(st) + tok_off * 128, w_base = mx::smem_addr(cv) + row_off * 128;
     if (fmask) {
-#pragma unroll
-      for (int j = 0; j < CV_NW / 8; ++j) {
-        const uint2 mg = *(const uint2 *)(wmagic + 8 * j + 2 * t);
-        d[4 * j] = d[4 * j + 2] = (int)mg.x;
-        d[4 * j + 1] = d[4 * j + 3] = (int)mg.y;
-      }
+      fold_start(d, wmagic, t);
       wgmma_fence();
       // All 8 wgmma are issued, a block outside the fold with the zero tokens as its A: a wgmma under
       // a test of its own makes ptxas fence each one, and each then waits for the one before.
@@ -784,39 +811,10 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
       wgmma_commit();
       wgmma_wait0();
       fence_regs(d);
-      const float fa0 = fold[tok0], fa1 = fold[tok1];
-#pragma unroll
-      for (int j = 0; j < CV_NW / 8; ++j) {
-        const uint2 mg = *(const uint2 *)(wmagic + 8 * j + 2 * t);
-        const float k0 = __uint_as_float(mg.x), k1 = __uint_as_float(mg.y);
-        acc[4 * j] = fmaf(__int_as_float(d[4 * j]) - k0, fa0, acc[4 * j]);
-        acc[4 * j + 1] = fmaf(__int_as_float(d[4 * j + 1]) - k1, fa0, acc[4 * j + 1]);
-        acc[4 * j + 2] = fmaf(__int_as_float(d[4 * j + 2]) - k0, fa1, acc[4 * j + 2]);
-        acc[4 * j + 3] = fmaf(__int_as_float(d[4 * j + 3]) - k1, fa1, acc[4 * j + 3]);
-      }
+      add_fold(acc, d, wmagic, t, fold[tok0], fold[tok1]);
     }
     // The blocks outside the fold, one term each.
-    for (u32 rest = ((1u << nb) - 1u) & ~fmask; rest; rest &= rest - 1) {
-      const int b = __ffs(rest) - 1;
-#pragma unroll
-      for (int j = 0; j < CV_NW / 2; ++j) d[j] = 0x4B400000;
-      wgmma_fence();
-      wgmma_ss_s8(d, desc_sw128(a_base + (b >> 2) * (TN * 128) + (b & 3) * 32),
-                  desc_sw128(w_base + (b >> 2) * (TW * 128) + (b & 3) * 32));
-      wgmma_commit();
-      wgmma_wait0();
-      fence_regs(d);
-      const float k = 12582912.0f;
-      const float sa0 = blk[b * TN + tok0], sa1 = blk[b * TN + tok1];
-#pragma unroll
-      for (int j = 0; j < CV_NW / 8; ++j) {
-        const float2 sw = *(const float2 *)(wmult + b * TW + 8 * j + 2 * t);
-        acc[4 * j] = fmaf(__int_as_float(d[4 * j]) - k, sa0 * sw.x, acc[4 * j]);
-        acc[4 * j + 1] = fmaf(__int_as_float(d[4 * j + 1]) - k, sa0 * sw.y, acc[4 * j + 1]);
-        acc[4 * j + 2] = fmaf(__int_as_float(d[4 * j + 2]) - k, sa1 * sw.x, acc[4 * j + 2]);
-        acc[4 * j + 3] = fmaf(__int_as_float(d[4 * j + 3]) - k, sa1 * sw.y, acc[4 * j + 3]);
-      }
-    }
+    add_outside_fold(acc, d, ((1u << nb) - 1u) & ~fmask, a_base, w_base, wmult, blk, tok0, tok1, t);
     mx::mbar_arrive(&aempty[astage]);
     mx::mbar_arrive(&cempty[slot]);
     if (++astage == CV_ASTAGES) {
