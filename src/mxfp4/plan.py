@@ -37,7 +37,8 @@ WGMMA_INT8_MIN_M = 513
 """From this many rows on, the weight as int8 from the prep (``mxfp4_gemm_i8``); below, the GEMM that
 converts the weight's codes in shared memory (``mxfp4_gemm_cv``). H200, L2 flushed, same run:
 512x7168x2048 42.9 us (converting) against 47.4 (int8 weight), 1024x7168x2048 79.5 against 76.5,
-4096x7168x7168 754 against 632, 8192^3 1883 against 1526."""
+4096x7168x7168 754 against 632, 8192^3 1883 against 1526 (the int8-weight GEMM before its zero-atom
+fold, which took 6-9% off it since: docs/design.md)."""
 
 
 def wgmma_params(p: Problem, sm_count: int = 132) -> WgmmaParams:

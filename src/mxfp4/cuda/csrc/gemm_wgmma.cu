@@ -64,7 +64,8 @@
 #define WBLOB (W_MASK + 16)
 #define S8_W ((ABLOB + 1023) / 1024 * 1024)
 #define STAGE8 ((S8_W + WBLOB + 1023) / 1024 * 1024)
-#define SMEM8 (1024 + STAGES * STAGE8 + 2 * STAGES * 8)
+#define ZERO8 (STAGES * STAGE8)            // mxfp4_gemm_i8's 8-row atom of zeros: the A of blocks outside the fold
+#define SMEM8 (1024 + ZERO8 + 1024 + 2 * STAGES * 8)
 
 static_assert(TN == 64 || TN == 128, "token tile");
 
@@ -390,7 +391,7 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t 
   // Aligned by an offset from the array (not through an integer cast), so the compiler keeps the
   // shared address space: every access below is an LDS / STS, not a generic load.
   u8 *smem = smem_raw + ((1024u - (mx::smem_addr(smem_raw) & 1023u)) & 1023u);
-  u64 *full = (u64 *)(smem + STAGES * STAGE8), *empty = full + STAGES;
+  u64 *full = (u64 *)(smem + ZERO8 + 1024), *empty = full + STAGES;
   {
     u32 dyn;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
@@ -443,6 +444,12 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t 
   float acc[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+  // The zero tokens' descriptor, as mxfp4_gemm_cv's: one 8-row atom of zeros read for all 64 rows.
+  const int ctid = tid - 128;
+  const u64 zero_desc = desc_sw128(mx::smem_addr(smem + ZERO8)) & ~((u64)0x3FFF << 32);
+  if (ctid < 1024 / 16) ((uint4 *)(smem + ZERO8))[ctid] = make_uint4(0u, 0u, 0u, 0u);
+  mx::fence_proxy_async();  // the zeros reach wgmma (the async proxy)
+  mx::named_barrier(1, 256);
   int stage = 0;
   u32 phase = 0;
   for (int s = 0; s < nseg; ++s) {
@@ -462,11 +469,12 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t 
     if (fmask) {
       fold_start(d, wmagic, t);
       wgmma_fence();
+      // All 8 wgmma are issued, a block outside the fold with the zero tokens as its A (as
+      // mxfp4_gemm_cv's: a wgmma under a test of its own makes ptxas fence each one).
 #pragma unroll
       for (int b = 0; b < SEG; ++b)
-        if ((fmask >> b) & 1u)
-          wgmma_ss_s8(d, desc_sw128(a_base + (b >> 2) * (TN * 128) + (b & 3) * 32),
-                      desc_sw128(w_base + (b >> 2) * (TW * 128) + (b & 3) * 32));
+        wgmma_ss_s8(d, (fmask >> b) & 1u ? desc_sw128(a_base + (b >> 2) * (TN * 128) + (b & 3) * 32) : zero_desc,
+                    desc_sw128(w_base + (b >> 2) * (TW * 128) + (b & 3) * 32));
       wgmma_commit();
       wgmma_wait0();
       fence_regs(d);
@@ -504,7 +512,6 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t 
     *(u32 *)(ct + tok1 * C_PITCH + col) = (u32)mx::float_to_bf16(acc[4 * j + 2]) | ((u32)mx::float_to_bf16(acc[4 * j + 3]) << 16);
   }
   mx::named_barrier(1, 256);
-  const int ctid = tid - 128;
   for (int p = ctid; p < TN * (TW / 8); p += 256) {
     const int tok = p / (TW / 8), ch = p % (TW / 8);
     const int m = t0 + tok, n = n0 + ch * 8;
