@@ -834,67 +834,82 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
     }
   }
 
-  // ---- K split: the S partial tiles added in rank order through distributed shared memory. The
-  // partials and the output tile go in the W ring, which no consumer reads and which is drained once
-  // the consumers have taken the last CV slot (the converter read every stage before filling it) ----
+  // ---- K split: the S partial tiles added in rank order through distributed shared memory, each
+  // rank adding and storing the S-th part of the tile (its accumulators j in [j0, j1)). The partials
+  // go in the W ring, which no consumer reads and which is drained once the consumers have taken the
+  // last CV slot (the converter read every stage before filling it); the output tile is staged in the
+  // CV ring, drained too once every consumer has passed the first cluster barrier ----
+  constexpr int J = CV_NW / 8;  // accumulator quads a thread
+  int j0 = 0, j1 = J;
   if (S > 1) {
-    float4 *part = (float4 *)smem;  // [CV_NW / 8][256 consumer threads]
-    if (rank != 0) {
+    float4 *part = (float4 *)smem;  // [J][256 consumer threads]
 #pragma unroll
-      for (int j = 0; j < CV_NW / 8; ++j) part[j * 256 + ctid] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
-    }
+    for (int j = 0; j < J; ++j) part[j * 256 + ctid] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
     mx::cluster_sync();  // every partial is written
-    if (rank == 0) {
-      for (u32 q = 1; q < S; ++q) {
-        float4 v[CV_NW / 8];  // one rank's loads all go out before its adds
+    j0 = (int)(J * rank / S), j1 = (int)(J * (rank + 1) / S);
+    for (u32 q = 0; q < S; ++q) {  // rank q's partial: its loads all go out before their adds
+      float4 w[J];
 #pragma unroll
-        for (int j = 0; j < CV_NW / 8; ++j) {
+      for (int j = 0; j < J; ++j) {
+        if (j >= j0 && j < j1) {
           u32 remote;
           asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(mx::smem_addr(part + j * 256 + ctid)), "r"(q));
           asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-                       : "=f"(v[j].x), "=f"(v[j].y), "=f"(v[j].z), "=f"(v[j].w) : "r"(remote) : "memory");
+                       : "=f"(w[j].x), "=f"(w[j].y), "=f"(w[j].z), "=f"(w[j].w) : "r"(remote) : "memory");
         }
+      }
 #pragma unroll
-        for (int j = 0; j < CV_NW / 8; ++j) {
-          acc[4 * j] += v[j].x;
-          acc[4 * j + 1] += v[j].y;
-          acc[4 * j + 2] += v[j].z;
-          acc[4 * j + 3] += v[j].w;
+      for (int j = 0; j < J; ++j) {
+        if (j >= j0 && j < j1) {  // rank 0's partial, then each next rank's added
+          acc[4 * j] = q == 0 ? w[j].x : acc[4 * j] + w[j].x;
+          acc[4 * j + 1] = q == 0 ? w[j].y : acc[4 * j + 1] + w[j].y;
+          acc[4 * j + 2] = q == 0 ? w[j].z : acc[4 * j + 2] + w[j].z;
+          acc[4 * j + 3] = q == 0 ? w[j].w : acc[4 * j + 3] + w[j].w;
         }
       }
     }
-    mx::cluster_sync_relaxed();  // no CTA leaves while rank 0 reads its partial
-    if (rank != 0) return;
+    // Every remote load above has returned (its value was used): the others may leave once they
+    // pass their wait below.
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
   }
 
 #if OUT_F32
   // ---- output: the float32 totals from registers, two columns a store ----
   const int m0 = t0 + tok0, m1 = t0 + tok1;
 #pragma unroll
-  for (int j = 0; j < CV_NW / 8; ++j) {
+  for (int j = 0; j < J; ++j) {
     const int n = n0 + row_off + 8 * j + 2 * t;
-    if (n < N) {  // N % 16 == 0: a pair is whole
+    if (j >= j0 && j < j1 && n < N) {  // N % 16 == 0: a pair is whole
       if (m0 < M) *(float2 *)(C + (long long)m0 * ldc + n) = make_float2(acc[4 * j], acc[4 * j + 1]);
       if (m1 < M) *(float2 *)(C + (long long)m1 * ldc + n) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
     }
   }
 #else
-  // ---- output: staged in the W ring as [token][weight row], written in 16-byte pieces ----
-  u16 *ct = (u16 *)smem;
+  // ---- output: staged as [token][weight row] (S = 1: in the drained W ring; else in the CV ring, as
+  // the W ring holds the partials the other ranks read), written in 16-byte pieces. The CV ring is
+  // free once both consumer warpgroups are past their loops: the cluster barrier above orders that,
+  // and this CTA barrier says it to compute-sanitizer's racecheck, which reported the staging's
+  // writes against the other warpgroup's last reads of the multipliers (tn 128) without it ----
+  if (S > 1) mx::named_barrier(1, 256);
+  u16 *ct = (u16 *)(smem + (S > 1 ? CV_C : 0));
 #pragma unroll
-  for (int j = 0; j < CV_NW / 8; ++j) {
-    const int col = row_off + 8 * j + 2 * t;
-    *(u32 *)(ct + tok0 * C_PITCH + col) = (u32)mx::float_to_bf16(acc[4 * j]) | ((u32)mx::float_to_bf16(acc[4 * j + 1]) << 16);
-    *(u32 *)(ct + tok1 * C_PITCH + col) = (u32)mx::float_to_bf16(acc[4 * j + 2]) | ((u32)mx::float_to_bf16(acc[4 * j + 3]) << 16);
+  for (int j = 0; j < J; ++j) {
+    if (j >= j0 && j < j1) {
+      const int col = row_off + 8 * j + 2 * t;
+      *(u32 *)(ct + tok0 * C_PITCH + col) = (u32)mx::float_to_bf16(acc[4 * j]) | ((u32)mx::float_to_bf16(acc[4 * j + 1]) << 16);
+      *(u32 *)(ct + tok1 * C_PITCH + col) = (u32)mx::float_to_bf16(acc[4 * j + 2]) | ((u32)mx::float_to_bf16(acc[4 * j + 3]) << 16);
+    }
   }
   mx::named_barrier(1, 256);
+  // This rank's 8-column chunks: j = chunk % J at TN 64 (the warpgroups' 64 rows each), the chunk at TN 128.
   for (int p = ctid; p < TN * (TW / 8); p += 256) {
-    const int tok = p / (TW / 8), ch = p % (TW / 8);
+    const int tok = p / (TW / 8), ch = p % (TW / 8), j = ch % J;
     const int m = t0 + tok, n = n0 + ch * 8;
-    if (m < M && n < N)
+    if (j >= j0 && j < j1 && m < M && n < N)
       *(uint4 *)(C + (long long)m * ldc + n) = *(const uint4 *)(ct + tok * C_PITCH + ch * 8);
   }
 #endif
+  if (S > 1) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // no CTA leaves while another reads its partial
 #endif
 }
 
