@@ -558,6 +558,7 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t 
 #define CV_REGS_CV (TN == 64 ? 88 : 104)
 #define CV_REGS_MMA (TN == 64 ? 128 : 184)
 static_assert(128 * 40 + 128 * CV_REGS_CV + 256 * CV_REGS_MMA <= 512 * CV_REGS, "register pool");
+static_assert(TN * C_PITCH * 2 <= CV_SLOTS * CV_SLOT, "the CV ring holds the staged output tile (K split)");
 
 // prmt takes the low 16 bits of its selector; in inline PTX, so that the compiler does not narrow the
 // selectors' 32-bit masks (which cost an extra operation a selector).
