@@ -315,11 +315,17 @@ class WgmmaParams:
         """A stage of mxfp4_gemm_cv's ring of codes: 8 groups x a segment's blocks, the rows' exponents."""
         return 8 * SEGMENT_BLOCKS * 256 + 128 * 8
 
+    @property
+    def i8_stage_bytes(self) -> int:
+        """A stage of mxfp4_gemm_i8's ring: A's blob and the weight's, each from a 1 KiB boundary."""
+        kb = lambda x: -(-x // 1024) * 1024
+        return kb(kb(self.ablob_bytes) + self.wblob_bytes)
+
     def smem_bytes(self) -> int:
         """Dynamic shared memory (mirrors the offsets in gemm_wgmma.cu)."""
         kb = lambda x: -(-x // 1024) * 1024
-        if self.int8_weight:  # the ring (A's blob and the weight's a stage), an atom of zeros
-            return 1024 + self.stages * kb(kb(self.ablob_bytes) + self.wblob_bytes) + 1024 + 2 * self.stages * 8
+        if self.int8_weight:  # the ring, an atom of zeros, the barriers
+            return 1024 + self.stages * self.i8_stage_bytes + 1024 + 2 * self.stages * 8
         # the rings of codes (and rows' exponents), of A's blobs and of converted weight tiles, an atom of zeros
         return (1024 + self.stages * self.cv_wstage_bytes + self.cv_astages * kb(self.ablob_bytes)
                 + self.cv_slots * kb(self.wblob_bytes) + 1024 + 2 * (self.stages + self.cv_astages + self.cv_slots) * 8)
@@ -333,7 +339,7 @@ class WgmmaParams:
              "the ring of codes must hold the bf16 output tile and the K split's partials (tn 128: at least 4 stages)"),
             (1 <= self.split <= 8, "split must be in 1..8 (a portable cluster)"),
             (self.split == 1 or not self.int8_weight, "split needs the converting GEMM (int8_weight False)"),
-            (not self.int8_weight or self.out_f32 or self.tn * 136 * 2 <= self.smem_bytes() - 2048 - 16 * self.stages,
+            (not self.int8_weight or self.out_f32 or self.tn * 136 * 2 <= self.stages * self.i8_stage_bytes,
              "the ring must hold the bf16 output tile"),
             (self.smem_bytes() <= SMEM_LIMIT, f"shared memory {self.smem_bytes()} > {SMEM_LIMIT}"),
         ]

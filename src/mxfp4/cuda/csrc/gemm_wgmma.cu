@@ -357,13 +357,39 @@ __device__ __forceinline__ void add_term(float (&acc)[R], const int (&d)[R], con
   }
 }
 
-// The blocks of `rest` (outside the fold), one term each: its own wgmma from 1.5 * 2**23, then the
-// sum times both multipliers. a_base, w_base: the segment's operands; blk: the tokens' per-block
-// multipliers [SEG][TN]; wmult: the rows' [SEG][TW].
+// The zero tokens' descriptor: one 8-row atom of zeros at `atom` (1 KiB, cleared here by consumer
+// threads 0..63 of the 256, then made visible to wgmma), read for all 64 rows (a stride of 0
+// between the 8-row groups).
+__device__ __forceinline__ u64 zero_atom(u8 *atom, int ctid) {
+  if (ctid < 1024 / 16) ((uint4 *)atom)[ctid] = make_uint4(0u, 0u, 0u, 0u);
+  mx::fence_proxy_async();  // the zeros reach wgmma (the async proxy)
+  mx::named_barrier(1, 256);
+  return desc_sw128(mx::smem_addr(atom)) & ~((u64)0x3FFF << 32);
+}
+
+// One segment of nb blocks into acc. fmask (warp-uniform, 0 or at least 2 blocks): the blocks that
+// fold. The fold issues all 8 wgmma, a block outside it with the zero tokens (zero_desc) as its A: a
+// wgmma under a test of its own makes ptxas fence each one, and each then waits for the one before.
+// Every other block is a term of its own: its own wgmma from 1.5 * 2**23, then the sum times both
+// multipliers. a_base, w_base: the segment's operands; fold: the tokens' fold multipliers [TN]; blk:
+// their per-block multipliers [SEG][TN]; wmult: the rows' [SEG][TW]; wmagic: the rows' fold starts.
 template <int R>
-__device__ __forceinline__ void add_outside_fold(float (&acc)[R], int (&d)[R], u32 rest, u32 a_base, u32 w_base,
-                                                 const float *wmult, const float *blk, int tok0, int tok1, int t) {
-  for (; rest; rest &= rest - 1) {
+__device__ __forceinline__ void add_segment(float (&acc)[R], int (&d)[R], u32 fmask, int nb, u32 a_base, u32 w_base,
+                                            u64 zero_desc, const u32 *wmagic, const float *wmult, const float *fold,
+                                            const float *blk, int tok0, int tok1, int t) {
+  if (fmask) {
+    fold_start(d, wmagic, t);
+    wgmma_fence();
+#pragma unroll
+    for (int b = 0; b < SEG; ++b)
+      wgmma_ss_s8(d, (fmask >> b) & 1u ? desc_sw128(a_base + (b >> 2) * (TN * 128) + (b & 3) * 32) : zero_desc,
+                  desc_sw128(w_base + (b >> 2) * (TW * 128) + (b & 3) * 32));
+    wgmma_commit();
+    wgmma_wait0();
+    fence_regs(d);
+    add_fold(acc, d, wmagic, t, fold[tok0], fold[tok1]);
+  }
+  for (u32 rest = ((1u << nb) - 1u) & ~fmask; rest; rest &= rest - 1) {
     const int b = __ffs(rest) - 1;
 #pragma unroll
     for (int j = 0; j < R; ++j) d[j] = 0x4B400000;
@@ -444,12 +470,8 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t 
   float acc[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-  // The zero tokens' descriptor, as mxfp4_gemm_cv's: one 8-row atom of zeros read for all 64 rows.
   const int ctid = tid - 128;
-  const u64 zero_desc = desc_sw128(mx::smem_addr(smem + ZERO8)) & ~((u64)0x3FFF << 32);
-  if (ctid < 1024 / 16) ((uint4 *)(smem + ZERO8))[ctid] = make_uint4(0u, 0u, 0u, 0u);
-  mx::fence_proxy_async();  // the zeros reach wgmma (the async proxy)
-  mx::named_barrier(1, 256);
+  const u64 zero_desc = zero_atom(smem + ZERO8, ctid);
   int stage = 0;
   u32 phase = 0;
   for (int s = 0; s < nseg; ++s) {
@@ -465,23 +487,8 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t 
     // Warp-uniform as ptxas can see it: a branch on a value it takes for divergent around wgmma
     // serializes every wgmma of the kernel (warning C7520).
     fmask = __shfl_sync(0xffffffffu, fmask, 0);
-    const u32 a_base = mx::smem_addr(st) + 64 * c * 128, w_base = mx::smem_addr(wst);
-    if (fmask) {
-      fold_start(d, wmagic, t);
-      wgmma_fence();
-      // All 8 wgmma are issued, a block outside the fold with the zero tokens as its A (as
-      // mxfp4_gemm_cv's: a wgmma under a test of its own makes ptxas fence each one).
-#pragma unroll
-      for (int b = 0; b < SEG; ++b)
-        wgmma_ss_s8(d, (fmask >> b) & 1u ? desc_sw128(a_base + (b >> 2) * (TN * 128) + (b & 3) * 32) : zero_desc,
-                    desc_sw128(w_base + (b >> 2) * (TW * 128) + (b & 3) * 32));
-      wgmma_commit();
-      wgmma_wait0();
-      fence_regs(d);
-      add_fold(acc, d, wmagic, t, fold[tok0], fold[tok1]);
-    }
-    // The blocks outside the fold, one term each.
-    add_outside_fold(acc, d, ((1u << nb) - 1u) & ~fmask, a_base, w_base, wmult, blk, tok0, tok1, t);
+    add_segment(acc, d, fmask, nb, mx::smem_addr(st) + 64 * c * 128, mx::smem_addr(wst), zero_desc, wmagic, wmult,
+                fold, blk, tok0, tok1, t);
     mx::mbar_arrive(&empty[stage]);
     if (++stage == STAGES) {
       stage = 0;
@@ -782,12 +789,7 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
   float acc[CV_NW / 2];
 #pragma unroll
   for (int i = 0; i < CV_NW / 2; ++i) acc[i] = 0.0f;
-  // The zero tokens' descriptor: one 8-row atom of zeros, read for all 64 rows (a stride of 0 between
-  // the 8-row groups).
-  const u64 zero_desc = desc_sw128(mx::smem_addr(smem + CV_ZERO)) & ~((u64)0x3FFF << 32);
-  if (ctid < 1024 / 16) ((uint4 *)(smem + CV_ZERO))[ctid] = make_uint4(0u, 0u, 0u, 0u);
-  mx::fence_proxy_async();  // the zeros reach wgmma (the async proxy)
-  mx::named_barrier(1, 256);
+  const u64 zero_desc = zero_atom(smem + CV_ZERO, ctid);
   int astage = 0, slot = 0;
   u32 aphase = 0, cphase = 0;
   for (int i = 0; i < cnt; ++i) {
@@ -806,23 +808,8 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
     // Warp-uniform as ptxas can see it (a branch on a value it takes for divergent around wgmma
     // serializes every wgmma of the kernel, its note C7520).
     fmask = __shfl_sync(0xffffffffu, fmask, 0);
-    const u32 a_base = mx::smem_addr(st) + tok_off * 128, w_base = mx::smem_addr(cv) + row_off * 128;
-    if (fmask) {
-      fold_start(d, wmagic, t);
-      wgmma_fence();
-      // All 8 wgmma are issued, a block outside the fold with the zero tokens as its A: a wgmma under
-      // a test of its own makes ptxas fence each one, and each then waits for the one before.
-#pragma unroll
-      for (int b = 0; b < SEG; ++b)
-        wgmma_ss_s8(d, (fmask >> b) & 1u ? desc_sw128(a_base + (b >> 2) * (TN * 128) + (b & 3) * 32) : zero_desc,
-                    desc_sw128(w_base + (b >> 2) * (TW * 128) + (b & 3) * 32));
-      wgmma_commit();
-      wgmma_wait0();
-      fence_regs(d);
-      add_fold(acc, d, wmagic, t, fold[tok0], fold[tok1]);
-    }
-    // The blocks outside the fold, one term each.
-    add_outside_fold(acc, d, ((1u << nb) - 1u) & ~fmask, a_base, w_base, wmult, blk, tok0, tok1, t);
+    add_segment(acc, d, fmask, nb, mx::smem_addr(st) + tok_off * 128, mx::smem_addr(cv) + row_off * 128, zero_desc,
+                wmagic, wmult, fold, blk, tok0, tok1, t);
     mx::mbar_arrive(&aempty[astage]);
     mx::mbar_arrive(&cempty[slot]);
     if (++astage == CV_ASTAGES) {
@@ -871,7 +858,7 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
     }
     // Every remote load above has returned (its value was used): the others may leave once they
     // pass their wait below.
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+    mx::cluster_arrive_relaxed();
   }
 
 #if OUT_F32
@@ -910,7 +897,7 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
       *(uint4 *)(C + (long long)m * ldc + n) = *(const uint4 *)(ct + tok * C_PITCH + ch * 8);
   }
 #endif
-  if (S > 1) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // no CTA leaves while another reads its partial
+  if (S > 1) mx::cluster_wait();  // no CTA leaves while another reads its partial
 #endif
 }
 
