@@ -10,6 +10,7 @@ from mxfp4.bench.shapes import shape_set
 from mxfp4.formats import E2M1_VALUES
 
 jit = pytest.importorskip("mxfp4.cuda.jit")
+runtime = pytest.importorskip("mxfp4.cuda.runtime")
 
 
 def shipped_variants():
@@ -18,20 +19,16 @@ def shipped_variants():
 
 def test_every_shipped_variant_compiles(tmp_path, monkeypatch):
     monkeypatch.setenv("MXFP4_CACHE_DIR", str(tmp_path))
-    assert jit.compile_cubin("quantize.cu")[:4] == b"\x7fELF"
+    for dtype in runtime.A_KINDS:  # the plain quantizer (bf16) and the token quantizer of every dtype
+        assert jit.compile_cubin("quantize.cu", runtime.quantizer_defines(dtype))[:4] == b"\x7fELF"
     variants = shipped_variants()
-    assert {p.source for p in variants} == {"gemm_small.cu", "gemm_decode.cu", "gemm_wgmma.cu"}
-    # The one-launch kernel has no table entry: it is the heuristic's for shapes that neither the decode
-    # kernels nor the short-K kernel take (K from 513 below the decode kernels' reach).
-    fallback = [plan.heuristic(plan.Problem(m, 1024, 1024)) for m in (8, 16)]
-    assert {plan.kernel_name(p) for p in fallback} == {"a4w4"}
-    variants = variants + fallback
+    assert {p.source for p in variants} == {"gemm_small.cu", "gemm_decode.cu", "gemm_stream.cu", "gemm_wgmma.cu"}
     for p in variants:
         p.check()
         cubin = jit.compile_cubin(p.source, p.defines())
         assert cubin[:4] == b"\x7fELF"
     distinct = {(p.source, tuple(sorted(p.defines().items()))) for p in variants}  # split is a launch choice
-    assert len(list(tmp_path.iterdir())) == len(distinct) + 1  # one cache file per compiled variant
+    assert len(list(tmp_path.iterdir())) == len(distinct) + len(runtime.A_KINDS)  # one cache file per compiled variant
 
 
 def test_compile_errors_carry_the_log(tmp_path, monkeypatch):

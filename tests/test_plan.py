@@ -13,7 +13,8 @@ def test_heuristic_is_valid_everywhere(name):
         p = plan.heuristic(plan.Problem(s.m, s.n, s.k))
         p.check()
         assert p.fits(plan.Problem(s.m, s.n, s.k))
-        assert isinstance(p, plan.DecodeParams) == (s.k >= plan.DECODE_MIN_K and s.m <= 64)  # all fit
+        assert isinstance(p, plan.StreamParams) == (s.k > plan.SMALL_MAX_K and s.m <= plan.STREAM_MAX_M)
+        assert isinstance(p, plan.WgmmaParams) == (s.m > plan.STREAM_MAX_M)
         if isinstance(p, plan.GemmParams):
             assert p.smem_bytes() <= plan.SMEM_LIMIT
 
@@ -24,10 +25,10 @@ def test_heuristic_fits_any_small_m_shape(m, n, k):
     p = plan.heuristic(plan.Problem(m, n, k))
     p.check()
     assert p.fits(plan.Problem(m, n, k))
-    if isinstance(p, plan.DecodeParams):
-        assert p.tokens == next(t for t in (8, 16, 32) if t >= m) and p.smem_bytes(k) <= plan.SMEM_LIMIT
+    if isinstance(p, plan.StreamParams):  # any K: A streams through the ring with the weight
+        assert p.tokens == next(t for t in (8, 16, 32) if t >= m) and p.smem_bytes() <= plan.SMEM_LIMIT
     else:
-        assert k < plan.DECODE_MIN_K or k == 131072  # there A's K range does not fit a decode CTA
+        assert k <= plan.SMALL_MAX_K
 
 
 def test_table_loads_and_wins_for_its_shapes():

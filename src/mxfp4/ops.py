@@ -132,10 +132,18 @@ def _kernel_rule_broken(a: torch.Tensor, w: MXFP4Tensor) -> str | None:
         return "the CUDA kernels read the weight in aiter's shuffled layout: prepare it once with mxfp4.prepare(w)"
     if w.scale_rule is not ScaleRule.AITER:
         return f"the CUDA kernels quantize A with ScaleRule.AITER; w uses {w.scale_rule.name} (pass backend='reference')"
-    if a.dtype is torch.float32 and _beyond_bf16(a):
+    if a.dtype is torch.float32 and not _reads_float32(a, w) and _beyond_bf16(a):
         return ("float32 a holds a finite value of magnitude >= 1.75 * 2**127, whose quantized value 2**128 the "
                 "kernels' bf16 input cannot hold")
     return None
+
+
+def _reads_float32(a: torch.Tensor, w: MXFP4Tensor) -> bool:
+    """Whether the kernel a call of ``a``'s shape takes quantizes float32 ``a`` itself (the streaming
+    GEMM), so that no value of it passes through bf16."""
+    n16, k2 = w.data.shape
+    m = a.numel() // max(a.shape[-1], 1)
+    return m > 0 and isinstance(_params(m, n16, 2 * k2, a.get_device()), plan.StreamParams)
 
 
 def _beyond_bf16(a: torch.Tensor) -> bool:
@@ -153,13 +161,13 @@ def _warn_once(message: str) -> None:
     warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
-def params_for(problem: plan.Problem, device: torch.device) -> plan.GemmParams | plan.SmallParams | plan.DecodeParams | plan.WgmmaParams:
+def params_for(problem: plan.Problem, device: torch.device) -> plan.KernelParams:
     """The kernel parameters a call of shape ``problem`` on ``device`` gets (``plan.choose``)."""
     index = device.index if device.index is not None else torch.cuda.current_device()
     return _params(problem.m, problem.n, problem.k, index)
 
 
-def _params(m: int, n: int, k: int, index: int, out_f32: bool = False) -> plan.GemmParams | plan.SmallParams | plan.DecodeParams | plan.WgmmaParams:
+def _params(m: int, n: int, k: int, index: int, out_f32: bool = False) -> plan.KernelParams:
     params = _chosen.get((m, n, k, index, out_f32))
     if params is None:
         params = plan.choose(plan.Problem(m, n, k), _table(), _device_facts(index)[1])
@@ -169,14 +177,14 @@ def _params(m: int, n: int, k: int, index: int, out_f32: bool = False) -> plan.G
     return params
 
 
-_chosen: dict[tuple[int, int, int, int, bool], plan.GemmParams | plan.SmallParams | plan.DecodeParams | plan.WgmmaParams] = {}
+_chosen: dict[tuple[int, int, int, int, bool], plan.KernelParams] = {}
 """plan.choose's answer per (m, n, k, device index, float32 output): a pure function of the shipped
 table and the device, remembered so an eager call does not rebuild it (3.7 us of Python per call)."""
 
 
 def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, *,
               out_dtype: torch.dtype | None = None, backend: str = "auto",
-              params: plan.GemmParams | plan.SmallParams | plan.DecodeParams | plan.WgmmaParams | None = None) -> torch.Tensor:
+              params: plan.KernelParams | None = None) -> torch.Tensor:
     """C = dequant(quant(a)) @ dequant(w)^T [..., N]; ``a`` [..., K] quantized per 1x32 block.
 
     ``a`` may be bf16, fp16 or float32 (quantized by the same rule from its values). The output is
@@ -198,8 +206,8 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
     """
     m, n, k = validate(a, w, out)
     if params is not None:
-        if not isinstance(params, (plan.GemmParams, plan.SmallParams, plan.DecodeParams, plan.WgmmaParams)):
-            raise TypeError(f"params must be a mxfp4.plan.GemmParams, SmallParams, DecodeParams or WgmmaParams, got "
+        if not isinstance(params, plan.KERNEL_PARAMS):
+            raise TypeError(f"params must be a mxfp4.plan.GemmParams, SmallParams, DecodeParams, StreamParams or WgmmaParams, got "
                             f"{type(params).__name__}")
         if params.out_f32:
             raise ValueError("params.out_f32 variants write the unrounded float32 total (ops.gemm_a4w4_partial), "
@@ -218,7 +226,7 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
 
 
 def _run(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_dtype: torch.dtype, backend: str,
-         params: plan.GemmParams | plan.SmallParams | plan.DecodeParams | plan.WgmmaParams | None, m: int, n: int, k: int) -> torch.Tensor:
+         params: plan.KernelParams | None, m: int, n: int, k: int) -> torch.Tensor:
     """:func:`gemm_a4w4` after its checks (the op's implementation too)."""
     chosen = select_backend(a, w, backend)
     if chosen == "reference":
@@ -268,12 +276,13 @@ def kernel_rows(a: torch.Tensor, k64: int) -> torch.Tensor:
 
 
 def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_dtype: torch.dtype,
-                params: plan.GemmParams | plan.SmallParams | plan.DecodeParams | plan.WgmmaParams | None, m: int, n: int, k: int,
+                params: plan.KernelParams | None, m: int, n: int, k: int,
                 unrounded: bool = False) -> torch.Tensor:
     """The kernels' launch for :func:`gemm_a4w4` (bf16 output, converted to ``out_dtype``) or, with
     ``unrounded``, for :func:`gemm_a4w4_partial` (the float32 total; ``out`` and ``params`` None)."""
     n16, k2 = w.data.shape  # the weight as the kernels read it: N16 rows, K64 / 2 bytes
     k64 = 2 * k2
+    user_params = params is not None
     two_d = a.dim() == 2
     bf16_out = out is not None and n16 == n and out.dtype is torch.bfloat16  # the kernel writes out itself
     if not bf16_out:
@@ -282,16 +291,27 @@ def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_d
         buf = out if out.dim() == 2 else out.view(m, n)
     if m and n:
         cuda_ops = _cuda_ops()
-        a2 = kernel_rows(a if two_d else a.reshape(m, k), k64)
         if params is None:
             params = _params(m, n16, k64, a.get_device(), unrounded)
+        a2 = a if two_d else a.reshape(m, k)
+        if isinstance(params, plan.StreamParams):  # reads bf16, fp16 and float32 rows, K padded in the kernel
+            a2 = cuda_ops.rows_for_kernel(a2)
         else:
+            a2 = kernel_rows(a2, k64)
+        if user_params:
+            if a.dtype is torch.float32 and not isinstance(params, plan.StreamParams) and _beyond_bf16(a):
+                raise ValueError(f"params {params} read float32 a through bf16, and a holds a finite value of "
+                                 "magnitude >= 1.75 * 2**127 (quantized to 2**128, beyond bf16): pass StreamParams "
+                                 "or backend='reference'")
             params.check()
             if not params.fits(plan.Problem(m, n16, k64)):
                 raise ValueError(f"params {params} do not fit the problem {m}x{n16}x{k64} (split at most "
                                  f"K / 32; DecodeParams: M at most 8 * mt, shared memory at most {plan.SMEM_LIMIT}; "
-                                 f"SmallParams: kb = K / 32, M at most {plan.MAX_GRID_Y} tiles of 8 * mt rows)")
-        if isinstance(params, plan.WgmmaParams):
+                                 f"SmallParams: kb = K / 32, M at most {plan.MAX_GRID_Y} tiles of 8 * mt rows; "
+                                 f"StreamParams: M at most 8 * mt)")
+        if isinstance(params, plan.StreamParams):
+            cuda_ops.gemm_a4w4_stream(a2, w.data, w.scales, buf, params)
+        elif isinstance(params, plan.WgmmaParams):
             cuda_ops.gemm_a4w4_wgmma(a2, w.data, w.scales, buf, params)
         elif isinstance(params, plan.DecodeParams):
             cuda_ops.gemm_a4w4_decode(a2, w.data, w.scales, buf, params)

@@ -2,7 +2,8 @@
 
 ``GemmParams``: ``cuda/csrc/gemm_a4w4.cu`` (one launch, A quantized inside it); ``SmallParams``:
 ``cuda/csrc/gemm_small.cu`` (one launch at short K, no ring, no K split across CTAs); ``DecodeParams``:
-``cuda/csrc/gemm_decode.cu`` (A quantized once, then the GEMM); ``WgmmaParams``: ``cuda/csrc/gemm_wgmma.cu``
+``cuda/csrc/gemm_decode.cu`` (A quantized once, then the GEMM); ``StreamParams``: ``cuda/csrc/gemm_stream.cu``
+(A quantized once, then the weight streamed through a ring, every SM an equal share); ``WgmmaParams``: ``cuda/csrc/gemm_wgmma.cu``
 (the large-M kernels); ``GroupedParams``: the grouped GEMM of a mixture of experts (in
 ``gemm_decode.cu``). Each mirrors its kernel's shared memory, checks what the kernel needs and says which
 problems it takes; :mod:`mxfp4.plan` chooses among them (and names them too).
@@ -249,6 +250,93 @@ class DecodeParams:
 
     def fits(self, p: Problem) -> bool:
         return p.m <= self.tokens and self.split <= p.blocks and self.smem_bytes(p.k) <= SMEM_LIMIT
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamParams:
+    """One call of the weight-streaming GEMM (``cuda/csrc/gemm_stream.cu``): A quantized once into a
+    workspace (``mxfp4_quantize_tokens``, quantize.cu), then the GEMM as its programmatic dependent.
+
+    mt: token rows held, 8 * mt (M <= 8 * mt); g: 16-row weight groups of a tile (even); kw: consumer
+    warps that share a group (g * kw consumer warps and a producer warp a CTA); ks: K blocks of a unit
+    (a multiple of 8), the ring's stage; stages: the ring's depth. The grid is one CTA an SM (or one
+    a unit, when there are fewer), each taking an equal share of the units (a tile by ks blocks).
+    ctas: CTAs an SM (1 or 2: a launch choice, not a compiled variant; two need half the shared
+    memory). sign_split: the weight codes' signs split over two MMAs (the positive codes' magnitudes
+    and the negative ones', each one byte-permute for 4 codes) instead of one MMA on codes converted
+    to signed int8 (three byte-permutes and three more integer instructions for 4 codes). out_f32:
+    the output is the float32 total unrounded (a row-parallel partial)."""
+
+    source = "gemm_stream.cu"
+
+    mt: int = 1
+    g: int = 4
+    kw: int = 2
+    ks: int = 16
+    stages: int = 6
+    ctas: int = 1
+    sign_split: bool = False
+    out_f32: bool = False
+
+    def defines(self) -> dict[str, int]:
+        defines = dict(MT=self.mt, G=self.g, KW=self.kw, KS=self.ks, STAGES=self.stages, SIGN_SPLIT=int(self.sign_split))
+        return _with_output(defines, self.out_f32)
+
+    @property
+    def threads(self) -> int:
+        return (self.g * self.kw + 1) * 32
+
+    @property
+    def tokens(self) -> int:
+        return 8 * self.mt
+
+    @property
+    def rows(self) -> int:
+        return 16 * self.g
+
+    def stage_bytes(self) -> int:
+        """A stage of the ring: codes, scale units, A's int8 values and half-scales of ks blocks."""
+        return self.ks * (256 * self.g + 16 * self.g + 36 * self.tokens)
+
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory: the ring, the warps' totals of a tile and the owned tile's partial
+        (row pitch rows + 4 floats), the ring's barriers (``Smem::BYTES`` in gemm_stream.cu, which
+        exports it as ``mxfp4_stream_smem_bytes``; the tests compare the two)."""
+        pitch = self.rows + 4
+        return self.stages * self.stage_bytes() + (self.kw + 1) * self.tokens * pitch * 4 + 16 * self.stages
+
+    def units(self, p: Problem) -> int:
+        """Work units of ``p``: tiles of 16 g rows times chunks of ks blocks."""
+        return -(-p.n // self.rows) * -(-p.blocks // self.ks)
+
+    def grid(self, p: Problem, sm_count: int) -> int:
+        """CTAs: ``ctas`` an SM, or one a unit where ``p`` has fewer (every CTA takes at least one)."""
+        return min(self.ctas * sm_count, self.units(p))
+
+    def workspace_bytes(self, p: Problem, grid: int) -> int:
+        """Per call: A's int8 values [K/32][tokens][32] and half-scales [K/32][tokens], the CTAs' flags
+        (to 256 bytes) and their partial tiles [grid][tokens][16 g] float32."""
+        flags = -(-grid * 4 // 256) * 256
+        return self.tokens * p.k + self.tokens * p.blocks * 4 + flags + grid * self.tokens * self.rows * 4
+
+    def check(self) -> None:
+        rules = [
+            (self.mt in (1, 2, 4, 8), "mt must be 1, 2, 4 or 8"),
+            (self.g >= 2 and self.g % 2 == 0, "g must be even (a tile holds whole 32-row scale units)"),
+            (self.kw >= 1 and self.ks % 8 == 0 and self.ks > 0 and self.ks % (4 * self.kw) == 0,
+             "ks must be a positive multiple of 8 and of 4 kw (a warp's blocks of a unit, in rounds of 4)"),
+            (self.stages >= 2, "stages must be at least 2"),
+            (self.threads <= 1024, "g * kw + 1 warps must be at most 32"),
+            (self.ctas in (1, 2), "ctas must be 1 or 2"),
+            (self.smem_bytes() <= SMEM_LIMIT // self.ctas - 1024,
+             f"shared memory {self.smem_bytes()} > {SMEM_LIMIT // self.ctas - 1024} ({self.ctas} CTAs an SM)"),
+        ]
+        for ok, rule in rules:
+            if not ok:
+                raise ValueError(f"StreamParams {self}: {rule}")
+
+    def fits(self, p: Problem) -> bool:
+        return p.m <= self.tokens
 
 
 @dataclasses.dataclass(frozen=True)

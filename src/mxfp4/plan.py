@@ -19,7 +19,11 @@ import json
 import math
 import pathlib
 
-from .params import MAX_GRID_Y, SEGMENT_BLOCKS, SMEM_LIMIT, DecodeParams, GemmParams, GroupedParams, Problem, SmallParams, WgmmaParams, valid
+from .params import MAX_GRID_Y, SEGMENT_BLOCKS, SMEM_LIMIT, DecodeParams, GemmParams, GroupedParams, Problem, SmallParams, StreamParams, WgmmaParams, valid
+
+KernelParams = GemmParams | SmallParams | DecodeParams | StreamParams | WgmmaParams
+"""The parameter set of one dense GEMM call, whichever kernel it runs."""
+KERNEL_PARAMS = (GemmParams, SmallParams, DecodeParams, StreamParams, WgmmaParams)
 
 TABLE_PATH = pathlib.Path(__file__).with_name("configs") / "h200.json"
 
@@ -109,33 +113,60 @@ def small_heuristic(p: Problem) -> SmallParams | None:
     return next((s for s in (SmallParams(2, kw, mt, p.blocks, c) for c in clusters) if valid(s)), None)
 
 
-def heuristic(p: Problem, sm_count: int = 132) -> GemmParams | DecodeParams | SmallParams:
-    """A launch for any shape below ``WGMMA_MIN_M`` rows: the decode kernels from ``DECODE_MIN_K``
-    on (``decode_heuristic``, where A's K range fits a CTA), the short-K kernel up to ``SMALL_MAX_K``
-    (``small_heuristic``), else the one-launch mma.sync kernel with a tile by M and K split over
-    a cluster until the SMs are covered. Its tiles above 8 rows are 16 rows by 128 weight rows on 8
-    warps: on the H200 faster than 16..64-row tiles 64 wide on 4 x 2 warps at every one of 50
-    measured shapes (10 model projections at 16, 24, 32, 48 and 64 rows; 50.6 against 73.1 us at
-    16x4608x7168)."""
-    decode = decode_heuristic(p, sm_count) if p.k >= DECODE_MIN_K and p.m <= 64 else None
-    if decode is not None:
-        return decode
-    small = small_heuristic(p)
+STREAM_RING_WEIGHT_BYTES = 160 * 1024
+"""Weight bytes the streaming GEMM's ring holds at most (stages x 16 g x ks x 16 bytes), where shared
+memory allows: about 5 us of an SM's share of the H200's 4.3 TB/s."""
+
+STREAM_MAX_M = 32
+"""The streaming GEMM's rows at most (the heuristic's; 64x8192x8192 ran 61.5 us on it against the
+large-M kernels' 34.0, H200)."""
+
+
+def stream_params(mt: int, g: int, kw: int, ks: int, sign_split: bool = False) -> StreamParams:
+    """The streaming GEMM with the deepest ring that fits (up to ``STREAM_RING_WEIGHT_BYTES`` of weight)."""
+    stages = max(2, min(16, STREAM_RING_WEIGHT_BYTES // (256 * g * ks)))
+    while stages > 2 and StreamParams(mt, g, kw, ks, stages, sign_split=sign_split).smem_bytes() > SMEM_LIMIT:
+        stages -= 1
+    return StreamParams(mt, g, kw, ks, stages, sign_split=sign_split)
+
+
+def stream_heuristic(p: Problem, sm_count: int = 132) -> StreamParams | None:
+    """The streaming GEMM for ``p`` (at most ``STREAM_MAX_M`` rows; else None): 16 consumer warps, on
+    tiles of 128 weight rows (two warps a group) where the units share out over the SMs within 10% (the
+    CTA with the most units against the mean), else of 64 rows (four warps a group) where they do
+    within 15%, else the more even of the two; 16 blocks a unit; the codes' signs split over two MMAs
+    up to 16 rows. H200, L2 flushed, against the 9-warp tile of 64 rows this chose first (both with
+    the split): 1x57344x8192 112.1 us against 133.2 (two CTAs an SM), 1x8192x28672 60.9 against 73.1,
+    16x8192x8192 31.3 against 36.5; 64-row tiles where 128-row ones share out unevenly:
+    16x2112x7168 15.8 us against 19.9, 16x2304x16384 23.6 against 26.8. The split: 1x57344x8192 112.1
+    against 124.2, 1x8192x28672 60.9 against 68.1, 16x57344x8192 143.8 against 144.4; at 32 rows
+    32x57344x8192 190.4 against 182.9 without it."""
+    if p.m > STREAM_MAX_M:
+        return None
+    mt = next(t for t in (1, 2, 4) if 8 * t >= p.m)
+    split = mt <= 2
+    tiles = [(stream_params(mt, 8, 2, 16, split), 1.1), (stream_params(mt, 4, 4, 16, split), 1.15)]
+    best = None
+    for params, limit in tiles:
+        units = params.units(p)
+        grid = params.grid(p, sm_count)
+        loss = -(-units // grid) * grid / units
+        if loss <= limit:
+            return params
+        if best is None or loss < best[0]:
+            best = (loss, params)
+    return best[1]
+
+
+def heuristic(p: Problem, sm_count: int = 132) -> KernelParams:
+    """A launch for any shape: the short-K kernel up to ``SMALL_MAX_K`` and 32 rows
+    (``small_heuristic``), else the streaming GEMM up to ``STREAM_MAX_M`` rows (``stream_heuristic``),
+    else the large-M kernels (``wgmma_params``)."""
+    small = small_heuristic(p) if p.k <= SMALL_MAX_K else None
     if small is not None:
         return small
-    if p.m <= 8:
-        bm, bn, warps_n, warps_m = 8, 64, 4, 1
-    else:
-        bm, bn, warps_n, warps_m = 16, 128, 8, 1
-    tiles = math.ceil(p.n / bn) * math.ceil(p.m / bm)
-    split = max(1, min(8, p.blocks // 4, math.ceil(sm_count / tiles)))
-    per_cta = math.ceil(p.blocks / split)
-    sb = 4
-    kc = min(32, sb * math.ceil(per_cta / sb))
-    stages = 8
-    while kc > sb and GemmParams(bn, bm, warps_n, warps_m, kc, sb, stages, split).smem_bytes() > 100 * 1024:
-        kc -= sb
-    return GemmParams(bn, bm, warps_n, warps_m, kc, sb, stages, split)
+    stream = stream_heuristic(p, sm_count)
+    return stream if stream is not None else wgmma_params(p, sm_count)
 
 
 GROUPED_MAX_EXPERT_MACS = 2.5e9
@@ -169,7 +200,7 @@ def grouped_heuristic(t: int, e: int, n: int, k: int, sm_count: int = 132) -> Gr
     return None if split is None else GroupedParams(DecodeParams(mt, 8, 2, 8, split))
 
 
-KERNELS = {"a4w4": GemmParams, "small": SmallParams, "decode": DecodeParams, "wgmma": WgmmaParams}
+KERNELS = {"a4w4": GemmParams, "small": SmallParams, "decode": DecodeParams, "stream": StreamParams, "wgmma": WgmmaParams}
 """The table's kernel names: the one-launch mma.sync kernel, the short-K kernel, the two-launch decode
 kernels and the large-M kernels."""
 
@@ -183,11 +214,11 @@ the large-M kernels at 64x7168x2048, 17.5 against the short-K kernel's 20.8). Sh
 take the large-M kernels from ``WGMMA_MIN_M`` rows. Above it the large-M kernels always run."""
 
 
-def kernel_name(params: GemmParams | SmallParams | DecodeParams | WgmmaParams) -> str:
+def kernel_name(params: KernelParams) -> str:
     return next(name for name, cls in KERNELS.items() if isinstance(params, cls))
 
 
-def load_table(path: pathlib.Path = TABLE_PATH) -> dict[tuple[int, int, int], GemmParams | SmallParams | DecodeParams | WgmmaParams]:
+def load_table(path: pathlib.Path = TABLE_PATH) -> dict[tuple[int, int, int], KernelParams]:
     """The tuned table: (m, n, k) -> GemmParams or DecodeParams (an entry's "kernel", "a4w4" when
     absent). A missing file is an empty table."""
     try:
@@ -205,8 +236,8 @@ def load_table(path: pathlib.Path = TABLE_PATH) -> dict[tuple[int, int, int], Ge
     return table
 
 
-def choose(p: Problem, table: dict[tuple[int, int, int], GemmParams | SmallParams | DecodeParams | WgmmaParams],
-           sm_count: int = 132) -> GemmParams | SmallParams | DecodeParams | WgmmaParams:
+def choose(p: Problem, table: dict[tuple[int, int, int], KernelParams],
+           sm_count: int = 132) -> KernelParams:
     """The table's entry for the exact shape (up to ``TABLE_MAX_M`` rows); else the large-M kernels
     from ``WGMMA_MIN_M`` rows on, else the heuristic."""
     params = table.get((p.m, p.n, p.k)) if p.m <= TABLE_MAX_M else None
@@ -217,12 +248,12 @@ def choose(p: Problem, table: dict[tuple[int, int, int], GemmParams | SmallParam
     return heuristic(p, sm_count)
 
 
-def float32_output(params: GemmParams | SmallParams | DecodeParams | WgmmaParams) -> GemmParams | SmallParams | DecodeParams | WgmmaParams:
+def float32_output(params: KernelParams) -> KernelParams:
     """The variant of ``params`` that writes the unrounded float32 total (``out_f32``)."""
     return dataclasses.replace(params, out_f32=True)
 
 
-def shipped_variants(shapes: list[tuple[int, int, int]]) -> list[GemmParams | SmallParams | DecodeParams | WgmmaParams]:
+def shipped_variants(shapes: list[tuple[int, int, int]]) -> list[KernelParams]:
     """Every compiled variant a call can take: the table's entries and what ``choose`` gives for
     ``shapes``, each with its float32-output twin (split is a launch choice: variants differing
     only in it compile once), and the grouped kernel's (``shipped_grouped_variants``)."""

@@ -33,6 +33,24 @@ GPTOSS_NK = (
     ("expert down", 2880, 2880),
 )
 
+# Llama-3.3-70B (hidden 8192, intermediate 28672, 64 query heads and 8 KV heads of 128), unsharded:
+# the AMD Quark MXFP4 export's projections, q/k/v and gate/up fused as serving engines run them.
+LLAMA70B_NK = (
+    ("qkv", 10240, 8192),
+    ("o_proj", 8192, 8192),
+    ("gate_up", 57344, 8192),
+    ("down", 8192, 28672),
+)
+
+# Llama-3.1-405B (hidden 16384, intermediate 53248, 128 query heads and 8 KV heads of 128), each
+# projection sharded 8 ways by tensor parallelism (column-parallel N / 8, row-parallel K / 8).
+LLAMA405B_TP8_NK = (
+    ("qkv /8", 2304, 16384),
+    ("o_proj /8", 16384, 2048),
+    ("gate_up /8", 13312, 16384),
+    ("down /8", 16384, 6656),
+)
+
 LARGE_MNK = ((1024, 7168, 2048), (4096, 7168, 7168), (8192, 8192, 8192))
 
 
@@ -89,8 +107,11 @@ SHAPE_SETS = {
     "test": lambda: tuple(Shape(m, n, k, s, "task test") for m, n, k, s in task.TEST_SHAPES),
     "deepseek": lambda: _model_set("deepseek", DEEPSEEK_NK),
     "gptoss": lambda: _model_set("gptoss", GPTOSS_NK),
+    "llama70b": lambda: _model_set("llama70b", LLAMA70B_NK),
+    "llama405b": lambda: _model_set("llama405b tp8", LLAMA405B_TP8_NK),
     "large": lambda: tuple(make_shape(m, n, k, "large") for m, n, k in LARGE_MNK),
-    "all": lambda: tuple(s for name in ("bench", "test", "deepseek", "gptoss", "large") for s in SHAPE_SETS[name]()),
+    "all": lambda: tuple(s for name in ("bench", "test", "deepseek", "gptoss", "llama70b", "llama405b", "large")
+                         for s in SHAPE_SETS[name]()),
 }
 """Shape set name -> function returning its shapes; "bench" is the default."""
 

@@ -79,16 +79,12 @@ def _key(source: str, options: tuple[str, ...]) -> str:
     return h.hexdigest()[:32]
 
 
-def compile_cubin(source_name: str, defines: dict[str, int] | None = None) -> bytes:
-    """The sm_90a cubin of ``csrc/<source_name>`` with ``-D`` defines, from the cache or NVRTC."""
-    source = (CSRC / source_name).read_text()
-    options = BASE_OPTIONS + (f"-arch={ARCH}",) + tuple(f"-D{k}={int(v)}" for k, v in sorted((defines or {}).items()))
-    key = _key(source, options)
-    path = cache_dir() / f"{pathlib.Path(source_name).stem}-{key}.cubin"
-    try:
-        return path.read_bytes()
-    except OSError:
-        pass
+def _options(defines: dict[str, int] | None) -> tuple[str, ...]:
+    return BASE_OPTIONS + (f"-arch={ARCH}",) + tuple(f"-D{k}={int(v)}" for k, v in sorted((defines or {}).items()))
+
+
+def _compiled(source_name: str, source: str, options: tuple[str, ...], read) -> bytes:
+    """NVRTC's output of ``source`` (``read(nvrtc, prog)``: the cubin's or the PTX's bytes)."""
     nvrtc = _nvrtc()
     headers = [(CSRC / n).read_bytes() for n in HEADERS]
     prog = _check(nvrtc.nvrtcCreateProgram(source.encode(), source_name.encode(), len(headers), headers,
@@ -98,12 +94,37 @@ def compile_cubin(source_name: str, defines: dict[str, int] | None = None) -> by
         _check(nvrtc.nvrtcCompileProgram(prog, len(opts), opts), prog)
         log = _log(prog)
         if SERIALIZED_WGMMA in log:  # a kernel that runs, slowly: never cached, never shipped
-            raise CompileError(f"ptxas serialized the wgmma of {source_name} {defines}:\n{log}")
-        size = _check(nvrtc.nvrtcGetCUBINSize(prog))
-        cubin = b" " * size
-        _check(nvrtc.nvrtcGetCUBIN(prog, cubin))
+            raise CompileError(f"ptxas serialized the wgmma of {source_name} {options}:\n{log}")
+        return read(nvrtc, prog)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
+
+
+def _cubin(nvrtc, prog) -> bytes:
+    size = _check(nvrtc.nvrtcGetCUBINSize(prog))
+    cubin = b" " * size
+    _check(nvrtc.nvrtcGetCUBIN(prog, cubin))
+    return cubin
+
+
+def _ptx(nvrtc, prog) -> bytes:
+    size = _check(nvrtc.nvrtcGetPTXSize(prog))
+    ptx = b" " * size
+    _check(nvrtc.nvrtcGetPTX(prog, ptx))
+    return ptx
+
+
+def compile_cubin(source_name: str, defines: dict[str, int] | None = None) -> bytes:
+    """The sm_90a cubin of ``csrc/<source_name>`` with ``-D`` defines, from the cache or NVRTC."""
+    source = (CSRC / source_name).read_text()
+    options = _options(defines)
+    key = _key(source, options)
+    path = cache_dir() / f"{pathlib.Path(source_name).stem}-{key}.cubin"
+    try:
+        return path.read_bytes()
+    except OSError:
+        pass
+    cubin = _compiled(source_name, source, options, _cubin)
     try:  # atomic: a reader sees a whole file or none
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
@@ -113,3 +134,16 @@ def compile_cubin(source_name: str, defines: dict[str, int] | None = None) -> by
     except OSError:
         pass  # a read-only cache only costs a compile next time
     return cubin
+
+
+def exported_constant(source_name: str, defines: dict[str, int] | None, name: str) -> int:
+    """The value of the ``extern "C" __constant__ u32`` ``name`` that ``csrc/<source_name>`` defines for
+    these defines (read from NVRTC's PTX, not cached): a kernel's own statement of a size the host must
+    agree with (the streaming GEMM's shared memory, ``mxfp4_stream_smem_bytes``)."""
+    import re
+
+    ptx = _compiled(source_name, (CSRC / source_name).read_text(), _options(defines), _ptx).decode(errors="replace")
+    found = re.search(rf"\.const \.align \d+ \.u32 {re.escape(name)} = (\d+);", ptx)
+    if found is None:
+        raise CompileError(f"{source_name} {defines} exports no u32 constant {name}")
+    return int(found.group(1))

@@ -324,6 +324,41 @@ def grouped_launch(params, t: int, e: int, n: int, k: int, device: torch.device)
     return hit
 
 
+A_KINDS = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
+"""The activations' dtypes the token quantizer reads (its A_KIND define in quantize.cu)."""
+
+def quantizer_defines(dtype: torch.dtype) -> dict[str, int] | None:
+    """The defines of quantize.cu that read ``dtype`` (none for bf16: the plain quantizer's cubin)."""
+    kind = A_KINDS[dtype]
+    return {"A_KIND": kind} if kind else None
+
+
+_stream: dict[tuple, tuple] = {}  # (params, n, k, A's dtype, device index) -> (quant, config, gemm, config, grid, workspace bytes)
+
+
+def stream_launch(params, n: int, k: int, dtype: torch.dtype, device: torch.device):
+    """The streaming GEMM of ``params`` (A's token rows quantized from ``dtype`` by
+    ``mxfp4_quantize_tokens``, then ``mxfp4_gemm_stream`` as its programmatic dependent), their launch
+    configurations for N = n, K = k, the GEMM's grid and the call's workspace bytes, looked up once
+    per shape."""
+    key = (params, n, k, dtype, device.index)
+    hit = _stream.get(key)
+    if hit is None:
+        from ..params import Problem
+
+        p = Problem(params.tokens, n, k)
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        grid = params.grid(p, sms)
+        quant = kernel("quantize.cu", "mxfp4_quantize_tokens", quantizer_defines(dtype), device)
+        smem = params.smem_bytes()
+        gemm = kernel(params.source, "mxfp4_gemm_stream", params.defines(), device, smem)
+        items = max(params.tokens * (k // 32) * 4, grid)  # one thread a quarter block; every flag zeroed
+        hit = _stream[key] = (quant, config((-(-items // 256), 1, 1), 256, 0, None), gemm,
+                              config((grid, 1, 1), params.threads, smem, None, dependent=True), grid,
+                              params.workspace_bytes(p, grid))
+    return hit
+
+
 def _prefer_shared(k: Kernel) -> None:
     """The largest shared-memory carveout for ``k``, the one the GEMM that depends on it needs: an SM
     runs CTAs of both kernels side by side only in one configuration."""

@@ -84,6 +84,73 @@ __device__ __forceinline__ u32 quantize8(uint4 v, u32 &scale_byte) {
   return codes;
 }
 
+// quantize8 for 8 float32 values (fp16 and float32 activations, converted exactly): the same rule
+// and the same bits as quantize8 on the values' float32 patterns (amax as bits, aiter's exponent,
+// nearest e2m1 with ties to even; NaN/Inf blocks byte 255, codes 0). The four quarters of a block
+// sit in four consecutive lanes, which all call it together.
+__device__ __forceinline__ u32 quantize8f(const float (&x)[8], u32 &scale_byte) {
+  u32 amax = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) amax = max(amax, __float_as_uint(x[i]) & 0x7fffffffu);
+  amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+  amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+  if (amax >= 0x7f800000u) {
+    scale_byte = 255u;
+    return 0u;
+  }
+  const int e = aiter_exponent(amax);
+  scale_byte = (u32)(e + 127);
+  const float inv = pow2(-e);  // |x| * 2**-e is exact: a power of two, no value of the block overflows
+  u32 codes = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const u32 bits = __float_as_uint(x[i]);
+    codes |= (e2m1_code(__uint_as_float(bits & 0x7fffffffu) * inv) | ((bits >> 28) & 8u)) << (4 * i);
+  }
+  return codes;
+}
+
+// fp16 bits -> float32 (exact).
+__device__ __forceinline__ float half_bits_to_float(u32 h) {
+  float f;
+  asm("{\n .reg .b16 hb;\n cvt.u16.u32 hb, %1;\n cvt.f32.f16 %0, hb;\n}" : "=f"(f) : "r"(h));
+  return f;
+}
+
+// Quantizes the 8 consecutive activations at p (16-byte aligned; A_KIND 0: bf16, 1: fp16, 2: float32,
+// 32-byte aligned) or zeros where !ok, with quantize8's lane rule; bf16 takes quantize8 itself.
+template <int KIND>
+__device__ __forceinline__ u32 quantize_quarter(const void *p, bool ok, u32 &scale_byte) {
+  if (KIND == 0) {
+    const uint4 v = ok ? *(const uint4 *)p : make_uint4(0u, 0u, 0u, 0u);
+    return quantize8(v, scale_byte);
+  }
+  float x[8];
+  if (KIND == 1) {
+    const uint4 v = ok ? *(const uint4 *)p : make_uint4(0u, 0u, 0u, 0u);
+    const u32 w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      x[2 * i] = half_bits_to_float(w[i] & 0xffffu);
+      x[2 * i + 1] = half_bits_to_float(w[i] >> 16);
+    }
+  } else {
+    const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const float4 v0 = ok ? ((const float4 *)p)[0] : z, v1 = ok ? ((const float4 *)p)[1] : z;
+    x[0] = v0.x; x[1] = v0.y; x[2] = v0.z; x[3] = v0.w;
+    x[4] = v1.x; x[5] = v1.y; x[6] = v1.z; x[7] = v1.w;
+  }
+  return quantize8f(x, scale_byte);
+}
+
+// Traps unless the launch gave this CTA at least `bytes` of dynamic shared memory: a variant run with
+// too little would read and write past its buffers.
+__device__ __forceinline__ void require_dynamic_smem(u32 bytes) {
+  u32 dyn;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+  if (dyn < bytes) __trap();
+}
+
 // The 8 elements of thread `it` of a bf16 matrix [M, K] (row stride lda), one thread per 8
 // elements in row-major order: sets its row r and group k8 (element k8 * 8) and whether it exists;
 // a thread past the end gets zeros (it still takes part in quantize8's lane reduction).
@@ -106,6 +173,16 @@ __device__ __forceinline__ u32 e2m1x4_to_s8x4(u32 c) {
   const u32 pos = __byte_perm(0x03020100u, 0x0C080604u, idx);  //  0  1  2  3 |  4  6  8  12
   const u32 neg = __byte_perm(0xFDFEFF00u, 0xF4F8FAFCu, idx);  // -0 -1 -2 -3 | -4 -6 -8 -12
   return __byte_perm(pos, neg, ((c >> 1) & 0x4444u) | 0x3210u);
+}
+
+// Twice the magnitudes of the positive e2m1 codes among four (nibbles 0..3 of c; byte i from nibble i),
+// 0 for the negative ones: one byte-permute whose selector nibbles are the codes themselves (a set
+// bit 3, the sign, replicates the sign of a positive table byte: 0). With c ^ 0x8888 the same gives
+// the negative codes' magnitudes: the two halves of a sign-split MMA (gemm_stream.cu).
+__device__ __forceinline__ u32 e2m1x4_positive(u32 c) {
+  u32 r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(0x03020100u), "r"(0x0C080604u), "r"(c));
+  return r;
 }
 
 // Round a double to bf16 bits, to nearest even: round to float32 toward zero, make the result odd
@@ -240,6 +317,18 @@ __device__ __forceinline__ void pdl_wait() {
 
 __device__ __forceinline__ void prefetch_l2(const void *p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
+// A flag between CTAs of one grid: the writer's earlier global stores are visible to a reader that
+// sees the flag set (release / acquire at GPU scope).
+__device__ __forceinline__ void flag_release(u32 *flag, u32 value) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(value) : "memory");
+}
+
+__device__ __forceinline__ u32 flag_acquire(const u32 *flag) {
+  u32 v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
+  return v;
 }
 
 // D = A (16x32 s8, row) * B (32x8 s8, col) + C, int32.

@@ -1,0 +1,315 @@
+// Weight-streaming GEMM for decode sizes (M <= TOK = 8 * MT): C [M, N] = dequant(quant(A)) @ dequant(W)^T,
+// W in aiter's shuffled layouts, in two launches chained by programmatic dependent launch.
+//
+// mxfp4_quantize_tokens (quantize.cu) quantizes A once into a per-call workspace (as8 [K/32][TOK][32]
+// int8: twice the e2m1 values, in the order the weight's codes reach a lane's registers; sa
+// [K/32][TOK] float32 half-scales; rows M..TOK-1 zeros) and zeroes the GEMM's fix-up flags. Its first
+// instruction lets the GEMM launch, so the GEMM's first weight copies overlap it.
+//
+// mxfp4_gemm_stream: the work is cut into units, one unit = a tile of ROWS = 16 * G weight rows by KS
+// blocks of K, numbered tile-major (a tile's K chunks in order); CTA i of the grid takes units
+// [U * i / grid, U * (i + 1) / grid) (stream-K: every CTA the same share to one unit, whatever the
+// shape). Warp roles: CWARPS = G * KW consumer warps and one producer warp, whose lane 0 streams
+// each unit into a ring of STAGES stages with bulk copies (the tile's G row groups of codes, each a
+// contiguous run in the shuffled layout; its 32-row scale units; A's int8 values and half-scales of
+// the unit's blocks from the workspace, L2-resident), completing on the stage's mbarrier. The
+// weight copies of the first STAGES units go out before the producer waits for the quantizer.
+// Consumer warp (gi, kw) takes row group gi and the blocks kw, kw + KW, ... of each unit: the codes to
+// int8 (three byte-permutes a 4 codes), mma.sync m16n8k32 s8 (W the row operand, A the column
+// operand, exact int32 block sums), each sum times both half-scales added to a float32 total.
+// At a tile's end the KW warps' totals are added in warp order through shared memory; a tile the
+// CTA holds whole is rounded once and stored. A tile split between CTAs (at most the first and the
+// last of a CTA's range) is summed by the CTA holding its last unit (the owner): the others store
+// their partials in the workspace and set a flag; the owner, after its whole range, waits for the
+// flags of those CTAs (all of lower index, so all already running) and adds the partials in CTA
+// order, its own last, then rounds once. Deterministic: a shape always cuts the same way.
+//
+// Numerics: every block sum and every scaling is exact (inside the domain -147 <= ea + ew <= 112);
+// the K/32 block terms are added in float32 in a fixed order, then rounded to bf16 (OUT_F32: stored
+// as the float32 total).
+#include "mxfp4.cuh"
+
+#ifndef MT
+#error "MT, G, KW, KS and STAGES are set by the JIT"
+#endif
+#ifndef SIGN_SPLIT
+#define SIGN_SPLIT 0  // 1: the codes' signs split over two MMAs (fewer integer instructions, twice the MMAs)
+#endif
+
+namespace {
+
+constexpr int TOK = 8 * MT;         // token rows held (M <= TOK)
+constexpr int ROWS = 16 * G;        // weight rows of a tile
+constexpr int CWARPS = G * KW;      // consumer warps
+constexpr int CTHREADS = CWARPS * 32;
+constexpr int THREADS = CTHREADS + 32;  // and the producer warp
+constexpr int RP = ROWS + 4;        // row pitch of the totals in shared memory (floats; no bank conflicts)
+
+static_assert(MT == 1 || MT == 2 || MT == 4 || MT == 8, "MT must be 1, 2, 4 or 8");
+static_assert(G % 2 == 0 && G >= 2, "G must be even: a tile holds whole 32-row scale units");
+static_assert(KS % 8 == 0 && KS % (4 * KW) == 0, "KS must be a multiple of 8 (a scale chunk) and of 4 KW (a warp's blocks of a unit in rounds of 4)");
+static_assert(STAGES >= 2, "at least two stages");
+static_assert(THREADS <= 1024, "at most 1024 threads");
+
+// The shared memory of a CTA, the one definition (params.StreamParams.smem_bytes states the same
+// sizes; tests/test_stream.py checks it against smem_bytes below, read from the PTX).
+struct Smem {
+  static constexpr u32 W = G * KS * 256;               // a stage's codes: [G][KS][256]
+  static constexpr u32 SC = (G / 2) * (KS / 8) * 256;  // its scale units: [G / 2][KS / 8][256]
+  static constexpr u32 A8 = TOK * KS * 32;             // A's int8 values: [KS][TOK][32]
+  static constexpr u32 SA = TOK * KS * 4;              // A's half-scales: [KS][TOK]
+  static constexpr u32 STAGE = W + SC + A8 + SA;
+  static constexpr u32 RING = STAGES * STAGE;
+  static constexpr u32 RED = KW * TOK * RP * 4;        // the warps' totals of a tile: [KW][TOK][RP]
+  static constexpr u32 OWN = TOK * RP * 4;             // the owned tile's partial: [TOK][RP]
+  static constexpr u32 BARS = 2 * STAGES * 8;          // full[STAGES], empty[STAGES]
+  static constexpr u32 BYTES = RING + RED + OWN + BARS;
+};
+static_assert(Smem::STAGE % 16 == 0 && Smem::W % 16 == 0 && Smem::A8 % 16 == 0, "bulk copies need 16-byte offsets");
+static_assert(Smem::BYTES <= 227 * 1024, "the variant's shared memory exceeds the 227 KiB a CTA may have");
+
+}  // namespace
+
+extern "C" __constant__ u32 mxfp4_stream_smem_bytes = Smem::BYTES;
+
+namespace {
+
+// The CTA whose range holds unit u (ranges [U * i / grid, U * (i + 1) / grid)).
+__device__ __forceinline__ int cta_of(long long u, long long units, int grid) {
+  return (int)(((u + 1) * grid + units - 1) / units) - 1;
+}
+
+// Adds one unit's blocks [kw, kw + KW, ... < nb) of row group gi into acc. FULL: nb == KS (no tests);
+// there the four lanes of a row pair decode the weight half-scales of four blocks, one each, and
+// pass them round by shuffles (each scale decoded once a warp, not four times).
+template <bool FULL>
+__device__ __forceinline__ void unit_blocks(const u8 *stage, int gi, int kw, int nb, float (&acc)[MT][4]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const u8 *wst = stage + gi * KS * 256 + g * 16 + t * 4;         // this lane's fragment bytes of block 0
+  const u8 *sst = stage + Smem::W + (gi >> 1) * (KS / 8) * 256 + (gi & 1) + 4 * g;  // its rows' scale bytes
+  const u8 *ast = stage + Smem::W + Smem::SC + g * 32 + t * 8;    // its A bytes of block 0, token g
+  const float *sast = (const float *)(stage + Smem::W + Smem::SC + Smem::A8) + 2 * t;
+  // offset of block b's scale bytes in a row's 32-row unit: mx::shuffled_scale_offset's column part
+  auto scale_off = [](int b) { return (b >> 3) * 256 + 2 * ((b & 7) >> 2) + 64 * (b & 3); };
+  auto block = [&](int b, float sw0, float sw1) {
+    const u32 l = *(const u32 *)(wst + b * 256), h = *(const u32 *)(wst + b * 256 + 128);
+#if SIGN_SPLIT
+    // The positive and the negative codes' magnitudes, two MMAs from 1.5 * 2**23 each: the difference
+    // of their float views is the block sum, exactly (7 integer instructions for 8 codes, not 13).
+    const u32 nl = l ^ 0x88888888u, nh = h ^ 0x88888888u;
+    const u32 ap[4] = {mx::e2m1x4_positive(l), mx::e2m1x4_positive(h), mx::e2m1x4_positive(l >> 16),
+                       mx::e2m1x4_positive(h >> 16)};
+    const u32 an[4] = {mx::e2m1x4_positive(nl), mx::e2m1x4_positive(nh), mx::e2m1x4_positive(nl >> 16),
+                       mx::e2m1x4_positive(nh >> 16)};
+#else
+    u32 af[4];
+    af[0] = mx::e2m1x4_to_s8x4(l);
+    af[1] = mx::e2m1x4_to_s8x4(h);
+    af[2] = mx::e2m1x4_to_s8x4(l >> 16);
+    af[3] = mx::e2m1x4_to_s8x4(h >> 16);
+#endif
+#pragma unroll
+    for (int j = 0; j < MT; ++j) {
+      const uint2 bv = *(const uint2 *)(ast + (b * TOK + j * 8) * 32);
+      const float2 sav = *(const float2 *)(sast + b * TOK + j * 8);
+      int d[4];
+#if SIGN_SPLIT
+      int e[4];
+      mx::mma_s8(d, ap, bv.x, bv.y, 0x4B400000);  // 1.5 * 2**23 + the positive codes' sum, as float bits
+      mx::mma_s8(e, an, bv.x, bv.y, 0x4B400000);  // ... and the negative codes' magnitudes
+      float v[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) v[q] = __int_as_float(d[q]) - __int_as_float(e[q]);
+#else
+      mx::mma_s8(d, af, bv.x, bv.y, 0x4B400000);  // 1.5 * 2**23 + the block sum, as float bits
+      float v[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) v[q] = __int_as_float(d[q]) - 12582912.0f;
+#endif
+      acc[j][0] = fmaf(v[0], sw0 * sav.x, acc[j][0]);
+      acc[j][1] = fmaf(v[1], sw0 * sav.y, acc[j][1]);
+      acc[j][2] = fmaf(v[2], sw1 * sav.x, acc[j][2]);
+      acc[j][3] = fmaf(v[3], sw1 * sav.y, acc[j][3]);
+    }
+  };
+  if (FULL) {
+#pragma unroll
+    for (int q0 = 0; q0 < KS / KW; q0 += 4) {
+      const int so = scale_off(kw + (q0 + t) * KW);  // lane t decodes the round's block t
+      const float my0 = mx::half_scale(sst[so]), my1 = mx::half_scale(sst[so + 32]);
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        block(kw + (q0 + q) * KW, __shfl_sync(0xffffffffu, my0, (lane & ~3) | q),
+              __shfl_sync(0xffffffffu, my1, (lane & ~3) | q));
+    }
+  } else {
+#pragma unroll 1
+    for (int b = kw; b < nb; b += KW) block(b, mx::half_scale(sst[scale_off(b)]), mx::half_scale(sst[scale_off(b) + 32]));
+  }
+}
+
+__device__ __forceinline__ void consumer_sync() { mx::named_barrier(1, CTHREADS); }
+
+__device__ __forceinline__ void store_pair(out_t *C, int ldc, int tok, int n, float2 v) {
+#if OUT_F32
+  *(float2 *)(C + (long long)tok * ldc + n) = v;
+#else
+  *(u32 *)(C + (long long)tok * ldc + n) = (u32)mx::float_to_bf16(v.x) | ((u32)mx::float_to_bf16(v.y) << 16);
+#endif
+}
+
+}  // namespace
+
+// grid (CTAs, 1, 1), THREADS threads, Smem::BYTES of dynamic shared memory. qa / qs: the quantizer's
+// workspace; part [grid][TOK][ROWS] float32 and flags [grid]: the split tiles' partials and their flags
+// (zeroed by the quantizer). C [M, N] with row stride ldc (even; 8-byte aligned start).
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+mxfp4_gemm_stream(const u8 *__restrict__ qa, const float *__restrict__ qs, const u8 *__restrict__ W,
+                  const u8 *__restrict__ Wsc, int ldsc, out_t *__restrict__ C, int ldc, int M, int N, int K,
+                  float *__restrict__ part, u32 *__restrict__ flags) {
+  extern __shared__ __align__(128) u8 smem[];
+  mx::require_dynamic_smem(Smem::BYTES);
+  u8 *ring = smem;
+  float *red = (float *)(smem + Smem::RING);
+  float *own = (float *)(smem + Smem::RING + Smem::RED);
+  u64 *full = (u64 *)(smem + Smem::RING + Smem::RED + Smem::OWN);
+  u64 *empty = full + STAGES;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int nblk = K >> 5, chunks = (nblk + KS - 1) / KS, tiles = (N + ROWS - 1) / ROWS;
+  const long long units = (long long)tiles * chunks;
+  const int cta = blockIdx.x, grid = gridDim.x;
+  const long long u_begin = units * cta / grid, u_end = units * (cta + 1) / grid;
+
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mx::mbar_init(&full[s], 1);
+      mx::mbar_init(&empty[s], CTHREADS);  // every consumer thread releases its own reads
+    }
+    mx::fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (warp == CWARPS) {  // ---- the producer: lane 0 streams the CTA's units into the ring
+    if (lane != 0 || u_begin == u_end) return;
+    const int nunits = (int)(u_end - u_begin);
+    auto weight = [&](int i) {  // unit u_begin + i into stage i % STAGES: its codes and scales
+      const long long u = u_begin + i;
+      const int t = (int)(u / chunks), kb0 = (int)(u % chunks) * KS, nb = min(KS, nblk - kb0);
+      const int n0 = t * ROWS, groups = min(G, (N - n0) >> 4), sunits = (groups + 1) >> 1;
+      u8 *st = ring + (i % STAGES) * Smem::STAGE;
+      u64 *bar = &full[i % STAGES];
+      mx::mbar_arrive_expect_tx(bar, (u32)(groups * nb * 256 + sunits * ((nb + 7) >> 3) * 256 + nb * TOK * 36));
+      for (int gi = 0; gi < groups; ++gi)
+        mx::bulk_copy(st + gi * KS * 256, W + (long long)((n0 >> 4) + gi) * 8 * K + kb0 * 256, (u32)nb * 256u, bar);
+      for (int su = 0; su < sunits; ++su)
+        mx::bulk_copy(st + Smem::W + su * (KS / 8) * 256, Wsc + (long long)((n0 >> 5) + su) * 32 * ldsc + (kb0 >> 3) * 256,
+                      (u32)((nb + 7) >> 3) * 256u, bar);
+    };
+    auto activations = [&](int i) {  // A's values and half-scales of unit u_begin + i
+      const int kb0 = (int)((u_begin + i) % chunks) * KS, nb = min(KS, nblk - kb0);
+      u8 *st = ring + (i % STAGES) * Smem::STAGE;
+      u64 *bar = &full[i % STAGES];
+      mx::bulk_copy(st + Smem::W + Smem::SC, qa + (long long)kb0 * TOK * 32, (u32)(nb * TOK * 32), bar);
+      mx::bulk_copy(st + Smem::W + Smem::SC + Smem::A8, qs + (long long)kb0 * TOK, (u32)(nb * TOK * 4), bar);
+    };
+    const int first = min(STAGES, nunits);
+    for (int i = 0; i < first; ++i) weight(i);
+    mx::pdl_wait();  // A and the zeroed flags are the quantizer's
+    for (int i = 0; i < first; ++i) activations(i);
+    for (int i = first; i < nunits; ++i) {
+      mx::mbar_wait(&empty[i % STAGES], ((i / STAGES) & 1) ^ 1);  // the stage's previous unit is consumed
+      weight(i);
+      activations(i);
+    }
+    return;
+  }
+
+  // ---- the consumers
+  const int gi = warp % G, kw = warp / G;
+  float acc[MT][4];
+  int owned = -1;  // the tile whose partial `own` holds (the CTA's first tile, begun by another CTA)
+  int i = 0;       // units consumed: unit u_begin + i sits in stage i % STAGES
+  for (long long u = u_begin; u < u_end;) {
+    const int t = (int)(u / chunks);
+    const long long t0 = (long long)t * chunks, t1 = t0 + chunks, stop = min(u_end, t1);
+    const bool live = t * ROWS + gi * 16 < N;
+#pragma unroll
+    for (int j = 0; j < MT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    for (; u < stop; ++u, ++i) {
+      const int s = i % STAGES;
+      mx::mbar_wait(&full[s], (i / STAGES) & 1);
+      const int nb = min(KS, nblk - (int)(u - t0) * KS);
+      if (live) {
+        if (nb == KS)
+          unit_blocks<true>(ring + s * Smem::STAGE, gi, kw, nb, acc);
+        else
+          unit_blocks<false>(ring + s * Smem::STAGE, gi, kw, nb, acc);
+      }
+      mx::mbar_arrive(&empty[s]);
+    }
+
+    // The tile's end in this CTA: the KW warps' totals in warp order, then stored, owned or handed on.
+    const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+    for (int j = 0; j < MT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        red[(kw * TOK + j * 8 + 2 * tq + (e & 1)) * RP + gi * 16 + g + 8 * (e >> 1)] = acc[j][e];
+    consumer_sync();
+    const int n0 = t * ROWS;
+    const bool whole = t0 >= u_begin && t1 <= u_end, last = t1 <= u_end;
+    for (int p = tid; p < TOK * ROWS / 2; p += CTHREADS) {
+      const int tok = p / (ROWS / 2), r = 2 * (p % (ROWS / 2));
+      if (tok >= M || n0 + r >= N) continue;
+      float2 v = *(const float2 *)(red + tok * RP + r);
+#pragma unroll
+      for (int q = 1; q < KW; ++q) {
+        const float2 w = *(const float2 *)(red + (q * TOK + tok) * RP + r);
+        v.x += w.x;
+        v.y += w.y;
+      }
+      if (whole)
+        store_pair(C, ldc, tok, n0 + r, v);
+      else if (last)
+        *(float2 *)(own + tok * RP + r) = v;
+      else
+        *(float2 *)(part + ((long long)cta * TOK + tok) * ROWS + r) = v;
+    }
+    if (!whole && last) owned = t;
+    consumer_sync();  // red is read (and the partial stored) before it is written again
+    if (!last && tid == 0) {
+      mx::pdl_wait();  // the quantizer's zeroing of the flags comes first
+      __threadfence();
+      mx::flag_release(&flags[cta], 1u);
+    }
+  }
+
+  if (owned >= 0) {  // the first tile: the partials of the CTAs before, in order, then this CTA's
+    const long long t0 = (long long)owned * chunks;
+    const int first = cta_of(t0, units, grid);
+    if (tid == 0) {
+      mx::pdl_wait();
+      for (int c = first; c < cta; ++c)
+        if (units * c / grid < units * (c + 1) / grid)  // a CTA with units (the host launches no empty one)
+          while (mx::flag_acquire(&flags[c]) == 0u) {
+          }
+    }
+    consumer_sync();
+    const int n0 = owned * ROWS;
+    for (int p = tid; p < TOK * ROWS / 2; p += CTHREADS) {
+      const int tok = p / (ROWS / 2), r = 2 * (p % (ROWS / 2));
+      if (tok >= M || n0 + r >= N) continue;
+      float2 v = __ldcg((const float2 *)(part + ((long long)first * TOK + tok) * ROWS + r));
+      for (int c = first + 1; c < cta; ++c) {
+        const float2 w = __ldcg((const float2 *)(part + ((long long)c * TOK + tok) * ROWS + r));
+        v.x += w.x;
+        v.y += w.y;
+      }
+      const float2 w = *(const float2 *)(own + tok * RP + r);
+      v.x += w.x;
+      v.y += w.y;
+      store_pair(C, ldc, tok, n0 + r, v);
+    }
+  }
+}

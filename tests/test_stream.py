@@ -1,0 +1,159 @@
+"""The weight-streaming GEMM (cuda/csrc/gemm_stream.cu, plan.StreamParams): its shared memory as the
+kernel states it, its stream-K split and sign-split conversion emulated exactly on the CPU, its
+heuristic; on a Hopper GPU (marker gpu) the kernel against the exact oracle."""
+import random
+
+import pytest
+import torch
+
+import mxfp4
+from mxfp4 import formats, ops, plan, testing
+from mxfp4.bench.shapes import shape_set
+from mxfp4.cuda import jit
+
+from .cases import large_m_operands
+
+
+def stream_variants():
+    shipped = plan.shipped_variants([(s.m, s.n, s.k) for s in shape_set("all")])
+    return [p for p in shipped if isinstance(p, plan.StreamParams)] + STREAM
+
+
+STREAM = [plan.StreamParams(1, 8, 2, 16, 5, sign_split=True), plan.StreamParams(2, 4, 4, 16, 7, sign_split=True),
+          plan.StreamParams(4, 8, 2, 16, 3), plan.StreamParams(1, 2, 1, 8, 3), plan.StreamParams(2, 2, 2, 8, 4, sign_split=True),
+          plan.StreamParams(4, 4, 2, 16, 2, ctas=2)]
+
+
+def test_shared_memory_is_the_kernels():
+    """The host's size of every shipped variant is the one the kernel exports (Smem::BYTES)."""
+    variants = stream_variants()
+    assert {p.mt for p in variants} >= {1, 2, 4}
+    for p in variants:
+        p.check()
+        assert jit.exported_constant(p.source, p.defines(), "mxfp4_stream_smem_bytes") == p.smem_bytes(), p
+
+
+def test_impossible_variants_do_not_compile():
+    with pytest.raises(jit.CompileError, match="G must be even"):
+        jit.compile_cubin("gemm_stream.cu", dict(MT=1, G=3, KW=1, KS=8, STAGES=2))
+    with pytest.raises(jit.CompileError, match="exceeds the 227 KiB"):
+        jit.compile_cubin("gemm_stream.cu", dict(MT=4, G=8, KW=2, KS=16, STAGES=6))
+
+
+def split_tiles(tiles: int, chunks: int, grid: int) -> dict[int, list[int]]:
+    """The kernel's split, written again from its comment: CTA i takes units [U i / grid, U (i + 1) / grid);
+    a tile it holds whole it stores; the CTA holding a tile's last unit adds the partials of the CTAs
+    before it that hold some of the tile (cta_of(first unit) .. itself), in CTA order. Returns, per
+    tile, the chunks in the order they are added."""
+    units = tiles * chunks
+    ranges = [(units * i // grid, units * (i + 1) // grid) for i in range(grid)]
+    last_partial = {}  # CTA -> the chunks of its last, unfinished tile
+    summed = {}
+    for i, (ub, ue) in enumerate(ranges):
+        u = ub
+        while u < ue:
+            t = u // chunks
+            t0, t1 = t * chunks, (t + 1) * chunks
+            stop = min(ue, t1)
+            mine = list(range(u - t0, stop - t0))
+            if t0 >= ub and t1 <= ue:
+                summed[t] = mine
+            elif t1 <= ue:  # the owner: the CTAs before it that hold the tile, then itself
+                first = ((t0 + 1) * grid + units - 1) // units - 1
+                summed[t] = [c for j in range(first, i) for c in last_partial[j]] + mine
+            else:
+                last_partial[i] = mine
+            u = stop
+    return summed
+
+
+def test_split_adds_every_chunk_of_every_tile_once():
+    rng = random.Random(5)
+    for _ in range(3000):
+        tiles, chunks = rng.randint(1, 200), rng.randint(1, 40)
+        grid = rng.randint(1, min(264, tiles * chunks))
+        summed = split_tiles(tiles, chunks, grid)
+        assert sorted(summed) == list(range(tiles))
+        assert all(v == list(range(chunks)) for v in summed.values())  # in K order, each once
+
+
+def prmt(a: int, b: int, s: int) -> int:
+    """PTX prmt.b32 (default mode): selector nibble bits 2..0 pick a byte of (b:a), bit 3 replicates its sign."""
+    src = (a | (b << 32)).to_bytes(8, "little")
+    out = []
+    for i in range(4):
+        nib = (s >> (4 * i)) & 0xF
+        byte = src[nib & 7]
+        out.append((0xFF if byte & 0x80 else 0) if nib & 8 else byte)
+    return int.from_bytes(bytes(out), "little")
+
+
+def test_sign_split_gives_the_signed_codes():
+    """e2m1x4_positive(c) - e2m1x4_positive(c ^ 0x8888), byte by byte: twice the e2m1 values, every code."""
+    doubled = [int(2 * v) for v in formats.E2M1_VALUES]
+    for c in range(1 << 16):
+        pos = prmt(0x03020100, 0x0C080604, c).to_bytes(4, "little")
+        neg = prmt(0x03020100, 0x0C080604, c ^ 0x8888).to_bytes(4, "little")
+        assert [p - q for p, q in zip(pos, neg)] == [doubled[(c >> (4 * i)) & 0xF] for i in range(4)]
+
+
+@pytest.mark.parametrize("m, n, k", [(1, 57344, 8192), (16, 2112, 7168), (32, 2880, 4096), (7, 16, 64), (1, 2304, 16384)])
+def test_heuristic(m, n, k):
+    p = plan.stream_heuristic(plan.Problem(m, n, k))
+    p.check()
+    assert p.fits(plan.Problem(m, n, k)) and p.tokens >= m and p.sign_split == (m <= 16)
+    assert 1 <= p.grid(plan.Problem(m, n, k), 132) <= p.units(plan.Problem(m, n, k))
+    assert plan.stream_heuristic(plan.Problem(33, n, k)) is None
+
+
+def test_bad_params_name_the_rule():
+    for bad, rule in ((plan.StreamParams(3), "mt must be"), (plan.StreamParams(g=3), "g must be even"),
+                      (plan.StreamParams(ks=12), "ks must be"), (plan.StreamParams(ctas=3), "ctas must be"),
+                      (plan.StreamParams(2, 8, 2, 16, 8), "shared memory")):
+        with pytest.raises(ValueError, match=rule):
+            bad.check()
+
+
+# ---- on a Hopper GPU ----------------------------------------------------------------------------
+
+def _meets_the_contract(a, w, params, min_identical):
+    wd = mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout)
+    out = mxfp4.gemm_a4w4(a.cuda(), wd, params=params)
+    report = testing.check_gemm(out.cpu(), a, w)
+    assert report.violations == 0 and report.nonfinite_mismatch == 0, report
+    assert report.identical_fraction >= min_identical, report
+    again = mxfp4.gemm_a4w4(a.cuda(), wd, params=params)
+    assert torch.equal(out.view(torch.int16), again.view(torch.int16))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("params", STREAM, ids=lambda p: f"mt{p.mt}g{p.g}kw{p.kw}ks{p.ks}st{p.stages}c{p.ctas}{'s' if p.sign_split else ''}")
+@pytest.mark.parametrize("m, n, k, kind", [(1, 2112, 2880, "randn"), (7, 160, 768, "spread"), (16, 2112, 2880, "mixed"),
+                                           (32, 80, 640, "randn"), (5, 4096, 7168, "mixed"), (3, 16, 64, "randn"),
+                                           (13, 48, 96, "randn"), (8, 8192, 4160, "randn")])
+def test_kernel_meets_the_contract(params, m, n, k, kind):
+    if not params.fits(plan.Problem(m, n, k)):
+        pytest.skip(f"{params} holds {params.tokens} rows, not {m}")
+    a, w = large_m_operands(m, n, k, kind)
+    _meets_the_contract(a, w, params, 0.999 if kind == "randn" or (kind == "mixed" and m > 7) else 0.98)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_fp16_and_float32_activations_are_read_as_they_are(dtype):
+    a, w = large_m_operands(16, 2112, 2880, "randn")
+    a = (a.float() * 3.7).to(dtype)
+    wd = mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout)
+    params = plan.stream_heuristic(plan.Problem(16, 2112, 2880))
+    out = mxfp4.gemm_a4w4(a.cuda(), wd, params=params)
+    assert torch.equal(out.cpu(), mxfp4.gemm_a4w4(a, w, backend="reference"))
+
+
+@pytest.mark.gpu
+def test_float32_partial():
+    a, w = large_m_operands(16, 2112, 2880, "randn")
+    wd = mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout)
+    assert isinstance(ops.params_for(plan.Problem(16, 2112, 2880), torch.device("cuda")), plan.StreamParams)
+    part = ops.gemm_a4w4_partial(a.cuda(), wd).cpu().double()
+    exact, mag = testing.exact_product(a, w)
+    assert ((part - exact).abs() <= (2880 // 32) * 2.0 ** -24 * mag).all()
