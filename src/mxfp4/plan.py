@@ -131,31 +131,32 @@ def stream_params(mt: int, g: int, kw: int, ks: int, sign_split: bool = False) -
 
 
 def stream_heuristic(p: Problem, sm_count: int = 132) -> StreamParams | None:
-    """The streaming GEMM for ``p`` (at most ``STREAM_MAX_M`` rows; else None): 16 consumer warps, on
-    tiles of 128 weight rows (two warps a group) where the units share out over the SMs within 10% (the
-    CTA with the most units against the mean), else of 64 rows (four warps a group) where they do
-    within 15%, else the more even of the two; 16 blocks a unit; the codes' signs split over two MMAs
-    up to 16 rows. H200, L2 flushed, against the 9-warp tile of 64 rows this chose first (both with
-    the split): 1x57344x8192 112.1 us against 133.2 (two CTAs an SM), 1x8192x28672 60.9 against 73.1,
-    16x8192x8192 31.3 against 36.5; 64-row tiles where 128-row ones share out unevenly:
-    16x2112x7168 15.8 us against 19.9, 16x2304x16384 23.6 against 26.8. The split: 1x57344x8192 112.1
-    against 124.2, 1x8192x28672 60.9 against 68.1, 16x57344x8192 143.8 against 144.4; at 32 rows
-    32x57344x8192 190.4 against 182.9 without it."""
+    """The streaming GEMM for ``p`` (at most ``STREAM_MAX_M`` rows; else None): 16 consumer warps on
+    units of 32 blocks, tiles of 128 weight rows (two warps a group) where every CTA gets 8 units or
+    more within 10% of the mean, else of 64 rows (four warps a group) within 15%, else (and at 32
+    rows where 32-block units share out worse) 64 rows by 16 blocks; the codes' signs split over two
+    MMAs up to 16 rows. H200, L2 flushed, same runs: 1x57344x8192 90.4 us on 128 x 32 against 98.3
+    on 64 x 32 and 107.9 on 128 x 16 (the first form, 64 x 16 on 9 warps with one copy-issuing
+    thread: 144.7); 16x8192x8192 28.8 on 64 x 32 against 30.0 on 128 x 32; 32x2880x4096 17.2 on
+    64 x 16 against 18.2 on 64 x 32. The split: 1x57344x8192 112.1 against 124.2, 1x8192x28672 60.9
+    against 68.1, 16x57344x8192 143.8 against 144.4; at 32 rows 32x57344x8192 190.4 against 182.9
+    without it."""
     if p.m > STREAM_MAX_M:
         return None
     mt = next(t for t in (1, 2, 4) if 8 * t >= p.m)
     split = mt <= 2
-    tiles = [(stream_params(mt, 8, 2, 16, split), 1.1), (stream_params(mt, 4, 4, 16, split), 1.15)]
-    best = None
-    for params, limit in tiles:
-        units = params.units(p)
-        grid = params.grid(p, sm_count)
-        loss = -(-units // grid) * grid / units
-        if loss <= limit:
-            return params
-        if best is None or loss < best[0]:
-            best = (loss, params)
-    return best[1]
+    wide, narrow, short = (stream_params(mt, 8, 2, 32, split), stream_params(mt, 4, 4, 32, split),
+                           stream_params(mt, 4, 4, 16, split))
+
+    def loss(params: StreamParams) -> float:
+        units, grid = params.units(p), params.grid(p, sm_count)
+        return -(-units // grid) * grid / units
+
+    if mt <= 2 and wide.units(p) >= 8 * wide.grid(p, sm_count) and loss(wide) <= 1.1:
+        return wide
+    if loss(narrow) <= 1.15:
+        return narrow
+    return min((short, narrow) if mt == 4 else (wide, narrow, short), key=loss)
 
 
 def heuristic(p: Problem, sm_count: int = 132) -> KernelParams:

@@ -9,8 +9,8 @@
 // mxfp4_gemm_stream: the work is cut into units, one unit = a tile of ROWS = 16 * G weight rows by KS
 // blocks of K, numbered tile-major (a tile's K chunks in order); CTA i of the grid takes units
 // [U * i / grid, U * (i + 1) / grid) (stream-K: every CTA the same share to one unit, whatever the
-// shape). Warp roles: CWARPS = G * KW consumer warps and one producer warp, whose lane 0 streams
-// each unit into a ring of STAGES stages with bulk copies (the tile's G row groups of codes, each a
+// shape). Warp roles: CWARPS = G * KW consumer warps and one producer warp, whose lanes stream
+// each unit into a ring of STAGES stages with bulk copies issued side by side (the tile's G row groups of codes, each a
 // contiguous run in the shuffled layout; its 32-row scale units; A's int8 values and half-scales of
 // the unit's blocks from the workspace, L2-resident), completing on the stage's mbarrier. The
 // weight copies of the first STAGES units go out before the producer waits for the quantizer.
@@ -50,6 +50,7 @@ static_assert(G % 2 == 0 && G >= 2, "G must be even: a tile holds whole 32-row s
 static_assert(KS % 8 == 0 && KS % (4 * KW) == 0, "KS must be a multiple of 8 (a scale chunk) and of 4 KW (a warp's blocks of a unit in rounds of 4)");
 static_assert(STAGES >= 2, "at least two stages");
 static_assert(THREADS <= 1024, "at most 1024 threads");
+static_assert(G + G / 2 <= 30, "the producer warp's lanes 0 .. 1.5 G - 1 issue a unit's weight copies, 30 and 31 A's");
 
 // The shared memory of a CTA, the one definition (params.StreamParams.smem_bytes states the same
 // sizes; tests/test_stream.py checks it against smem_bytes below, read from the PTX).
@@ -190,37 +191,45 @@ mxfp4_gemm_stream(const u8 *__restrict__ qa, const float *__restrict__ qs, const
   }
   __syncthreads();
 
-  if (warp == CWARPS) {  // ---- the producer: lane 0 streams the CTA's units into the ring
-    if (lane != 0 || u_begin == u_end) return;
+  if (warp == CWARPS) {  // ---- the producer warp: its lanes issue a unit's copies side by side
+    if (u_begin == u_end) return;
     const int nunits = (int)(u_end - u_begin);
-    auto weight = [&](int i) {  // unit u_begin + i into stage i % STAGES: its codes and scales
+    // Unit u_begin + i into stage i % STAGES. Lane 0 sets the stage's byte count (weight, before the
+    // quantizer is waited for, and A); then lane c < G issues group c's codes, lane G + c scale unit c,
+    // and (with A) lanes 30 and 31 A's values and half-scales: one thread issuing a unit's 2 + 1.5 G
+    // copies one after another kept the ring from filling (H200: units of 16 blocks 1.2x slower than
+    // units of 32 at 1x57344x8192).
+    auto issue = [&](int i, bool with_weight, bool with_a) {
       const long long u = u_begin + i;
       const int t = (int)(u / chunks), kb0 = (int)(u % chunks) * KS, nb = min(KS, nblk - kb0);
       const int n0 = t * ROWS, groups = min(G, (N - n0) >> 4), sunits = (groups + 1) >> 1;
       u8 *st = ring + (i % STAGES) * Smem::STAGE;
       u64 *bar = &full[i % STAGES];
-      mx::mbar_arrive_expect_tx(bar, (u32)(groups * nb * 256 + sunits * ((nb + 7) >> 3) * 256 + nb * TOK * 36));
-      for (int gi = 0; gi < groups; ++gi)
-        mx::bulk_copy(st + gi * KS * 256, W + (long long)((n0 >> 4) + gi) * 8 * K + kb0 * 256, (u32)nb * 256u, bar);
-      for (int su = 0; su < sunits; ++su)
-        mx::bulk_copy(st + Smem::W + su * (KS / 8) * 256, Wsc + (long long)((n0 >> 5) + su) * 32 * ldsc + (kb0 >> 3) * 256,
-                      (u32)((nb + 7) >> 3) * 256u, bar);
-    };
-    auto activations = [&](int i) {  // A's values and half-scales of unit u_begin + i
-      const int kb0 = (int)((u_begin + i) % chunks) * KS, nb = min(KS, nblk - kb0);
-      u8 *st = ring + (i % STAGES) * Smem::STAGE;
-      u64 *bar = &full[i % STAGES];
-      mx::bulk_copy(st + Smem::W + Smem::SC, qa + (long long)kb0 * TOK * 32, (u32)(nb * TOK * 32), bar);
-      mx::bulk_copy(st + Smem::W + Smem::SC + Smem::A8, qs + (long long)kb0 * TOK, (u32)(nb * TOK * 4), bar);
+      if (with_weight) {
+        if (lane == 0)
+          mx::mbar_arrive_expect_tx(bar, (u32)(groups * nb * 256 + sunits * ((nb + 7) >> 3) * 256 + nb * TOK * 36));
+        __syncwarp();
+        if (lane < groups)
+          mx::bulk_copy(st + lane * KS * 256, W + (long long)((n0 >> 4) + lane) * 8 * K + kb0 * 256, (u32)nb * 256u, bar);
+        else if (lane >= G && lane < G + sunits)
+          mx::bulk_copy(st + Smem::W + (lane - G) * (KS / 8) * 256,
+                        Wsc + (long long)((n0 >> 5) + lane - G) * 32 * ldsc + (kb0 >> 3) * 256, (u32)((nb + 7) >> 3) * 256u,
+                        bar);
+      }
+      if (with_a) {
+        if (lane == 30)
+          mx::bulk_copy(st + Smem::W + Smem::SC, qa + (long long)kb0 * TOK * 32, (u32)(nb * TOK * 32), bar);
+        else if (lane == 31)
+          mx::bulk_copy(st + Smem::W + Smem::SC + Smem::A8, qs + (long long)kb0 * TOK, (u32)(nb * TOK * 4), bar);
+      }
     };
     const int first = min(STAGES, nunits);
-    for (int i = 0; i < first; ++i) weight(i);
+    for (int i = 0; i < first; ++i) issue(i, true, false);
     mx::pdl_wait();  // A and the zeroed flags are the quantizer's
-    for (int i = 0; i < first; ++i) activations(i);
+    for (int i = 0; i < first; ++i) issue(i, false, true);
     for (int i = first; i < nunits; ++i) {
       mx::mbar_wait(&empty[i % STAGES], ((i / STAGES) & 1) ^ 1);  // the stage's previous unit is consumed
-      weight(i);
-      activations(i);
+      issue(i, true, true);
     }
     return;
   }
