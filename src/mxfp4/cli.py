@@ -9,12 +9,13 @@ import sys
 def _info(args) -> int:
     import torch
 
-    from . import __version__, ops
+    from ._version import __version__
+    from .device import cuda_supported
 
     print(f"mxfp4 {__version__}, torch {torch.__version__}")
     if torch.cuda.is_available():
         dev = torch.device("cuda")
-        print(f"GPU: {torch.cuda.get_device_name()}; CUDA kernels: {'yes' if ops.cuda_supported(dev) else 'no (Hopper only)'}")
+        print(f"GPU: {torch.cuda.get_device_name()}; CUDA kernels: {'yes' if cuda_supported(dev) else 'no (Hopper only)'}")
     else:
         print("no GPU: every call runs the exact CPU reference")
     return 0
@@ -130,10 +131,11 @@ def _bench_model(args) -> int:
 def _tune(args) -> int:
     import torch
 
-    from . import ops, plan
+    from . import plan
+    from .device import cuda_supported
     from .tune import tune
 
-    if not (torch.cuda.is_available() and ops.cuda_supported(torch.device("cuda"))):
+    if not (torch.cuda.is_available() and cuda_supported(torch.device("cuda"))):
         print("mxfp4 tune needs a Hopper GPU", file=sys.stderr)
         return 2
     tune(_shapes(args), pathlib.Path(args.table) if args.table else plan.TABLE_PATH)
@@ -177,7 +179,7 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def _parser():
-    from . import __version__
+    from ._version import __version__
 
     fmt = _Formatter
     parser = argparse.ArgumentParser(prog="mxfp4", description=__doc__)

@@ -7,38 +7,16 @@ import warnings
 import torch
 
 from . import formats, plan, reference
+from .device import cuda_supported, sm_count
 from .formats import ScaleRule
 from .tensor import Layout, MXFP4Tensor, dequantize
 
 BACKENDS = ("auto", "cuda", "reference")
 
 
-@functools.lru_cache(maxsize=None)
-def _device_facts(index: int) -> tuple[tuple[int, int], int]:
-    props = torch.cuda.get_device_properties(index)
-    return (props.major, props.minor), props.multi_processor_count
-
-
 @functools.lru_cache(maxsize=1)
 def _table() -> dict:
     return plan.load_table()
-
-
-def cuda_supported(device: torch.device) -> bool:
-    """True when the CUDA kernels run on ``device`` (a Hopper GPU, compute capability 9.0)."""
-    hopper = _hopper.get(device)
-    if hopper is None:
-        if device.type != "cuda":
-            return False
-        if device.index is None:  # the current device, which can change: not remembered
-            return _device_facts(torch.cuda.current_device())[0] == (9, 0)
-        hopper = _hopper[device] = _device_facts(device.index)[0] == (9, 0)
-    return hopper
-
-
-_hopper: dict[torch.device, bool] = {}
-"""cuda_supported's answer per indexed CUDA device (a tensor's device has its index): one dict lookup
-on every call (select_backend)."""
 
 
 def validate(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None) -> tuple[int, int, int]:
@@ -162,7 +140,7 @@ def params_for(problem: plan.Problem, device: torch.device) -> plan.GemmParams |
 def _params(m: int, n: int, k: int, index: int, out_f32: bool = False) -> plan.GemmParams | plan.SmallParams | plan.DecodeParams | plan.WgmmaParams:
     params = _chosen.get((m, n, k, index, out_f32))
     if params is None:
-        params = plan.choose(plan.Problem(m, n, k), _table(), _device_facts(index)[1])
+        params = plan.choose(plan.Problem(m, n, k), _table(), sm_count(index))
         if out_f32:
             params = plan.float32_output(params)
         _chosen[(m, n, k, index, out_f32)] = params

@@ -8,6 +8,7 @@ import functools
 import torch
 
 from . import formats, layouts
+from .device import cuda_supported
 from .formats import BLOCK, ScaleRule
 
 
@@ -140,10 +141,8 @@ def quantize(x: torch.Tensor, scale_rule: ScaleRule = ScaleRule.AITER) -> MXFP4T
     formats._check_float_input(x, "x")
     if not isinstance(scale_rule, ScaleRule):
         raise TypeError(f"scale_rule must be a ScaleRule, got {scale_rule!r}")
-    from . import ops  # the backend check lives with the GEMM's
-
     if (x.dtype == torch.bfloat16 and scale_rule is ScaleRule.AITER and x.shape[-1] % 64 == 0
-            and ops.cuda_supported(x.device)):
+            and cuda_supported(x.device)):
         from .cuda import ops as cuda_ops
 
         x2 = cuda_ops.rows_for_kernel(x.reshape(-1, x.shape[-1]))

@@ -206,9 +206,9 @@ def reproducer(case: Case, backend: str) -> str:
 
 def resolve(backend: str) -> tuple[str, torch.device]:
     """('cuda' | 'reference', device) for ``--backend``; 'auto' takes the kernels on a Hopper GPU."""
-    from .. import ops
+    from ..device import cuda_supported
 
-    hopper = torch.cuda.is_available() and ops.cuda_supported(torch.device("cuda"))
+    hopper = torch.cuda.is_available() and cuda_supported(torch.device("cuda"))
     if backend == "cuda" and not hopper:
         raise ValueError("--backend cuda needs a Hopper GPU (sm_90)")
     if backend == "cuda" or (backend == "auto" and hopper):

@@ -14,6 +14,7 @@ import dataclasses
 import torch
 
 from .. import ops, plan, reference
+from ..device import sm_count
 from ..tensor import Layout, MXFP4Tensor, prepare
 
 ROW_TILE = 256
@@ -205,7 +206,7 @@ def _grouped_params(t: int, e: int, n16: int, k64: int, device: torch.device) ->
     index = device.index if device.index is not None else torch.cuda.current_device()
     key = (t, e, n16, k64, index)
     if key not in _chosen:
-        _chosen[key] = plan.grouped_heuristic(t, e, n16, k64, ops._device_facts(index)[1])
+        _chosen[key] = plan.grouped_heuristic(t, e, n16, k64, sm_count(index))
     return _chosen[key]
 
 
