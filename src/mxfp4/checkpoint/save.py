@@ -6,6 +6,7 @@ import pathlib
 
 import torch
 
+from .._version import __version__
 from ..formats import BLOCK, ScaleRule
 from ..moe import MXFP4Experts, split_gate_up
 from ..nn import MXFP4Linear
@@ -50,8 +51,6 @@ def save(model: torch.nn.Module, path: str | pathlib.Path, config: dict | None =
     ``config`` (default: ``model.config.to_dict()`` where the model has one) with the full
     ``quantization_config`` set.
     """
-    from .. import __version__
-
     limit = parse_size(max_shard_size)
     path = pathlib.Path(path)
     layers = {n: m for n, m in model.named_modules() if isinstance(m, MXFP4Linear)}
