@@ -373,10 +373,3 @@ class RowParallelMXFP4Linear(_ShardedMXFP4Linear):
 __all__ = ["ColumnParallelMXFP4Linear", "RowParallelMXFP4Linear", "TensorParallel", "shard_range", "shard_columns", "shard_rows",
            "shard_input", "column_bits_kept", "sum_in_rank_order", "SHARD_UNIT"]
 
-
-if __name__ == "__main__":
-    import sys
-
-    from .bench.distributed import main
-
-    sys.exit(main())
