@@ -91,3 +91,29 @@ def test_dtype_is_checked():
     w = mxfp4.quantize(torch.randn(16, 64))
     with pytest.raises(TypeError, match="dtype must be torch.bfloat16, float16 or float32"):
         MXFP4Linear(w, dtype=torch.float64)
+
+
+def test_a_layer_under_two_names_becomes_one_mxfp4_layer_under_both():
+    torch.manual_seed(0)
+    model = nn.Module()
+    model.a = nn.Linear(64, 32)
+    model.b = model.a
+    model.inner = nn.Sequential(model.a)  # a third name, one level down
+    mxfp4.quantize_(model)
+    assert isinstance(model.a, MXFP4Linear) and model.b is model.a and model.inner[0] is model.a
+    x = torch.randn(3, 64).bfloat16()
+    assert torch.equal(model.a(x), model.b(x))
+
+    model = nn.Module()
+    model.a = nn.Linear(64, 32)
+    model.lm_head = model.a  # the default filter keeps lm_head bf16 and would swap a
+    with pytest.raises(ValueError, match="layer 'a' is also the model's 'lm_head'.*filter_fn does not select"):
+        mxfp4.quantize_(model)
+    assert type(model.a) is nn.Linear and model.lm_head is model.a
+
+
+def test_a_layer_of_another_dtype_is_refused_before_any_swap():
+    model = nn.Sequential(nn.Linear(64, 64), nn.Linear(64, 32).double())
+    with pytest.raises(ValueError, match=r"layer '1' is torch.float64: an MXFP4Linear's dtype is bfloat16"):
+        mxfp4.quantize_(model)
+    assert [type(m) for m in model] == [nn.Linear, nn.Linear]

@@ -2,7 +2,7 @@
 
 ``mxfp4 bench-model``: builds :mod:`mxfp4.bench.llama` (random weights, bf16), generates with the
 bf16 model (eager, CUDA graph of the decode step), then swaps its linear layers for MXFP4 with
-:func:`mxfp4.nn.quantize_` (all but the output head) and generates eager, with
+:func:`mxfp4.quantize_` (all but the output head) and generates eager, with
 ``torch.compile(fullgraph=True)`` of the decode step, and with a CUDA graph of it. Per run: decode
 tokens/s, weight bytes, peak memory, whether the tokens equal the eager run's. Then exactness: every
 MXFP4 layer's output in one prefill and one decode step against the float64 oracle
@@ -21,7 +21,8 @@ import time
 import torch
 
 from .. import reference, testing
-from ..nn import MXFP4Linear, default_filter, quantize_
+from ..convert import quantize_
+from ..nn import MXFP4Linear, default_filter
 from . import checkpoint as bench_checkpoint
 from . import llama
 

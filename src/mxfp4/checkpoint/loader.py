@@ -348,7 +348,7 @@ def _layer(ckpt: Checkpoint, s: _Swap, target: torch.device, tp: TensorParallel 
 def load_into(model: nn.Module, ckpt: Checkpoint, *, device=None, strict: bool = True,
               tp: TensorParallel | None = None) -> nn.Module:
     """Loads the Quark W4A4 MXFP4 checkpoint ``ckpt`` into ``model`` (built on any device, meta included);
-    see :func:`mxfp4.nn.quantize_`, which calls it. With ``tp`` the layers its rules name become this
+    see :func:`mxfp4.quantize_`, which calls it. With ``tp`` the layers its rules name become this
     rank's tensor-parallel shards, each read alone from the files. Returns ``model``."""
     if tp is not None and not isinstance(tp, TensorParallel):
         raise TypeError(f"tp must be a mxfp4.distributed.TensorParallel, got {type(tp).__name__}")
