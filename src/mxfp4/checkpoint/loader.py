@@ -101,6 +101,11 @@ def _plan(model: nn.Module, ckpt: Checkpoint, device: torch.device, strict: bool
     else:
         config = quark_config(ckpt.config)
     rank, world = tp.place() if tp is not None else (0, 1)
+    for name, m in model.named_modules():
+        if isinstance(m, (MXFP4Linear, moe.MXFP4Experts)):
+            raise ValueError(f"layer {name!r} is already a {type(m).__name__} (the model was quantized or loaded "
+                             "before): a checkpoint loads into the model as built, with its nn.Linear and experts "
+                             "modules (build it again, on the meta device to skip its float weights)")
     swaps, experts, used, quantized_prefixes = [], [], set(), []
     for name, m in model.named_modules():
         layout = moe.experts_layout(m)

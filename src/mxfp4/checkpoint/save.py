@@ -51,6 +51,12 @@ def save(model: torch.nn.Module, path: str | pathlib.Path, config: dict | None =
     ``config`` (default: ``model.config.to_dict()`` where the model has one) with the full
     ``quantization_config`` set.
     """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(path, (str, pathlib.Path)):
+        raise TypeError(f"path must be a directory (str or pathlib.Path), got {type(path).__name__}")
+    if config is not None and not isinstance(config, dict):
+        raise TypeError(f"config must be a dict (config.json's object) or None, got {type(config).__name__}")
     limit = parse_size(max_shard_size)
     path = pathlib.Path(path)
     layers = {n: m for n, m in model.named_modules() if isinstance(m, MXFP4Linear)}
