@@ -60,7 +60,7 @@ from torch import nn
 from . import ops, plan
 from .formats import BLOCK
 from .nn import MXFP4Linear
-from .tensor import Layout, MXFP4Tensor, prepare
+from .tensor import Layout, MXFP4Tensor, applied_dtype, prepare
 
 SHARD_UNIT = 32
 """Elements of a shard's dimension per unit of :func:`shard_range`: one 32-element block of K (the
@@ -235,6 +235,10 @@ class _ShardedMXFP4Linear(nn.Module):
             self.bias = nn.Parameter(bias.detach().to(torch.bfloat16), requires_grad=False)
         else:
             self.register_parameter("bias", None)
+
+    def _apply(self, fn, recurse=True):
+        applied_dtype(fn, torch.bfloat16, type(self).__name__, (torch.bfloat16,))  # the layers compute in bf16
+        return super()._apply(fn, recurse)
 
     @property
     def weight(self) -> MXFP4Tensor:

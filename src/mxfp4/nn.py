@@ -12,7 +12,7 @@ from . import moe
 from .formats import BLOCK, ScaleRule
 from .moe import MXFP4Experts
 from .ops import gemm_a4w4, gemm_a4w4_op
-from .tensor import Layout, MXFP4Tensor, prepare, quantize
+from .tensor import LAYER_DTYPES, Layout, MXFP4Tensor, applied_dtype, prepare, quantize
 
 
 class MXFP4Linear(nn.Module):
@@ -32,7 +32,7 @@ class MXFP4Linear(nn.Module):
     def __init__(self, weight: MXFP4Tensor, bias: torch.Tensor | None = None, *,
                  dtype: torch.dtype = torch.bfloat16) -> None:
         super().__init__()
-        if dtype not in (torch.bfloat16, torch.float16, torch.float32):
+        if dtype not in LAYER_DTYPES:
             raise TypeError(f"dtype must be torch.bfloat16, float16 or float32, got {dtype!r}")
         self.dtype = dtype
         if not isinstance(weight, MXFP4Tensor) or len(weight.shape) != 2:
@@ -83,9 +83,11 @@ class MXFP4Linear(nn.Module):
         return w
 
     def _apply(self, fn, recurse=True):
+        # the dtype follows what fn does to a float tensor (.half(), .float(), .to(dtype); a move keeps it);
+        # float64 and the rest are refused here, before anything changes
+        dtype = applied_dtype(fn, self.dtype, "MXFP4Linear")
         self._weight = None  # .to() / .cuda() replace the buffers: let the old ones go
-        # the dtype follows what fn does to a float tensor (.half(), .float(), .to(dtype); a move keeps it)
-        self.dtype = fn(torch.empty(0, dtype=self.dtype)).dtype
+        self.dtype = dtype
         return super()._apply(fn, recurse)
 
     def kept_bytes(self) -> int:
@@ -156,7 +158,7 @@ def swap_layers(model: nn.Module, filter_fn: Callable[[nn.Module, str], bool] | 
         if m.in_features % BLOCK:
             raise ValueError(f"layer {names[0]!r}: in_features ({m.in_features}) must be a multiple of {BLOCK} "
                              "(one e8m0 scale per 32 inputs)")
-        if m.weight.dtype not in _LAYER_DTYPES:
+        if m.weight.dtype not in LAYER_DTYPES:
             raise ValueError(f"layer {names[0]!r} is {m.weight.dtype}: an MXFP4Linear's dtype is bfloat16, float16 "
                              "or float32 (cast the model first)")
     while experts:
@@ -172,9 +174,6 @@ def swap_layers(model: nn.Module, filter_fn: Callable[[nn.Module, str], bool] | 
             _set_module(model, name, new)
         del m
     return model
-
-
-_LAYER_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
 def _selected(model: nn.Module, kind: Callable[[nn.Module], bool], keep: Callable[[nn.Module, str], bool],

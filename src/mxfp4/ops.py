@@ -60,8 +60,11 @@ def _validate_out(out: torch.Tensor, a: torch.Tensor, w: MXFP4Tensor, shape: tor
         raise ValueError(f"out ({out.device}) must be on a's device ({device})")
     if not out.is_contiguous():
         raise ValueError("out must be contiguous")
+    if out.requires_grad and torch.is_grad_enabled():
+        raise ValueError("out requires grad: gemm_a4w4 writes it in place, which autograd does not record; pass "
+                         "out=None (the result then carries a's gradient) or call under torch.no_grad()")
     nbytes = out.nbytes
-    if nbytes:
+    if nbytes and device.type != "meta":  # meta tensors have no addresses (every data_ptr is 0)
         start = out.data_ptr()
         end = start + nbytes
         for name, t in (("a", a), ("w.data", w.data), ("w.scales", w.scales)):
@@ -84,8 +87,7 @@ def _overlaps(start: int, end: int, y: torch.Tensor) -> bool:
 
 def select_backend(a: torch.Tensor, w: MXFP4Tensor, backend: str = "auto") -> str:
     """Which backend a call takes. 'auto': the CUDA kernels on a Hopper GPU, the reference elsewhere."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    _check_backend(backend)
     if backend == "reference":
         return backend
     if not cuda_supported(a.device):
@@ -102,6 +104,11 @@ def select_backend(a: torch.Tensor, w: MXFP4Tensor, backend: str = "auto") -> st
         _warn_once(f"mxfp4: {unsupported}; running the exact reference, which is slow")
         return "reference"
     raise ValueError(unsupported)
+
+
+def _check_backend(backend: str) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
 
 
 def _kernel_rule_broken(a: torch.Tensor, w: MXFP4Tensor) -> str | None:
@@ -198,6 +205,9 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
 def _run(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_dtype: torch.dtype, backend: str,
          params: plan.GemmParams | plan.SmallParams | plan.DecodeParams | plan.WgmmaParams | None, m: int, n: int, k: int) -> torch.Tensor:
     """:func:`gemm_a4w4` after its checks (the op's implementation too)."""
+    if a.device.type == "meta":  # shapes only (a model built on the meta device): the output as the op's fake
+        _check_backend(backend)
+        return out if out is not None else a.new_empty((*a.shape[:-1], n), dtype=out_dtype)
     chosen = select_backend(a, w, backend)
     if chosen == "reference":
         result = reference.gemm_a4w4(a, w, scale_rule=w.scale_rule)
@@ -217,6 +227,8 @@ def gemm_a4w4_partial(a: torch.Tensor, w: MXFP4Tensor) -> torch.Tensor:
     Tensor parallel). Elsewhere the exact product rounded once to float32.
     """
     m, n, k = validate(a, w, None)
+    if a.device.type == "meta":
+        return a.new_empty((*a.shape[:-1], n), dtype=torch.float32)
     if select_backend(a, w) == "reference":
         return reference.gemm_a4w4(a, w, scale_rule=w.scale_rule, out_dtype=None).to(torch.float32)
     return _on_kernels(a, w, None, torch.float32, None, m, n, k, unrounded=True)
