@@ -433,3 +433,28 @@ def test_gptoss_reader_names_a_quantization_config_of_another_json_type(small_ch
     message = "has no '\\*_blocks' tensor" if value is None else "quantization_config"  # None: no config
     with pytest.raises(ValueError, match=message):
         checkpoint.load_gptoss_experts(tmp_path)
+
+
+def test_readme_recipe_round_trip_is_exact_and_why_it_builds_with_dtype(tmp_path):
+    """The README builds the model with dtype=torch.bfloat16: saved and loaded on meta it gives the same logits
+    over 64 positions (the rotary inv_freq stays float32, as transformers builds it and as the load rebuilds it).
+    Cast with .to(torch.bfloat16) instead, inv_freq is rounded to bf16, which no checkpoint can say."""
+    cfg = transformers.LlamaConfig(vocab_size=256, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                   tie_word_embeddings=False)
+    ids = torch.randint(0, 256, (2, 64), generator=torch.Generator().manual_seed(7))
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).eval()
+    assert model.model.rotary_emb.inv_freq.dtype == torch.float32
+    mxfp4.quantize_(model)
+    with torch.no_grad():
+        want = model(ids).logits
+    path = mxfp4.save(model, tmp_path / "ckpt")
+    with torch.device("meta"):
+        loaded = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.from_pretrained(path),
+                                                               dtype=torch.bfloat16)
+    mxfp4.quantize_(loaded, checkpoint=path)
+    with torch.no_grad():
+        assert torch.equal(loaded.eval()(ids).logits, want)
+    cast = transformers.AutoModelForCausalLM.from_config(cfg).to(torch.bfloat16)
+    assert cast.model.rotary_emb.inv_freq.dtype == torch.bfloat16  # the reason the README does not cast
