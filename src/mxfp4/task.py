@@ -33,6 +33,8 @@ def generate_input(m: int, n: int, k: int, seed: int, device: str | torch.device
     if n % 16:
         raise ValueError(f"n must be a multiple of 16 for the (16, 16) weight shuffle, got {n}")
     device = torch.device(device)
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be a cpu or cuda device (the data is drawn there), got {device}")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("generate_input: CUDA is not available on this machine; pass device='cpu'")
     gen = torch.Generator(device=device)

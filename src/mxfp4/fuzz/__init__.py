@@ -333,11 +333,5 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m mxfp4.fuzz", description=__doc__.splitlines()[0])
     add_arguments(p)
-    p.add_argument("--bad-inputs-table", action="store_true", help="print docs/bad_inputs.md and exit")
     args = p.parse_args(argv)
-    if args.bad_inputs_table:
-        from ..bad_inputs import markdown_table
-
-        print(markdown_table(), end="")
-        return 0
     return fuzz(args.cases, args.seed, args.backend, args.case, args.jobs, large_m=args.large_m)
