@@ -458,3 +458,21 @@ def test_readme_recipe_round_trip_is_exact_and_why_it_builds_with_dtype(tmp_path
         assert torch.equal(loaded.eval()(ids).logits, want)
     cast = transformers.AutoModelForCausalLM.from_config(cfg).to(torch.bfloat16)
     assert cast.model.rotary_emb.inv_freq.dtype == torch.bfloat16  # the reason the README does not cast
+
+
+def test_a_layer_under_two_names_saves_once_and_loads_under_both(tmp_path):
+    def shared():
+        m = torch.nn.Module()
+        m.a = torch.nn.Linear(64, 32)
+        m.b = m.a
+        m.inner = torch.nn.Sequential(m.a)
+        return m.bfloat16()
+
+    torch.manual_seed(0)
+    model = mxfp4.quantize_(shared())
+    path = mxfp4.save(model, tmp_path / "shared")
+    assert sorted(checkpoint.load(path).tensors) == ["a.bias", "a.weight", "a.weight_scale"]
+    loaded = mxfp4.quantize_(shared(), checkpoint=path)
+    assert isinstance(loaded.a, MXFP4Linear) and loaded.b is loaded.a and loaded.inner[0] is loaded.a
+    x = torch.randn(3, 64).bfloat16()
+    assert torch.equal(loaded.b(x), model.b(x))

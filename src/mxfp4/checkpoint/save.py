@@ -61,6 +61,9 @@ def save(model: torch.nn.Module, path: str | pathlib.Path, config: dict | None =
     path = pathlib.Path(path)
     layers = {n: m for n, m in model.named_modules() if isinstance(m, MXFP4Linear)}
     experts = {n: m for n, m in model.named_modules() if isinstance(m, MXFP4Experts)}
+    first = {id(m): n for n, m in [*layers.items(), *experts.items()]}
+    aliases = tuple(f"{n}." for n, m in model.named_modules(remove_duplicate=False)  # a shared layer: written once
+                    if id(m) in first and first[id(m)] != n)
     for name, m in [*layers.items(), *experts.items()]:
         if m.scale_rule is not ScaleRule.AITER:
             raise ValueError(f"layer {name!r} quantizes activations with ScaleRule.{m.scale_rule.name}; "
@@ -79,6 +82,8 @@ def save(model: torch.nn.Module, path: str | pathlib.Path, config: dict | None =
 
     for key, t in model.state_dict(keep_vars=True).items():
         owner, _, attr = key.rpartition(".")
+        if key.startswith(aliases):
+            continue  # under its first name, as a tied tensor
         if owner in experts:
             if attr == "gate_up_data":  # the module's whole checkpoint, written at its first tensor
                 entries += _expert_entries(owner, experts[owner])
