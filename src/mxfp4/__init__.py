@@ -2,7 +2,8 @@
 
 Public API: quantize / dequantize / prepare, MXFP4Tensor, Layout, ScaleRule, gemm_a4w4; mixture of
 experts: ExpertWeights, grouped_gemm_a4w4 (:mod:`mxfp4.moe`); models:
-load / save (safetensors checkpoints, :mod:`mxfp4.checkpoint`), quantize_ (:mod:`mxfp4.convert`; the layers: :mod:`mxfp4.nn`).
+load / save (safetensors checkpoints, :mod:`mxfp4.checkpoint`), quantize_ (:mod:`mxfp4.convert`; the
+layers: :mod:`mxfp4.nn`).
 """
 from ._version import __version__
 from .checkpoint import load, save

@@ -16,7 +16,8 @@ def _info(args) -> int:
     print(f"mxfp4 {__version__}, torch {torch.__version__}")
     if torch.cuda.is_available():
         dev = torch.device("cuda")
-        print(f"GPU: {torch.cuda.get_device_name()}; CUDA kernels: {'yes' if cuda_supported(dev) else 'no (Hopper only)'}")
+        kernels = "yes" if cuda_supported(dev) else "no (Hopper only)"
+        print(f"GPU: {torch.cuda.get_device_name()}; CUDA kernels: {kernels}")
     else:
         print("no GPU: every call runs the exact CPU reference")
     return 0

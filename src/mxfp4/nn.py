@@ -188,9 +188,9 @@ def _selected(model: nn.Module, kind: Callable[[nn.Module], bool], keep: Callabl
         picked = [name for name in names if not name.startswith(inside) and keep(m, name)]
         if picked and len(picked) != len(names):
             left = next(name for name in names if name not in picked)
-            raise ValueError(f"layer {picked[0]!r} is also the model's {left!r} (one module, two names), which "
-                             f"{'lies inside swapped experts' if left.startswith(inside) else 'filter_fn does not select'}"
-                             ": a shared layer is swapped under all its names or none")
+            why = "lies inside swapped experts" if left.startswith(inside) else "filter_fn does not select"
+            raise ValueError(f"layer {picked[0]!r} is also the model's {left!r} (one module, two names), which {why}: "
+                             "a shared layer is swapped under all its names or none")
         if picked:
             chosen.append((names, m))
     return chosen

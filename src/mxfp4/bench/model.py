@@ -240,9 +240,9 @@ def _label(s: llama.LlamaShape) -> str:
 
 
 COMPILE_NOTE = ("tokens = eager False under compile: torch.compile fuses and reorders the bf16 operations between "
-                "the MXFP4 layers (norms, rotary, residual adds), and quantizing the next layer's input to 4 bits turns "
-                "their last-bit differences into other codes, so its logits differ from eager's and greedy tokens can "
-                "part; each MXFP4 GEMM is the same op in both modes")
+                "the MXFP4 layers (norms, rotary, residual adds), and quantizing the next layer's input to 4 bits "
+                "turns their last-bit differences into other codes, so its logits differ from eager's and greedy "
+                "tokens can part; each MXFP4 GEMM is the same op in both modes")
 """Printed under the table when a compiled run's tokens differ from eager's."""
 
 
