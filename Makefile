@@ -35,7 +35,7 @@ RUN    := PYTHONPATH=$(CURDIR)/src $(PY)
 venv: $(STAMP)
 
 test: $(STAMP)
-	$(RUN) -m pytest -q -p no:cacheprovider
+	$(RUN) -m pytest -q -rs -p no:cacheprovider
 
 bench: $(STAMP)
 	$(RUN) -m mxfp4 bench --record build/bench.csv --plot build/bench.png

@@ -19,4 +19,4 @@ def test_bad_input(row):
 
 def test_doc_is_the_generated_table():
     assert DOC.read_text() == markdown_table(), \
-        "regenerate: python -m mxfp4.fuzz --bad-inputs-table > docs/bad_inputs.md"
+        "regenerate: python -m mxfp4.bad_inputs > docs/bad_inputs.md"

@@ -167,3 +167,27 @@ def test_moe_bench_routing_and_its_gpu_guard(capsys):
     if not torch.cuda.is_available():
         assert moe.main() == 2
         assert "needs a Hopper GPU" in capsys.readouterr().err
+
+
+def test_compile_note_is_printed_where_compiled_tokens_differ():
+    from mxfp4.bench import llama, model
+
+    row = {"model": "mxfp4", "mode": "compile", "tokens_per_s": 1.0, "ms_per_step": 1.0, "weight_bytes": 0,
+           "peak_bytes": 0, "tokens_equal_eager": False, "compile_s": 1.0}
+    check = {"gemm_outputs": 1, "gemm_bitident": 1.0, "gemm_violations": 0, "gemm_nonfinite_mismatch": 0,
+             "logits_bitident": 1.0, "logits_max_abs_diff": 0.0}
+    assert model.COMPILE_NOTE in model.report(llama.TINY, [row], check, "cpu")
+    assert model.COMPILE_NOTE not in model.report(llama.TINY, [{**row, "tokens_equal_eager": True}], check, "cpu")
+
+
+@pytest.mark.parametrize("option", ["--record", "--out", "--plot"])
+def test_bench_output_paths_are_checked_before_any_shape_runs(tmp_path, capsys, monkeypatch, option):
+    from mxfp4 import cli
+    from mxfp4.bench import harness
+
+    monkeypatch.setattr(harness, "run", lambda *a, **k: pytest.fail("the benchmark ran"))
+    (tmp_path / "file").write_text("")
+    for value, message in ((str(tmp_path), "is a directory: it must name a file"),
+                           (str(tmp_path / "file" / "x.png"), "is a file, so the file cannot be made under it")):
+        assert cli.main(["bench", "--shapes", "1,16,64", option, value]) == 2
+        assert message in capsys.readouterr().err

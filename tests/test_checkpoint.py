@@ -298,3 +298,181 @@ def test_shard_sizes(saved, tmp_path):
     one = mxfp4.save(model, out)  # a later save into the same directory leaves no stale shard behind
     assert sorted(p.name for p in one.glob("*.safetensors")) == ["model.safetensors"]
     assert not (one / "model.safetensors.index.json").exists()
+
+
+# ---- every field of every JSON file of a checkpoint, of every JSON type ------------------------------
+
+JSON_VALUES = ([], {}, 1.5, 7, True, None, "x", [1], {"a": 1})
+
+
+def _json_paths(value, prefix=()):
+    """Every path (a tuple of keys and indices) into a JSON value, the value's own included."""
+    yield prefix
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in items:
+        yield from _json_paths(child, prefix + (key,))
+
+
+def _replaced(value, path, new):
+    if not path:
+        return new
+    value = json.loads(json.dumps(value))
+    node = value
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = new
+    return value
+
+
+@pytest.fixture(scope="module")
+def small_checkpoints(tmp_path_factory):
+    """A two-layer model saved whole and in shards (index.json), with the bytes of each JSON file."""
+    torch.manual_seed(0)
+    model = mxfp4.quantize_(torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 32)).bfloat16())
+    root = tmp_path_factory.mktemp("json")
+    whole = mxfp4.save(model, root / "whole", config={"model_type": "test"})
+    sharded = mxfp4.save(model, root / "sharded", config={"model_type": "test"}, max_shard_size=3000)
+    assert (sharded / "model.safetensors.index.json").exists()
+    return whole, sharded
+
+
+def _fresh_model():
+    return torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 32)).bfloat16()
+
+
+def _load_refused_or_right(path, what: str):
+    """Loading ``path`` gives the saved model or a ValueError / TypeError naming ``what``; the model as it was."""
+    model = _fresh_model()
+    before = snapshot(model)
+    try:
+        mxfp4.quantize_(model, checkpoint=path)
+    except (ValueError, TypeError) as e:
+        assert what in str(e), f"the message does not name {what!r}: {e}"
+        assert_unchanged(model, before)
+
+
+def test_every_config_field_of_every_json_type_is_refused_by_name(small_checkpoints, tmp_path):
+    whole, _ = small_checkpoints
+    config = json.loads((whole / "config.json").read_text())
+    paths = list(_json_paths(config["quantization_config"], ("quantization_config",)))
+    assert len(paths) > 40
+    for i, path in enumerate(paths):
+        for value in JSON_VALUES:
+            bad = tmp_path / f"c{i}"
+            if not bad.exists():
+                bad.mkdir()
+                for f in whole.iterdir():
+                    (bad / f.name).write_bytes(f.read_bytes())
+            (bad / "config.json").write_text(json.dumps(_replaced(config, path, value)))
+            key = next((str(k) for k in reversed(path) if isinstance(k, str)), "quantization_config")
+            # a spec that is valid JSON but another layer kind names the tensor it then disagrees with
+            model = _fresh_model()
+            try:
+                mxfp4.quantize_(model, checkpoint=bad)
+            except (ValueError, TypeError) as e:
+                assert key in str(e) or "checkpoint tensor" in str(e), f"{path} = {value!r}: {e}"
+
+
+def test_every_header_and_index_field_of_every_json_type_is_refused_by_name(small_checkpoints, tmp_path):
+    whole, sharded = small_checkpoints
+    raw = (whole / "model.safetensors").read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    for i, path in enumerate(p for p in _json_paths(header) if p):
+        for j, value in enumerate(JSON_VALUES):
+            text = json.dumps(_replaced(header, path, value)).encode()
+            text += b" " * (-len(text) % 8)
+            bad = tmp_path / f"h{i}-{j}"
+            bad.mkdir()
+            (bad / "config.json").write_bytes((whole / "config.json").read_bytes())
+            (bad / "model.safetensors").write_bytes(len(text).to_bytes(8, "little") + text + raw[8 + n:])
+            _load_refused_or_right(bad, "model.safetensors")
+    index = json.loads((sharded / "model.safetensors.index.json").read_text())
+    for i, path in enumerate(p for p in _json_paths(index) if p):
+        for j, value in enumerate(JSON_VALUES):
+            bad = tmp_path / f"i{i}-{j}"
+            bad.mkdir()
+            for f in sharded.iterdir():
+                (bad / f.name).write_bytes(f.read_bytes())
+            (bad / "model.safetensors.index.json").write_text(json.dumps(_replaced(index, path, value)))
+            _load_refused_or_right(bad, "model.safetensors")
+
+
+def test_a_json_object_naming_a_key_twice_is_refused(small_checkpoints, tmp_path):
+    """The last entry would win in json.loads; safetensors refuses such a header, and so does every reader here."""
+    whole, sharded = small_checkpoints
+    raw = (whole / "model.safetensors").read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    text = raw[8:8 + n].decode().rstrip()
+    entry = json.dumps(json.loads(text)["1.bias"])
+    twice = (text[:-1] + f',"1.bias":{entry}}}').encode()
+    twice += b" " * (-len(twice) % 8)
+    bad = tmp_path / "header"
+    bad.mkdir()
+    (bad / "model.safetensors").write_bytes(len(twice).to_bytes(8, "little") + twice + raw[8 + n:])
+    with pytest.raises(ValueError, match=r"model.safetensors: the safetensors header names '1.bias' twice"):
+        checkpoint.load(bad)
+    for name, edit in (("config.json", lambda t: t[:-2] + ', "model_type": "again"}\n'),
+                       ("model.safetensors.index.json", lambda t: t.replace('"weight_map": {', '"weight_map": {"0.bias": '
+                                                                            '"model-00001-of-00002.safetensors", ', 1))):
+        bad = tmp_path / name
+        bad.mkdir()
+        for f in sharded.iterdir():
+            (bad / f.name).write_bytes(f.read_bytes())
+        (bad / name).write_text(edit((sharded / name).read_text()))
+        with pytest.raises(ValueError, match=rf"{name}: .* names '(model_type|0.bias)' twice"):
+            checkpoint.load(bad)
+
+
+@pytest.mark.parametrize("value", JSON_VALUES, ids=repr)
+def test_gptoss_reader_names_a_quantization_config_of_another_json_type(small_checkpoints, tmp_path, value):
+    whole, _ = small_checkpoints
+    for f in whole.iterdir():
+        (tmp_path / f.name).write_bytes(f.read_bytes())
+    (tmp_path / "config.json").write_text(json.dumps({"quantization_config": value}))
+    message = "has no '\\*_blocks' tensor" if value is None else "quantization_config"  # None: no config
+    with pytest.raises(ValueError, match=message):
+        checkpoint.load_gptoss_experts(tmp_path)
+
+
+def test_readme_recipe_round_trip_is_exact_and_why_it_builds_with_dtype(tmp_path):
+    """The README builds the model with dtype=torch.bfloat16: saved and loaded on meta it gives the same logits
+    over 64 positions (the rotary inv_freq stays float32, as transformers builds it and as the load rebuilds it).
+    Cast with .to(torch.bfloat16) instead, inv_freq is rounded to bf16, which no checkpoint can say."""
+    cfg = transformers.LlamaConfig(vocab_size=256, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                   tie_word_embeddings=False)
+    ids = torch.randint(0, 256, (2, 64), generator=torch.Generator().manual_seed(7))
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).eval()
+    assert model.model.rotary_emb.inv_freq.dtype == torch.float32
+    mxfp4.quantize_(model)
+    with torch.no_grad():
+        want = model(ids).logits
+    path = mxfp4.save(model, tmp_path / "ckpt")
+    with torch.device("meta"):
+        loaded = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.from_pretrained(path),
+                                                               dtype=torch.bfloat16)
+    mxfp4.quantize_(loaded, checkpoint=path)
+    with torch.no_grad():
+        assert torch.equal(loaded.eval()(ids).logits, want)
+    cast = transformers.AutoModelForCausalLM.from_config(cfg).to(torch.bfloat16)
+    assert cast.model.rotary_emb.inv_freq.dtype == torch.bfloat16  # the reason the README does not cast
+
+
+def test_a_layer_under_two_names_saves_once_and_loads_under_both(tmp_path):
+    def shared():
+        m = torch.nn.Module()
+        m.a = torch.nn.Linear(64, 32)
+        m.b = m.a
+        m.inner = torch.nn.Sequential(m.a)
+        return m.bfloat16()
+
+    torch.manual_seed(0)
+    model = mxfp4.quantize_(shared())
+    path = mxfp4.save(model, tmp_path / "shared")
+    assert sorted(checkpoint.load(path).tensors) == ["a.bias", "a.weight", "a.weight_scale"]
+    loaded = mxfp4.quantize_(shared(), checkpoint=path)
+    assert isinstance(loaded.a, MXFP4Linear) and loaded.b is loaded.a and loaded.inner[0] is loaded.a
+    x = torch.randn(3, 64).bfloat16()
+    assert torch.equal(loaded.b(x), model.b(x))

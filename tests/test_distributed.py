@@ -324,7 +324,7 @@ def test_gpu_run_script_runs_at_world_size_one_on_the_cpu():
 
     env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE")}
     env["PYTHONPATH"] = str(pathlib.Path(mxfp4.__file__).parents[1])
-    done = subprocess.run([sys.executable, "-m", "mxfp4.distributed", "--tokens", "1,3", "--hidden", "128",
+    done = subprocess.run([sys.executable, "-m", "mxfp4.bench.distributed", "--tokens", "1,3", "--hidden", "128",
                            "--intermediate", "256", "--no-task-shapes"], env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -6,6 +6,7 @@ from torch import nn
 import mxfp4
 from mxfp4 import reference
 from mxfp4.nn import MXFP4Linear
+from mxfp4.tensor import LAYER_DTYPES
 
 
 def test_forward_matches_reference_and_keeps_only_mxfp4_bytes():
@@ -91,3 +92,75 @@ def test_dtype_is_checked():
     w = mxfp4.quantize(torch.randn(16, 64))
     with pytest.raises(TypeError, match="dtype must be torch.bfloat16, float16 or float32"):
         MXFP4Linear(w, dtype=torch.float64)
+
+
+def test_a_layer_under_two_names_becomes_one_mxfp4_layer_under_both():
+    torch.manual_seed(0)
+    model = nn.Module()
+    model.a = nn.Linear(64, 32)
+    model.b = model.a
+    model.inner = nn.Sequential(model.a)  # a third name, one level down
+    mxfp4.quantize_(model)
+    assert isinstance(model.a, MXFP4Linear) and model.b is model.a and model.inner[0] is model.a
+    x = torch.randn(3, 64).bfloat16()
+    assert torch.equal(model.a(x), model.b(x))
+
+    model = nn.Module()
+    model.a = nn.Linear(64, 32)
+    model.lm_head = model.a  # the default filter keeps lm_head bf16 and would swap a
+    with pytest.raises(ValueError, match="layer 'a' is also the model's 'lm_head'.*filter_fn does not select"):
+        mxfp4.quantize_(model)
+    assert type(model.a) is nn.Linear and model.lm_head is model.a
+
+
+def test_a_layer_of_another_dtype_is_refused_before_any_swap():
+    model = nn.Sequential(nn.Linear(64, 64), nn.Linear(64, 32).double())
+    with pytest.raises(ValueError, match=r"layer '1' is torch.float64: an MXFP4Linear's dtype is bfloat16"):
+        mxfp4.quantize_(model)
+    assert [type(m) for m in model] == [nn.Linear, nn.Linear]
+
+
+def _layers():
+    """One of each module that holds MXFP4 bytes: a linear layer, an experts module, a column-parallel shard."""
+    from mxfp4 import moe
+    from mxfp4.distributed import ColumnParallelMXFP4Linear
+
+    torch.manual_seed(0)
+    mlps = nn.ModuleList(nn.Module() for _ in range(2))
+    for m in mlps:
+        m.gate_proj, m.up_proj = nn.Linear(64, 32, bias=False), nn.Linear(64, 32, bias=False)
+        m.down_proj, m.act_fn = nn.Linear(32, 64, bias=False), nn.SiLU()
+    w = mxfp4.quantize(torch.randn(32, 64))
+    return {"MXFP4Linear": (MXFP4Linear(w, torch.zeros(32)), LAYER_DTYPES),
+            "MXFP4Experts": (moe.from_module(mlps), LAYER_DTYPES),
+            "ColumnParallelMXFP4Linear": (ColumnParallelMXFP4Linear.from_mxfp4(w, rank=0, world_size=1),
+                                          (torch.bfloat16,))}
+
+
+ALL_DTYPES = [d for d in vars(torch).values() if isinstance(d, torch.dtype)]
+
+
+@pytest.mark.filterwarnings("ignore:Complex modules are a new feature", "ignore:ComplexHalf support is experimental")
+@pytest.mark.parametrize("name", ["MXFP4Linear", "MXFP4Experts", "ColumnParallelMXFP4Linear"])
+def test_every_dtype_of_to_and_type_is_taken_or_refused_before_a_change(name):
+    """.to(dtype) (and .half(), .double(), ...) of every torch dtype, and .type(dtype): a float dtype the layer
+    computes in becomes its dtype with the bytes still uint8; anything else is a TypeError and nothing changed."""
+    layer, allowed = _layers()[name]
+    bytes_before = {k: v.clone() for k, v in layer.state_dict().items() if v.dtype is torch.uint8}
+    for dtype in ALL_DTYPES:
+        for how in ("to", "type"):
+            start = getattr(layer, "dtype", None)
+            state = {k: v.dtype for k, v in layer.state_dict().items()}
+            try:
+                getattr(layer, how)(dtype)
+            except (TypeError, ValueError, RuntimeError) as e:
+                if dtype in allowed and how == "to":
+                    raise AssertionError(f"{name}.to({dtype}) refused: {e}") from e
+                assert {k: v.dtype for k, v in layer.state_dict().items()} == state, f"{name}: {dtype} changed it"
+                assert start is None or layer.dtype == start
+                continue
+            assert dtype in allowed, f"{name}.{how}({dtype}) was taken"
+            assert all(layer.state_dict()[k].dtype is torch.uint8 for k in bytes_before)
+    assert all(torch.equal(layer.state_dict()[k], v) for k, v in bytes_before.items())
+    with pytest.raises(TypeError, match=rf"{name}'s dtype \(its output's and bias's\) must be one of"):
+        layer.double()

@@ -2,16 +2,16 @@
 
 Public API: quantize / dequantize / prepare, MXFP4Tensor, Layout, ScaleRule, gemm_a4w4; mixture of
 experts: ExpertWeights, grouped_gemm_a4w4 (:mod:`mxfp4.moe`); models:
-load / save (safetensors checkpoints, :mod:`mxfp4.checkpoint`), quantize_ (:mod:`mxfp4.nn`).
+load / save (safetensors checkpoints, :mod:`mxfp4.checkpoint`), quantize_ (:mod:`mxfp4.convert`; the
+layers: :mod:`mxfp4.nn`).
 """
+from ._version import __version__
 from .checkpoint import load, save
+from .convert import quantize_
 from .formats import ScaleRule
 from .moe import ExpertWeights, grouped_gemm_a4w4
-from .nn import quantize_
 from .ops import gemm_a4w4
 from .tensor import Layout, MXFP4Tensor, dequantize, prepare, quantize
-
-__version__ = "0.2.0"
 
 __all__ = ["ScaleRule", "Layout", "MXFP4Tensor", "quantize", "dequantize", "prepare", "gemm_a4w4",
            "ExpertWeights", "grouped_gemm_a4w4", "load", "save", "quantize_", "__version__"]

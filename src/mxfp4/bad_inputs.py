@@ -1,6 +1,7 @@
 """Every bad input tried on the public API, with the exception it must raise and the argument its
 message must name. ``tests/test_bad_inputs.py`` checks each row; ``docs/bad_inputs.md`` is
-:func:`markdown_table` (``python -m mxfp4.fuzz --bad-inputs-table``), and a test keeps the two equal.
+:func:`markdown_table` (``python -m mxfp4.bad_inputs``), and a test keeps the two equal. The rows call
+every layer, the command line included: nothing in the package imports this module.
 Every row runs on the CPU (the "meta" device stands in for a second device).
 """
 from __future__ import annotations
@@ -15,8 +16,8 @@ import torch
 class BadInput:
     call: str                   # what is called, as a reader would write it
     run: Callable[[], object]
-    raises: type
-    names: str                  # text the message must contain: the argument (and the rule)
+    raises: type | None         # None: the call has a correct result, and ``run`` returns its description
+    names: str                  # text the message (or the result's description) must contain
     defect: str = ""            # an open defect: what it gets now falls short of ``raises`` / ``names``
 
 
@@ -80,6 +81,230 @@ def _q(shape=(16, 64)):
     import mxfp4
 
     return mxfp4.quantize(torch.randn(*shape))
+
+
+def _meta(t) -> str:
+    """The description of a correct meta-device result: device, dtype, shape."""
+    if isinstance(t, torch.Tensor):
+        return f"{t.device} {t.dtype} {tuple(t.shape)}"
+    return f"{t.device} MXFP4Tensor {t.layout.name} {t.shape}"
+
+
+def _on_meta(t):
+    from mxfp4 import MXFP4Tensor
+
+    if isinstance(t, MXFP4Tensor):
+        return MXFP4Tensor(t.data.to("meta"), t.scales.to("meta"), t.shape, t.layout, t.scale_rule)
+    return t.to("meta")
+
+
+def _experts(device: str = "cpu"):
+    """A small MXFP4Experts (4 experts, hidden 64, intermediate 32) and its inputs (5 tokens, top 2)."""
+    from torch import nn
+
+    from mxfp4 import moe
+
+    torch.manual_seed(0)
+    mlps = nn.ModuleList(nn.Module() for _ in range(4))
+    for m in mlps:
+        m.gate_proj, m.up_proj = nn.Linear(64, 32, bias=False), nn.Linear(64, 32, bias=False)
+        m.down_proj, m.act_fn = nn.Linear(32, 64, bias=False), nn.SiLU()
+    experts = moe.from_module(mlps).to(device)
+    args = (torch.randn(5, 64).bfloat16(), torch.randint(0, 4, (5, 2)), torch.rand(5, 2).bfloat16())
+    return experts, tuple(t.to(device) for t in args)
+
+
+def _in_dir(fn):
+    """``fn(directory)`` in a fresh temporary directory; the directory's name reads ``DIR`` in a message (the
+    table stays the same from run to run)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        try:
+            return fn(d)
+        except (TypeError, ValueError) as e:
+            raise type(e)(str(e).replace(d, "DIR")) from None
+
+
+def _saved(d: str):
+    """A two-layer model quantized and saved in ``d``; returns (model, checkpoint directory)."""
+    import pathlib
+
+    from torch import nn
+
+    import mxfp4
+
+    torch.manual_seed(0)
+    model = mxfp4.quantize_(nn.Sequential(nn.Linear(64, 64), nn.Linear(64, 32)).bfloat16())
+    return model, mxfp4.save(model, pathlib.Path(d) / "ckpt", config={"model_type": "test"})
+
+
+def _edit_header(d: str, edit) -> str:
+    """The checkpoint of :func:`_saved` with its safetensors header's JSON text passed through ``edit``."""
+    import json
+    import struct
+
+    _, path = _saved(d)
+    file = path / "model.safetensors"
+    raw = file.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    text = edit(json.dumps(json.loads(raw[8:8 + n]))).encode()
+    text += b" " * (-len(text) % 8)
+    file.write_bytes(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+    return path
+
+
+def _header_dtype(value):
+    import json
+
+    from mxfp4 import checkpoint
+
+    def edit(text):
+        header = json.loads(text)
+        header["0.weight"]["dtype"] = value
+        return json.dumps(header)
+
+    return _in_dir(lambda d: checkpoint.load(_edit_header(d, edit)))
+
+
+def _duplicate_tensor():
+    from mxfp4 import checkpoint
+
+    def edit(text):  # the entry of 0.bias written a second time, at the end of the object
+        import json
+
+        entry = json.dumps(json.loads(text)["0.bias"])
+        return text[:-1] + f', "0.bias": {entry}}}'
+
+    return _in_dir(lambda d: checkpoint.load(_edit_header(d, edit)))
+
+
+def _metadata(value):
+    import json
+
+    from mxfp4 import checkpoint
+
+    def edit(text):
+        header = json.loads(text)
+        header["__metadata__"] = value
+        return json.dumps(header)
+
+    return _in_dir(lambda d: checkpoint.load(_edit_header(d, edit)))
+
+
+def _gptoss_config(value):
+    import json
+
+    from mxfp4 import checkpoint
+
+    def run(d):
+        _, path = _saved(d)
+        (path / "config.json").write_text(json.dumps({"quantization_config": value}))
+        return checkpoint.load_gptoss_experts(path)
+
+    return _in_dir(run)
+
+
+def _reload_loaded():
+    import mxfp4
+
+    def run(d):
+        model, path = _saved(d)
+        return mxfp4.quantize_(model, checkpoint=path)
+
+    return _in_dir(run)
+
+
+def _record_dir():
+    """``mxfp4 bench --record DIR``: its exit status and message, which come before any shape is timed."""
+    import contextlib
+    import io
+
+    from mxfp4 import cli
+
+    def run(d):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            status = cli.main(["bench", "--shapes", "1,16,64", "--record", d])
+        return f"exit status {status}: {err.getvalue().strip()}".replace(d, "DIR")
+
+    return _in_dir(run)
+
+
+def _shared_head():
+    from torch import nn
+
+    import mxfp4
+
+    model = nn.Module()
+    model.a = nn.Linear(64, 32)
+    model.lm_head = model.a
+    return mxfp4.quantize_(model)
+
+
+def _shared_layer():
+    from torch import nn
+
+    import mxfp4
+
+    model = nn.Module()
+    model.a = nn.Linear(64, 32)
+    model.b = model.a
+    mxfp4.quantize_(model)
+    same = model.a is model.b
+    return f"{type(model.a).__name__} under both names: {same}"
+
+
+def _meta_model() -> str:
+    from torch import nn
+
+    import mxfp4
+
+    with torch.device("meta"):
+        model = nn.Sequential(nn.Linear(128, 64), nn.Linear(64, 32)).bfloat16()
+    mxfp4.quantize_(model)
+    y = model(torch.randn(3, 128, device="meta").bfloat16())
+    return f"{', '.join(type(m).__name__ for m in model)}; output {_meta(y)}"
+
+
+def _recipe_round_trip() -> str:
+    """The README's recipe on a tiny Llama: logits over 64 positions before a save and after a meta reload."""
+    import transformers
+
+    import mxfp4
+
+    cfg = transformers.LlamaConfig(vocab_size=256, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    ids = torch.randint(0, 256, (1, 64), generator=torch.Generator().manual_seed(7))
+    torch.manual_seed(0)
+    model = mxfp4.quantize_(transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).eval())
+
+    def run(d):
+        path = mxfp4.save(model, d)
+        with torch.device("meta"):
+            loaded = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+        mxfp4.quantize_(loaded, checkpoint=path)
+        with torch.no_grad():
+            return torch.equal(model(ids).logits, loaded.eval()(ids).logits)
+
+    return f"logits after the reload equal: {_in_dir(run)}"
+
+
+def _compile_note() -> str:
+    from mxfp4.bench import llama, model
+
+    row = {"model": "mxfp4", "mode": "compile", "tokens_per_s": 1.0, "ms_per_step": 1.0, "weight_bytes": 0,
+           "peak_bytes": 0, "tokens_equal_eager": False, "compile_s": 1.0}
+    check = {"gemm_outputs": 1, "gemm_bitident": 1.0, "gemm_violations": 0, "gemm_nonfinite_mismatch": 0,
+             "logits_bitident": 1.0, "logits_max_abs_diff": 0.0}
+    return next(line for line in model.report(llama.TINY, [row], check, "cpu").splitlines()
+                if line == model.COMPILE_NOTE)
+
+
+def _column_layer():
+    from mxfp4.distributed import ColumnParallelMXFP4Linear
+
+    return ColumnParallelMXFP4Linear.from_mxfp4(_q(), rank=0, world_size=1)
 
 
 BAD_INPUTS: tuple[BadInput, ...] = (
@@ -211,34 +436,162 @@ BAD_INPUTS: tuple[BadInput, ...] = (
     BadInput("MXFP4Tensor(data, scales, shape=None)", lambda: _tensor(shape=None), TypeError, "MXFP4Tensor.shape"),
     BadInput("MXFP4Tensor(data, scales, shape=(16.5, 64))", lambda: _tensor(shape=(16.5, 64)), TypeError,
              "MXFP4Tensor.shape"),
-    BadInput("gemm_a4w4(a [4, 0], w [16, 0]) (K = 0)",
-             lambda: _gemm(a=torch.zeros(4, 0, dtype=torch.bfloat16),
-                           w=lambda a, w: _tensor(data=torch.zeros(16, 0, dtype=torch.uint8),
-                                                  scales=torch.zeros(16, 0, dtype=torch.uint8), shape=(16, 0))),
-             ValueError, "K"),
+    BadInput("MXFP4Tensor(data [16, 0], scales [16, 0], shape=(16, 0)) (K = 0)",
+             lambda: _tensor(data=torch.zeros(16, 0, dtype=torch.uint8), scales=torch.zeros(16, 0, dtype=torch.uint8),
+                             shape=(16, 0)), ValueError, "MXFP4Tensor.shape (16, 0) must end in K > 0"),
     BadInput("generate_input(8, 32, 64, 'x', 'cpu')", lambda: _task(lambda t: t.generate_input(8, 32, 64, "x", "cpu")),
              ValueError, "seed"),
+    # checkpoints: headers and configs of the wrong JSON type, names twice, the entry points' arguments
+    BadInput("checkpoint.load(dir) with a header dtype [] (a list)", lambda: _header_dtype([]), ValueError,
+             "tensor '0.weight': dtype [] is not a safetensors dtype"),
+    BadInput("checkpoint.load(dir) with a header dtype {} (an object)", lambda: _header_dtype({}), ValueError,
+             "tensor '0.weight': dtype {} is not a safetensors dtype"),
+    BadInput("checkpoint.load(dir) with a header naming tensor '0.bias' twice", _duplicate_tensor, ValueError,
+             "model.safetensors: the safetensors header names '0.bias' twice"),
+    BadInput("checkpoint.load(dir) with a header __metadata__ [] (a list)", lambda: _metadata([]), ValueError,
+             "__metadata__ [] must be an object of strings"),
+    BadInput("load_gptoss_experts(dir) with quantization_config 'mxfp4' (a string)", lambda: _gptoss_config("mxfp4"),
+             ValueError, "config.json: quantization_config 'mxfp4' must be an object"),
+    BadInput("load_gptoss_experts(dir) with quantization_config [] (a list)", lambda: _gptoss_config([]),
+             ValueError, "quantization_config [] must be an object"),
+    BadInput("Checkpoint.tensor('missing')", lambda: _in_dir(lambda d: _ops()[0].load(_saved(d)[1]).tensor("missing")),
+             ValueError, "has no tensor 'missing'"),
+    BadInput("Checkpoint.tensor(0)", lambda: _in_dir(lambda d: _ops()[0].load(_saved(d)[1]).tensor(0)),
+             TypeError, "name must be a tensor name (str)"),
+    BadInput("save(model, dir, config='not a dict')",
+             lambda: _in_dir(lambda d: _ops()[0].save(_saved(d)[0], d, config="not a dict")), TypeError,
+             "config must be a dict"),
+    BadInput("save(model, dir, max_shard_size='infGB')",
+             lambda: _in_dir(lambda d: _ops()[0].save(_saved(d)[0], d, max_shard_size="infGB")), ValueError,
+             "max_shard_size must be a positive number of bytes"),
+    BadInput("save(None, dir)", lambda: _in_dir(lambda d: _ops()[0].save(None, d)), TypeError,
+             "model must be a torch.nn.Module"),
+    BadInput("quantize_(model loaded from dir, checkpoint=dir) (loaded twice)", _reload_loaded, ValueError,
+             "layer '0' is already a MXFP4Linear"),
+    BadInput("quantize_(model, checkpoint=dir, scale_rule=ScaleRule.FLOOR)",
+             lambda: _in_dir(lambda d: _ops()[0].quantize_(_saved(d)[0], checkpoint=d,
+                                                           scale_rule=_ops()[0].ScaleRule.FLOOR)),
+             TypeError, "scale_rule= goes without checkpoint="),
+    BadInput("quantize_(model, checkpoint=42)",
+             lambda: _ops()[0].quantize_(torch.nn.Sequential(torch.nn.Linear(64, 64)), checkpoint=42), TypeError,
+             "checkpoint must be a directory"),
+    # quantize_: a layer under two names, a layer of another dtype
+    BadInput("quantize_(m) with m.b = m.a (one nn.Linear, two names)", _shared_layer, None,
+             "MXFP4Linear under both names: True"),
+    BadInput("quantize_(m) with m.lm_head = m.a (the default filter keeps lm_head)", _shared_head, ValueError,
+             "layer 'a' is also the model's 'lm_head'"),
+    BadInput("quantize_(nn.Sequential(nn.Linear(64, 32).double()))",
+             lambda: _ops()[0].quantize_(torch.nn.Sequential(torch.nn.Linear(64, 32).double())), ValueError,
+             "layer '0' is torch.float64"),
+    # every public entry point on meta tensors: the output's shape and dtype, as the op's fake gives them
+    BadInput("quantize(x on meta)", lambda: _meta(_ops()[0].quantize(torch.randn(4, 128, device="meta"))), None,
+             "meta MXFP4Tensor PLAIN (4, 128)"),
+    BadInput("dequantize(t on meta)", lambda: _meta(_ops()[0].dequantize(_on_meta(_q()))), None,
+             "meta torch.float32 (16, 64)"),
+    BadInput("prepare(w on meta)", lambda: _meta(_ops()[0].prepare(_on_meta(_q()))), None,
+             "meta MXFP4Tensor AITER_SHUFFLED (16, 64)"),
+    BadInput("gemm_a4w4(a on meta, w on meta)", lambda: _meta(_gemm(a=lambda a, w: a.to("meta"),
+                                                                     w=lambda a, w: _on_meta(w))),
+             None, "meta torch.bfloat16 (4, 32)"),
+    BadInput("gemm_a4w4(a [2, 2, 128] on meta, w on meta, out_dtype=torch.float16)",
+             lambda: _meta(_gemm(a=lambda a, w: a.view(2, 2, 128).to("meta"), w=lambda a, w: _on_meta(w),
+                                 out_dtype=torch.float16)), None, "meta torch.float16 (2, 2, 32)"),
+    BadInput("torch.ops.mxfp4.gemm_a4w4(a on meta, ...)",
+             lambda: _meta(torch.ops.mxfp4.gemm_a4w4(_ops()[1].to("meta"), _on_meta(_ops()[2]).data,
+                                                     _on_meta(_ops()[2]).scales, 32, 128, True, False)),
+             None, "meta torch.bfloat16 (4, 32)"),
+    BadInput("ops.gemm_a4w4_partial(a on meta, w on meta)",
+             lambda: _meta(__import__("mxfp4.ops").ops.gemm_a4w4_partial(_ops()[1].to("meta"), _on_meta(_ops()[2]))),
+             None, "meta torch.float32 (4, 32)"),
+    BadInput("MXFP4Linear(...).to('meta')(x on meta)",
+             lambda: _linear(lambda L, nn: _meta(L.from_mxfp4(_q(), torch.zeros(16)).to("meta")(
+                 torch.randn(3, 64, device="meta").bfloat16()))), None, "meta torch.bfloat16 (3, 16)"),
+    BadInput("grouped_gemm_a4w4(a on meta, experts on meta, offsets on meta)",
+             lambda: _meta(_ops()[0].grouped_gemm_a4w4(
+                 torch.randn(7, 64, device="meta").bfloat16(),
+                 _ops()[0].ExpertWeights.stack([_on_meta(_q((40, 64))) for _ in range(4)]),
+                 torch.tensor([2, 2, 3, 7], device="meta"))), None, "meta torch.bfloat16 (7, 40)"),
+    BadInput("MXFP4Experts(...).to('meta')(hidden_states, top_k_index, top_k_weights on meta)",
+             lambda: _meta(_experts("meta")[0](*_experts("meta")[1])), None, "meta torch.bfloat16 (5, 64)"),
+    BadInput("custom_kernel(data on meta)",
+             lambda: _meta(_task(lambda t: t.custom_kernel(tuple(x.to("meta") for x in
+                                                                 t.generate_input(8, 32, 64, 1, "cpu"))))),
+             None, "meta torch.bfloat16 (8, 32)"),
+    BadInput("quantize_(model built on meta)(x on meta)", _meta_model, None,
+             "MXFP4Linear, MXFP4Linear; output meta torch.bfloat16 (3, 32)"),
+    BadInput("generate_input(8, 32, 64, 1, 'meta')", lambda: _task(lambda t: t.generate_input(8, 32, 64, 1, "meta")),
+             ValueError, "device must be a cpu or cuda device"),
+    # mixture of experts
+    BadInput("MXFP4Experts(...)(h, top_k_index float32, w)",
+             lambda: _experts()[0](_experts()[1][0], _experts()[1][1].float(), _experts()[1][2]), TypeError,
+             "top_k_index must be int32 or int64"),
+    BadInput("MXFP4Experts(...)(h, top_k_index a list, w)",
+             lambda: _experts()[0](_experts()[1][0], _experts()[1][1].tolist(), _experts()[1][2]), TypeError,
+             "top_k_index must be a torch.Tensor"),
+    BadInput("ExpertWeights.stack([w on cpu, w on meta])",
+             lambda: _ops()[0].ExpertWeights.stack([_q(), _on_meta(_q())]), ValueError,
+             "experts[1] is on meta, experts[0] on cpu"),
+    # .to() dtypes of the layers holding MXFP4 bytes
+    BadInput("MXFP4Linear(...).double()", lambda: _linear(lambda L, nn: L.from_mxfp4(_q()).double()), TypeError,
+             "MXFP4Linear's dtype (its output's and bias's) must be one of torch.bfloat16, torch.float16, "
+             "torch.float32"),
+    BadInput("MXFP4Linear(...).to(torch.float64)",
+             lambda: _linear(lambda L, nn: L.from_mxfp4(_q()).to(torch.float64)), TypeError, "asked for torch.float64"),
+    BadInput("MXFP4Linear(...).type(torch.float16)",
+             lambda: _linear(lambda L, nn: L.from_mxfp4(_q()).type(torch.float16)), TypeError,
+             "keeps its MXFP4 codes and scales as uint8 bytes"),
+    BadInput("MXFP4Experts(...).double()", lambda: _experts()[0].double(), TypeError,
+             "MXFP4Experts's dtype (its output's and bias's) must be one of"),
+    BadInput("ColumnParallelMXFP4Linear(...).half()", lambda: _column_layer().half(), TypeError,
+             "ColumnParallelMXFP4Linear's dtype (its output's and bias's) must be one of torch.bfloat16;"),
+    # the rest
+    BadInput("custom_kernel(data with B_scale_sh float32)",
+             lambda: _task(lambda t: t.custom_kernel(t.generate_input(8, 32, 64, 1, "cpu")[:4]
+                                                     + (torch.zeros(256, 2),))),
+             TypeError, "B_scale_sh must hold one e8m0 scale a byte (uint8 or float8_e8m0fnu), got torch.float32"),
+    BadInput("quantize(x [4, 0]) (K = 0)", lambda: _ops()[0].quantize(torch.zeros(4, 0)), ValueError,
+             "x.shape[-1] (K = 0) must be a positive multiple of 32"),
+    BadInput("gemm_a4w4(a [4, 0], w [32, 128]) (K = 0)", lambda: _gemm(a=torch.zeros(4, 0, dtype=torch.bfloat16)),
+             ValueError, "a.shape[-1] (K = 0) must equal w's K (128)"),
+    BadInput("t.to_layout(AITER_SHUFFLED) for t [2, 16, 64]",
+             lambda: _q((2, 16, 64)).to_layout(_ops()[0].Layout.AITER_SHUFFLED), ValueError,
+             "to_layout(AITER_SHUFFLED): the shuffled layout is a 2-D weight's"),
+    BadInput("gemm_a4w4(a, w, out requiring grad)",
+             lambda: _gemm(out=torch.zeros(4, 32, dtype=torch.bfloat16, requires_grad=True)), ValueError,
+             "out requires grad"),
+    BadInput("mxfp4 bench --record DIR (a directory)", _record_dir, None,
+             "exit status 2: mxfp4 bench: --record 'DIR' is a directory: it must name a file"),
+    # what a user sees, explained
+    BadInput("the README's model recipe (dtype=torch.bfloat16): quantize_, save, reload on meta", _recipe_round_trip,
+             None, "logits after the reload equal: True"),
+    BadInput("bench-model's table when compiled tokens differ from eager's", _compile_note, None,
+             "tokens = eager False under compile: torch.compile fuses and reorders"),
 )
 
 
 def outcome(row: BadInput) -> tuple[type | None, str]:
-    """(exception type or None, first line of its message) of running ``row``."""
+    """(exception type, first line of its message), or (None, the description ``run`` returned)."""
     try:
-        row.run()
+        result = row.run()
     except Exception as e:  # the table records whatever comes out
         return type(e), (str(e).splitlines() or [""])[0]
-    return None, ""
+    return None, result if isinstance(result, str) else ""
 
 
 def markdown_table() -> str:
     """docs/bad_inputs.md: each bad input, the exception it gets and the message."""
     lines = ["# Bad inputs and what they get", "",
-             "Generated by `python -m mxfp4.fuzz --bad-inputs-table` from `mxfp4.bad_inputs.BAD_INPUTS`; "
+             "Generated by `python -m mxfp4.bad_inputs` from `mxfp4.bad_inputs.BAD_INPUTS`; "
              "`tests/test_bad_inputs.py` checks every row and that this file is up to date.", "",
+             "A row that raises nothing gives a correct result, described in the message column.", "",
              "| # | call | raises | message | open defect |", "|---|---|---|---|---|"]
     for i, row in enumerate(BAD_INPUTS):
         kind, message = outcome(row)
-        name = kind.__name__ if kind else "nothing raised"
+        name = kind.__name__ if kind else "a result"
         cell = message.replace("|", "\\|").replace("`", "'")
         lines.append(f"| {i + 1} | `{row.call.replace('|', '/')}` | {name} | {cell} | {row.defect} |")
     return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")

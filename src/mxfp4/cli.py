@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import sys
 
@@ -9,12 +10,14 @@ import sys
 def _info(args) -> int:
     import torch
 
-    from . import __version__, ops
+    from ._version import __version__
+    from .device import cuda_supported
 
     print(f"mxfp4 {__version__}, torch {torch.__version__}")
     if torch.cuda.is_available():
         dev = torch.device("cuda")
-        print(f"GPU: {torch.cuda.get_device_name()}; CUDA kernels: {'yes' if ops.cuda_supported(dev) else 'no (Hopper only)'}")
+        kernels = "yes" if cuda_supported(dev) else "no (Hopper only)"
+        print(f"GPU: {torch.cuda.get_device_name()}; CUDA kernels: {kernels}")
     else:
         print("no GPU: every call runs the exact CPU reference")
     return 0
@@ -41,6 +44,24 @@ class UsageError(ValueError):
     """A command-line argument breaks its rule: the message names it; the exit status is 2."""
 
 
+def _output_file(option: str, value: str | None) -> pathlib.Path | None:
+    """The file ``option`` names, checked before any work: not a directory, and under a directory that
+    exists or can be made (the benchmarks would otherwise run to the end and lose their rows)."""
+    if value is None:
+        return None
+    path = pathlib.Path(value)
+    if path.is_dir():
+        raise UsageError(f"{option} {value!r} is a directory: it must name a file")
+    parent = path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UsageError(f"{option} {value!r}: {str(parent)!r} is a file, so the file cannot be made under it")
+    if not os.access(path if path.exists() else parent, os.W_OK):
+        raise UsageError(f"{option} {value!r}: not writable here")
+    return path
+
+
 def _shapes(args):
     from .bench.shapes import parse_shapes, shape_set
 
@@ -54,6 +75,8 @@ def _shapes(args):
 def _bench(args) -> int:
     from .bench import harness
 
+    record, out = _output_file("--record", args.record), _output_file("--out", args.out)
+    _output_file("--plot", args.plot)
     if args.plot is not None:
         if not args.plot.lower().endswith(".png"):
             raise UsageError(f"--plot must name a .png file, got {args.plot!r}")
@@ -68,16 +91,15 @@ def _bench(args) -> int:
     else:
         rows = []
         data_sets = ("randn", "model") if args.data == "both" else (args.data,)
-        text = harness.run(_shapes(args), pathlib.Path(args.record) if args.record else None, data_sets=data_sets,
-                           rows=rows)
+        text = harness.run(_shapes(args), record, data_sets=data_sets, rows=rows)
         if args.plot:
             from .bench import plot
 
             plot.write(rows, pathlib.Path(args.plot), title=text.splitlines()[0])
             print(f"plot: {args.plot}", file=sys.stderr)
     print(text)
-    if args.out:
-        pathlib.Path(args.out).write_text(text)
+    if out is not None:
+        out.write_text(text)
     return 0
 
 
@@ -109,6 +131,7 @@ def _bench_model(args) -> int:
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     device = _device(args.device)
+    record = _output_file("--record", args.record)
     if args.moe and (args.make_checkpoint or args.checkpoint):
         raise UsageError("--moe goes without --make-checkpoint / --checkpoint (the checkpoint bench is the dense model's)")
     if args.moe and args.modes and "compile" in args.modes:
@@ -121,7 +144,7 @@ def _bench_model(args) -> int:
         print(checkpoint.make(shape, args.make_checkpoint, str(device)))
         return 0
     text = model.run(shape, args.batch, args.prompt, args.new_tokens, str(device),
-                     pathlib.Path(args.record) if args.record else None, tuple(args.modes) if args.modes else None,
+                     record, tuple(args.modes) if args.modes else None,
                      checkpoint=pathlib.Path(args.checkpoint) if args.checkpoint else None)
     print(text)
     return 0
@@ -130,13 +153,14 @@ def _bench_model(args) -> int:
 def _tune(args) -> int:
     import torch
 
-    from . import ops, plan
+    from . import plan
+    from .device import cuda_supported
     from .tune import tune
 
-    if not (torch.cuda.is_available() and ops.cuda_supported(torch.device("cuda"))):
+    if not (torch.cuda.is_available() and cuda_supported(torch.device("cuda"))):
         print("mxfp4 tune needs a Hopper GPU", file=sys.stderr)
         return 2
-    tune(_shapes(args), pathlib.Path(args.table) if args.table else plan.TABLE_PATH)
+    tune(_shapes(args), _output_file("--table", args.table) or plan.TABLE_PATH)
     return 0
 
 
@@ -178,7 +202,7 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def _parser():
-    from . import __version__
+    from ._version import __version__
 
     fmt = _Formatter
     parser = argparse.ArgumentParser(prog="mxfp4", description=__doc__)

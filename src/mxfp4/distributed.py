@@ -60,7 +60,7 @@ from torch import nn
 from . import ops, plan
 from .formats import BLOCK
 from .nn import MXFP4Linear
-from .tensor import Layout, MXFP4Tensor, prepare
+from .tensor import Layout, MXFP4Tensor, applied_dtype, prepare
 
 SHARD_UNIT = 32
 """Elements of a shard's dimension per unit of :func:`shard_range`: one 32-element block of K (the
@@ -236,6 +236,10 @@ class _ShardedMXFP4Linear(nn.Module):
         else:
             self.register_parameter("bias", None)
 
+    def _apply(self, fn, recurse=True):
+        applied_dtype(fn, torch.bfloat16, type(self).__name__, (torch.bfloat16,))  # the layers compute in bf16
+        return super()._apply(fn, recurse)
+
     @property
     def weight(self) -> MXFP4Tensor:
         """This rank's shard of the weight."""
@@ -373,10 +377,3 @@ class RowParallelMXFP4Linear(_ShardedMXFP4Linear):
 __all__ = ["ColumnParallelMXFP4Linear", "RowParallelMXFP4Linear", "TensorParallel", "shard_range", "shard_columns", "shard_rows",
            "shard_input", "column_bits_kept", "sum_in_rank_order", "SHARD_UNIT"]
 
-
-if __name__ == "__main__":
-    import sys
-
-    from .bench.distributed import main
-
-    sys.exit(main())

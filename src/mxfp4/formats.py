@@ -62,8 +62,8 @@ def _check_float_input(x: torch.Tensor, name: str) -> None:
         raise TypeError(f"{name} must be bfloat16, float16 or float32, got {x.dtype}")
     if x.dim() < 1:
         raise ValueError(f"{name} must have at least one dimension [..., K], got a scalar")
-    if x.shape[-1] % BLOCK != 0:
-        raise ValueError(f"{name}.shape[-1] (K = {x.shape[-1]}) must be a multiple of {BLOCK}")
+    if x.shape[-1] % BLOCK != 0 or x.shape[-1] == 0:
+        raise ValueError(f"{name}.shape[-1] (K = {x.shape[-1]}) must be a positive multiple of {BLOCK}")
 
 
 def scale_exponent(amax_bits: torch.Tensor, rule: ScaleRule) -> torch.Tensor:

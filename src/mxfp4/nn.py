@@ -1,8 +1,8 @@
 """MXFP4Linear: a drop-in ``nn.Linear`` whose weight is MXFP4 and whose input is quantized per call;
-``quantize_``: swaps a model's ``nn.Linear`` layers for it, from their weights or from a checkpoint."""
+``swap_layers``: a model's ``nn.Linear`` layers (and experts modules) swapped for it, from their own weights
+(``mxfp4.quantize_`` calls it; loading from a checkpoint is :mod:`mxfp4.checkpoint.loader`'s)."""
 from __future__ import annotations
 
-import pathlib
 from typing import Callable
 
 import torch
@@ -12,7 +12,7 @@ from . import moe
 from .formats import BLOCK, ScaleRule
 from .moe import MXFP4Experts
 from .ops import gemm_a4w4, gemm_a4w4_op
-from .tensor import Layout, MXFP4Tensor, prepare, quantize
+from .tensor import LAYER_DTYPES, Layout, MXFP4Tensor, applied_dtype, prepare, quantize
 
 
 class MXFP4Linear(nn.Module):
@@ -32,7 +32,7 @@ class MXFP4Linear(nn.Module):
     def __init__(self, weight: MXFP4Tensor, bias: torch.Tensor | None = None, *,
                  dtype: torch.dtype = torch.bfloat16) -> None:
         super().__init__()
-        if dtype not in (torch.bfloat16, torch.float16, torch.float32):
+        if dtype not in LAYER_DTYPES:
             raise TypeError(f"dtype must be torch.bfloat16, float16 or float32, got {dtype!r}")
         self.dtype = dtype
         if not isinstance(weight, MXFP4Tensor) or len(weight.shape) != 2:
@@ -83,9 +83,11 @@ class MXFP4Linear(nn.Module):
         return w
 
     def _apply(self, fn, recurse=True):
+        # the dtype follows what fn does to a float tensor (.half(), .float(), .to(dtype); a move keeps it);
+        # float64 and the rest are refused here, before anything changes
+        dtype = applied_dtype(fn, self.dtype, "MXFP4Linear")
         self._weight = None  # .to() / .cuda() replace the buffers: let the old ones go
-        # the dtype follows what fn does to a float tensor (.half(), .float(), .to(dtype); a move keeps it)
-        self.dtype = fn(torch.empty(0, dtype=self.dtype)).dtype
+        self.dtype = dtype
         return super()._apply(fn, recurse)
 
     def kept_bytes(self) -> int:
@@ -122,80 +124,76 @@ def default_filter(module: nn.Module, name: str) -> bool:
     return layout is not None and layout.hidden_size % BLOCK == 0 and layout.intermediate_size % BLOCK == 0
 
 
-def quantize_(model: nn.Module, filter_fn: Callable[[nn.Module, str], bool] | None = None, *,
-              checkpoint: "str | pathlib.Path | None" = None, scale_rule: ScaleRule = ScaleRule.AITER,
-              device: "str | torch.device | None" = None, strict: bool = True, tp=None) -> nn.Module:
-    """Swaps ``nn.Linear`` layers of ``model`` for :class:`MXFP4Linear` and experts modules for
-    :class:`mxfp4.moe.MXFP4Experts` in place; returns ``model``.
+def swap_layers(model: nn.Module, filter_fn: Callable[[nn.Module, str], bool] | None = None,
+                scale_rule: ScaleRule = ScaleRule.AITER) -> nn.Module:
+    """Swaps the ``nn.Linear`` layers of ``model`` that ``filter_fn(module, name)`` selects (default
+    :func:`default_filter`) for :class:`MXFP4Linear` in place, each quantized from its own weight and keeping
+    its dtype; returns ``model`` (``mxfp4.quantize_(model, filter_fn)`` calls it).
 
-    Without ``checkpoint``: the layers ``filter_fn(module, name)`` selects (default
-    :func:`default_filter`) are quantized from their own weights; each keeps its module's dtype. Experts
-    modules (:func:`mxfp4.moe.experts_layout`: transformers' fused DeepSeek-V3, Qwen2-MoE, Qwen3-MoE and
-    GPT-OSS experts, or a ``ModuleList`` of gate / up / down MLPs) the filter selects become one
-    MXFP4Experts each, before the linear layers (so per-expert linears go with their experts).
-    With ``checkpoint`` (a directory or :class:`mxfp4.checkpoint.Checkpoint`, Quark W4A4 MXFP4):
-    its ``quantization_config`` decides which layers are MXFP4 (the others stay the model's own,
-    their weights read as stored and cast to the model's float dtype); every tensor of the model
-    comes from the checkpoint, one at a time, onto ``device`` (default: where the model is; CPU for a
-    model on the meta device). The model may be built on the meta device: its weights are then
-    created from the checkpoint only, and buffers checkpoints do not hold (rotary frequencies) are
-    computed as the model defines them. ``strict``: a checkpoint tensor the model has no place for
-    (e.g. DeepSeek's MTP layer) is an error; ``strict=False`` skips them with a logged note.
-    Everything is checked before anything changes: on an error (naming the tensor or the layer and
-    the rule) the model is as it was. See :mod:`mxfp4.checkpoint.loader`.
-
-    Experts modules load from a checkpoint as one MXFP4Experts each: from Quark's per-expert layers
-    ``<experts>.<e>.gate_proj`` / ``up_proj`` / ``down_proj`` (``.weight``, ``.weight_scale``, ``.bias``),
-    or, from a GPT-OSS checkpoint (``quant_method`` "mxfp4"), ``<experts>.gate_up_proj_blocks`` /
-    ``_scales`` / ``_bias`` and ``down_proj_*``, whose other linear layers stay the model's own.
-
-    ``tp`` (with ``checkpoint``; a :class:`mxfp4.distributed.TensorParallel`): the MXFP4 layers its
-    rules name become this rank's :class:`~mxfp4.distributed.ColumnParallelMXFP4Linear` (rows
-    ``shard_range(N)`` of the weight) or :class:`~mxfp4.distributed.RowParallelMXFP4Linear` (inputs
-    ``shard_range(K)``), and only those bytes of the weight and its scales are read from the files;
-    the other layers and tensors load whole.
+    Experts modules (:func:`mxfp4.moe.experts_layout`: transformers' fused DeepSeek-V3, Qwen2-MoE, Qwen3-MoE
+    and GPT-OSS experts, or a ``ModuleList`` of gate / up / down MLPs) the filter selects become one
+    MXFP4Experts each, before the linear layers (so per-expert linears go with their experts). A module
+    reachable under several names (``m.b = m.a``) is one layer: it is swapped under every name, to one new
+    module, and a filter that selects some of its names but not all is an error. Everything is checked
+    before anything changes.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if isinstance(model, nn.Linear):
         raise TypeError("model is itself an nn.Linear: use MXFP4Linear.from_linear(model)")
-    if checkpoint is None:
-        if tp is not None:
-            raise TypeError("tp= goes with checkpoint= (each rank reads its shard of the checkpoint)")
-        if device is not None:
-            raise TypeError("device= goes with checkpoint= (quantizing in place keeps each layer where it is)")
-        keep = filter_fn or default_filter
-        experts = [(name, m) for name, m in model.named_modules()
-                   if moe.experts_layout(m) is not None and keep(m, name)]
-        for name, m in experts:
-            layout = moe.experts_layout(m)
-            if layout.hidden_size % BLOCK or layout.intermediate_size % BLOCK:
-                raise ValueError(f"experts {name!r}: hidden ({layout.hidden_size}) and intermediate "
-                                 f"({layout.intermediate_size}) sizes must be multiples of {BLOCK}")
-        inside = tuple(f"{name}." for name, _ in experts)
-        chosen = [(name, m) for name, m in model.named_modules() if isinstance(m, nn.Linear) and keep(m, name)
-                  and not name.startswith(inside)]
-        for name, m in chosen:
-            if m.in_features % BLOCK:
-                raise ValueError(f"layer {name!r}: in_features ({m.in_features}) must be a multiple of {BLOCK} "
-                                 "(one e8m0 scale per 32 inputs)")
-        while experts:
-            name, m = experts.pop(0)
-            _set_module(model, name, moe.from_module(m, scale_rule))
-            del m
-        while chosen:  # each bf16 weight is released as soon as its layer is swapped
-            name, m = chosen.pop(0)
-            _set_module(model, name, MXFP4Linear.from_linear(m, scale_rule, dtype=m.weight.dtype))
-            del m
-        return model
-    if filter_fn is not None:
-        raise TypeError("pass filter_fn or checkpoint, not both: a checkpoint's quantization_config decides "
-                        "which layers are MXFP4")
-    from . import checkpoint as ckpt_mod  # checkpoint builds on this module; imported when used
-    from .checkpoint.loader import load_into
+    if filter_fn is not None and not callable(filter_fn):
+        raise TypeError(f"filter_fn must be a callable (module, name) -> bool, got {type(filter_fn).__name__}")
+    if not isinstance(scale_rule, ScaleRule):
+        raise TypeError(f"scale_rule must be a ScaleRule, got {scale_rule!r}")
+    keep = filter_fn or default_filter
+    experts = _selected(model, lambda m: moe.experts_layout(m) is not None, keep, ())
+    for names, m in experts:
+        layout = moe.experts_layout(m)
+        if layout.hidden_size % BLOCK or layout.intermediate_size % BLOCK:
+            raise ValueError(f"experts {names[0]!r}: hidden ({layout.hidden_size}) and intermediate "
+                             f"({layout.intermediate_size}) sizes must be multiples of {BLOCK}")
+    inside = tuple(f"{name}." for names, _ in experts for name in names)
+    chosen = _selected(model, lambda m: isinstance(m, nn.Linear), keep, inside)
+    for names, m in chosen:
+        if m.in_features % BLOCK:
+            raise ValueError(f"layer {names[0]!r}: in_features ({m.in_features}) must be a multiple of {BLOCK} "
+                             "(one e8m0 scale per 32 inputs)")
+        if m.weight.dtype not in LAYER_DTYPES:
+            raise ValueError(f"layer {names[0]!r} is {m.weight.dtype}: an MXFP4Linear's dtype is bfloat16, float16 "
+                             "or float32 (cast the model first)")
+    while experts:
+        names, m = experts.pop(0)
+        new = moe.from_module(m, scale_rule)
+        for name in names:
+            _set_module(model, name, new)
+        del m
+    while chosen:  # each bf16 weight is released as soon as its layer is swapped
+        names, m = chosen.pop(0)
+        new = MXFP4Linear.from_linear(m, scale_rule, dtype=m.weight.dtype)
+        for name in names:
+            _set_module(model, name, new)
+        del m
+    return model
 
-    ckpt = checkpoint if isinstance(checkpoint, ckpt_mod.Checkpoint) else ckpt_mod.load(checkpoint)
-    return load_into(model, ckpt, device=device, strict=strict, tp=tp)
+
+def _selected(model: nn.Module, kind: Callable[[nn.Module], bool], keep: Callable[[nn.Module, str], bool],
+              inside: tuple[str, ...]) -> list[tuple[list[str], nn.Module]]:
+    """(every name, module) of each distinct module of ``kind`` that ``keep`` selects outside ``inside``."""
+    found: dict[int, tuple[nn.Module, list[str]]] = {}
+    for name, m in model.named_modules(remove_duplicate=False):
+        if name and kind(m):
+            found.setdefault(id(m), (m, []))[1].append(name)
+    chosen = []
+    for m, names in found.values():
+        picked = [name for name in names if not name.startswith(inside) and keep(m, name)]
+        if picked and len(picked) != len(names):
+            left = next(name for name in names if name not in picked)
+            why = "lies inside swapped experts" if left.startswith(inside) else "filter_fn does not select"
+            raise ValueError(f"layer {picked[0]!r} is also the model's {left!r} (one module, two names), which {why}: "
+                             "a shared layer is swapped under all its names or none")
+        if picked:
+            chosen.append((names, m))
+    return chosen
 
 
 def _set_module(model: nn.Module, name: str, module: nn.Module) -> None:
@@ -203,4 +201,4 @@ def _set_module(model: nn.Module, name: str, module: nn.Module) -> None:
     setattr(model.get_submodule(parent) if parent else model, child, module)
 
 
-__all__ = ["MXFP4Linear", "MXFP4Experts", "Layout", "quantize_", "default_filter"]
+__all__ = ["MXFP4Linear", "MXFP4Experts", "Layout", "swap_layers", "default_filter"]

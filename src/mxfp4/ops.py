@@ -7,38 +7,16 @@ import warnings
 import torch
 
 from . import formats, plan, reference
+from .device import cuda_supported, sm_count
 from .formats import ScaleRule
 from .tensor import Layout, MXFP4Tensor, dequantize
 
 BACKENDS = ("auto", "cuda", "reference")
 
 
-@functools.lru_cache(maxsize=None)
-def _device_facts(index: int) -> tuple[tuple[int, int], int]:
-    props = torch.cuda.get_device_properties(index)
-    return (props.major, props.minor), props.multi_processor_count
-
-
 @functools.lru_cache(maxsize=1)
 def _table() -> dict:
     return plan.load_table()
-
-
-def cuda_supported(device: torch.device) -> bool:
-    """True when the CUDA kernels run on ``device`` (a Hopper GPU, compute capability 9.0)."""
-    hopper = _hopper.get(device)
-    if hopper is None:
-        if device.type != "cuda":
-            return False
-        if device.index is None:  # the current device, which can change: not remembered
-            return _device_facts(torch.cuda.current_device())[0] == (9, 0)
-        hopper = _hopper[device] = _device_facts(device.index)[0] == (9, 0)
-    return hopper
-
-
-_hopper: dict[torch.device, bool] = {}
-"""cuda_supported's answer per indexed CUDA device (a tensor's device has its index): one dict lookup
-on every call (select_backend)."""
 
 
 def validate(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None) -> tuple[int, int, int]:
@@ -82,8 +60,11 @@ def _validate_out(out: torch.Tensor, a: torch.Tensor, w: MXFP4Tensor, shape: tor
         raise ValueError(f"out ({out.device}) must be on a's device ({device})")
     if not out.is_contiguous():
         raise ValueError("out must be contiguous")
+    if out.requires_grad and torch.is_grad_enabled():
+        raise ValueError("out requires grad: gemm_a4w4 writes it in place, which autograd does not record; pass "
+                         "out=None (the result then carries a's gradient) or call under torch.no_grad()")
     nbytes = out.nbytes
-    if nbytes:
+    if nbytes and device.type != "meta":  # meta tensors have no addresses (every data_ptr is 0)
         start = out.data_ptr()
         end = start + nbytes
         for name, t in (("a", a), ("w.data", w.data), ("w.scales", w.scales)):
@@ -106,8 +87,7 @@ def _overlaps(start: int, end: int, y: torch.Tensor) -> bool:
 
 def select_backend(a: torch.Tensor, w: MXFP4Tensor, backend: str = "auto") -> str:
     """Which backend a call takes. 'auto': the CUDA kernels on a Hopper GPU, the reference elsewhere."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    _check_backend(backend)
     if backend == "reference":
         return backend
     if not cuda_supported(a.device):
@@ -124,6 +104,11 @@ def select_backend(a: torch.Tensor, w: MXFP4Tensor, backend: str = "auto") -> st
         _warn_once(f"mxfp4: {unsupported}; running the exact reference, which is slow")
         return "reference"
     raise ValueError(unsupported)
+
+
+def _check_backend(backend: str) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
 
 
 def _kernel_rule_broken(a: torch.Tensor, w: MXFP4Tensor) -> str | None:
@@ -170,7 +155,7 @@ def params_for(problem: plan.Problem, device: torch.device) -> plan.KernelParams
 def _params(m: int, n: int, k: int, index: int, out_f32: bool = False) -> plan.KernelParams:
     params = _chosen.get((m, n, k, index, out_f32))
     if params is None:
-        params = plan.choose(plan.Problem(m, n, k), _table(), _device_facts(index)[1])
+        params = plan.choose(plan.Problem(m, n, k), _table(), sm_count(index))
         if out_f32:
             params = plan.float32_output(params)
         _chosen[(m, n, k, index, out_f32)] = params
@@ -228,6 +213,9 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
 def _run(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_dtype: torch.dtype, backend: str,
          params: plan.KernelParams | None, m: int, n: int, k: int) -> torch.Tensor:
     """:func:`gemm_a4w4` after its checks (the op's implementation too)."""
+    if a.device.type == "meta":  # shapes only (a model built on the meta device): the output as the op's fake
+        _check_backend(backend)
+        return out if out is not None else a.new_empty((*a.shape[:-1], n), dtype=out_dtype)
     chosen = select_backend(a, w, backend)
     if chosen == "reference":
         result = reference.gemm_a4w4(a, w, scale_rule=w.scale_rule)
@@ -247,6 +235,8 @@ def gemm_a4w4_partial(a: torch.Tensor, w: MXFP4Tensor) -> torch.Tensor:
     Tensor parallel). Elsewhere the exact product rounded once to float32.
     """
     m, n, k = validate(a, w, None)
+    if a.device.type == "meta":
+        return a.new_empty((*a.shape[:-1], n), dtype=torch.float32)
     if select_backend(a, w) == "reference":
         return reference.gemm_a4w4(a, w, scale_rule=w.scale_rule, out_dtype=None).to(torch.float32)
     return _on_kernels(a, w, None, torch.float32, None, m, n, k, unrounded=True)

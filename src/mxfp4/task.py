@@ -33,6 +33,8 @@ def generate_input(m: int, n: int, k: int, seed: int, device: str | torch.device
     if n % 16:
         raise ValueError(f"n must be a multiple of 16 for the (16, 16) weight shuffle, got {n}")
     device = torch.device(device)
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be a cpu or cuda device (the data is drawn there), got {device}")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("generate_input: CUDA is not available on this machine; pass device='cpu'")
     gen = torch.Generator(device=device)
@@ -41,6 +43,10 @@ def generate_input(m: int, n: int, k: int, seed: int, device: str | torch.device
     b = torch.randn((n, k), dtype=torch.bfloat16, device=device, generator=gen)
     bq = quantize(b)
     return a, b, bq.data, layouts.shuffle_weight(bq.data), layouts.shuffle_scales(bq.scales)
+
+
+_CODE_DTYPES = tuple(d for d in (torch.uint8, getattr(torch, "float4_e2m1fn_x2", None)) if d is not None)
+_SCALE_DTYPES = tuple(d for d in (torch.uint8, getattr(torch, "float8_e8m0fnu", None)) if d is not None)
 
 
 def weight_from_task(b_shuffle: torch.Tensor, b_scale_sh: torch.Tensor, k: int) -> MXFP4Tensor:
@@ -52,8 +58,14 @@ def weight_from_task(b_shuffle: torch.Tensor, b_scale_sh: torch.Tensor, k: int) 
             if not isinstance(t, torch.Tensor) or t.dim() != 2:
                 raise TypeError(f"{name} must be a 2-D tensor, got {getattr(t, 'shape', type(t).__name__)}")
     if b_shuffle.dtype is not torch.uint8:  # the task may hand fp4x2 / e8m0 dtypes: the same bytes
+        if b_shuffle.dtype not in _CODE_DTYPES:
+            raise TypeError(f"B_shuffle must hold two e2m1 codes a byte (uint8 or float4_e2m1fn_x2), got "
+                            f"{b_shuffle.dtype}")
         b_shuffle = b_shuffle.view(torch.uint8)
     if b_scale_sh.dtype is not torch.uint8:
+        if b_scale_sh.dtype not in _SCALE_DTYPES:
+            raise TypeError(f"B_scale_sh must hold one e8m0 scale a byte (uint8 or float8_e8m0fnu), got "
+                            f"{b_scale_sh.dtype}")
         b_scale_sh = b_scale_sh.view(torch.uint8)
     n, half_k = b_shuffle.shape
     if half_k * 2 != k:

@@ -8,6 +8,7 @@ import functools
 import torch
 
 from . import formats, layouts
+from .device import cuda_supported
 from .formats import BLOCK, ScaleRule
 
 
@@ -96,6 +97,9 @@ class MXFP4Tensor:
             raise TypeError(f"layout must be a mxfp4.Layout, got {layout!r}")
         if layout is self.layout:
             return self
+        if len(self.shape) != 2:  # only a PLAIN tensor can have another rank
+            raise ValueError(f"to_layout({layout.name}): the shuffled layout is a 2-D weight's [N, K], this tensor "
+                             f"has shape {self.shape} (one MXFP4Tensor per matrix; experts: mxfp4.ExpertWeights.stack)")
         n, k = self.shape
         n16, k64 = padded_shape(n, k)
         if layout is Layout.AITER_SHUFFLED:
@@ -125,6 +129,26 @@ def _stored_shapes(shape: tuple[int, int], layout: Layout) -> tuple[tuple[int, i
     return (n16, k64 // 2), layouts.shuffled_scale_shape(n16, k64 // BLOCK)
 
 
+LAYER_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+"""The dtypes of an MXFP4 layer's output and bias (the inputs it takes too)."""
+
+
+def applied_dtype(fn, dtype: torch.dtype, owner: str, allowed: tuple[torch.dtype, ...] = LAYER_DTYPES) -> torch.dtype:
+    """The dtype of a module holding MXFP4 bytes after ``nn.Module._apply(fn)`` (``.to(dtype)``, ``.half()``,
+    ``.double()``, ``.type(dtype)``): what ``fn`` makes of a float tensor of ``dtype``. TypeError naming
+    ``owner`` and the rule, before anything changes, when that is not one of ``allowed``, or when ``fn``
+    would convert the uint8 bytes too."""
+    new = fn(torch.empty(0, dtype=dtype)).dtype
+    if new not in allowed:
+        names = ", ".join(str(d) for d in allowed)
+        raise TypeError(f"{owner}'s dtype (its output's and bias's) must be one of {names}; .to() / .half() / "
+                        f".double() asked for {new}")
+    if fn(torch.empty(0, dtype=torch.uint8)).dtype is not torch.uint8:
+        raise TypeError(f"{owner} keeps its MXFP4 codes and scales as uint8 bytes; .type({new}) would convert them: "
+                        f"use .to({new})")
+    return new
+
+
 def padded_shape(n: int, k: int) -> tuple[int, int]:
     """(N16, K64): a weight's rows and columns in the kernels' layout, N rounded up to 16 and K to 64."""
     return -(-n // 16) * 16, -(-k // 64) * 64
@@ -140,10 +164,8 @@ def quantize(x: torch.Tensor, scale_rule: ScaleRule = ScaleRule.AITER) -> MXFP4T
     formats._check_float_input(x, "x")
     if not isinstance(scale_rule, ScaleRule):
         raise TypeError(f"scale_rule must be a ScaleRule, got {scale_rule!r}")
-    from . import ops  # the backend check lives with the GEMM's
-
     if (x.dtype == torch.bfloat16 and scale_rule is ScaleRule.AITER and x.shape[-1] % 64 == 0
-            and ops.cuda_supported(x.device)):
+            and cuda_supported(x.device)):
         from .cuda import ops as cuda_ops
 
         x2 = cuda_ops.rows_for_kernel(x.reshape(-1, x.shape[-1]))

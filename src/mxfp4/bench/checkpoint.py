@@ -18,7 +18,7 @@ import time
 import torch
 
 from .. import checkpoint as ckpt_mod
-from ..nn import quantize_
+from ..convert import quantize_
 from . import llama
 
 

@@ -1,7 +1,7 @@
 """The tensor-parallel run: sharded layers against the one-GPU layer, and a decoder-MLP step timed.
 
-    torchrun --nproc-per-node 2 -m mxfp4.distributed        # two GPUs, NCCL
-    python -m mxfp4.distributed                             # world size 1: one GPU (or the CPU, gloo)
+    torchrun --nproc-per-node 2 -m mxfp4.bench.distributed  # two GPUs, NCCL
+    python -m mxfp4.bench.distributed                       # world size 1: one GPU (or the CPU, gloo)
 
 Every rank builds the same full weights and inputs from seeds, so the one-GPU layer is computed
 on each rank beside its shard. Shapes that do not divide by the world size take uneven shards
@@ -184,7 +184,7 @@ def _print_table(rows: list[dict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mxfp4.distributed", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m mxfp4.bench.distributed", description=__doc__.split("\n")[0])
     parser.add_argument("--tokens", default="1,16,256,4096", help="token counts for the model layer and the MLP step")
     parser.add_argument("--hidden", type=int, default=4096)
     parser.add_argument("--intermediate", type=int, default=14336)

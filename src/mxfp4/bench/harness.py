@@ -20,7 +20,8 @@ import time
 
 import torch
 
-from .. import ops, task, testing
+from .. import task, testing
+from ..device import cuda_supported
 from ..nn import MXFP4Linear
 from ..tensor import Layout, MXFP4Tensor
 from .data import task_data
@@ -156,7 +157,7 @@ def run(shapes: tuple[Shape, ...], record: pathlib.Path | None = None, progress=
     task's randn data); returns the report (markdown). ``record`` appends the rows to a CSV;
     ``rows``, a list, receives them (for :mod:`mxfp4.bench.plot`)."""
     out_rows = rows
-    gpu = torch.cuda.is_available() and ops.cuda_supported(torch.device("cuda"))
+    gpu = torch.cuda.is_available() and cuda_supported(torch.device("cuda"))
     env = environment()
     progress(f"mxfp4 bench on {'the GPU (' + env['device'] + ')' if gpu else 'the CPU reference path (no Hopper GPU)'}")
     rows = [r for d in data_sets for r in bench_gpu(shapes, progress, d)] if gpu else bench_cpu(shapes, progress)

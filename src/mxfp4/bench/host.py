@@ -77,10 +77,10 @@ def format_table(rows: list[dict]) -> str:
 def run(shapes=None, progress=print) -> str:
     """The host-time table (markdown) for the N x K of ``shapes`` (default :data:`DEFAULT_NK`) at every
     M of :data:`M_VALUES`; needs a Hopper GPU (elsewhere no kernel runs, so there is no launch to time)."""
-    from .. import ops
+    from ..device import cuda_supported
 
     device = torch.device("cuda")
-    if not (torch.cuda.is_available() and ops.cuda_supported(device)):
+    if not (torch.cuda.is_available() and cuda_supported(device)):
         raise ValueError("--host times the kernels' launches: it needs a Hopper GPU")
     nks = list(dict.fromkeys((s.n, s.k) for s in shapes)) if shapes else list(DEFAULT_NK)
     rows = []

@@ -5,7 +5,7 @@ attention, SwiGLU MLP, untied output head), written out so that one decode step 
 the cache is a fixed [layers, batch, kv_heads, max_seq, head_dim] buffer written at ``pos`` and
 attention runs over all ``max_seq`` slots with a mask. ``torch.compile(fullgraph=True)`` and CUDA
 graph capture then see the same step every token. The projections are plain ``nn.Linear`` layers,
-so :func:`mxfp4.nn.quantize_` swaps them as it would a transformers model's. With ``experts`` set, each
+so :func:`mxfp4.quantize_` swaps them as it would a transformers model's. With ``experts`` set, each
 layer's MLP is a mixture of experts instead (a bf16 router, softmax then top-k as Qwen2-MoE routes, and
 :class:`Qwen2MoeExperts`, which ``quantize_`` swaps for :class:`mxfp4.moe.MXFP4Experts`).
 """

@@ -12,7 +12,8 @@ import time
 
 import torch
 
-from .. import ops, plan, quantize, testing
+from .. import plan, quantize, testing
+from ..device import cuda_supported
 from ..moe import ExpertWeights, grouped_gemm_a4w4
 from .timing import ColdTimer
 
@@ -105,7 +106,7 @@ def report(rows: list[dict]) -> str:
 
 
 def main() -> int:
-    if not (torch.cuda.is_available() and ops.cuda_supported(torch.device("cuda"))):
+    if not (torch.cuda.is_available() and cuda_supported(torch.device("cuda"))):
         print("python -m mxfp4.bench.moe needs a Hopper GPU (the grouped kernel)", file=sys.stderr)
         return 2
     start = time.perf_counter()

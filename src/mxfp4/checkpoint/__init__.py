@@ -10,7 +10,7 @@ exactly is refused with a ValueError naming the field.
 - ``safetensors.py``: the directory (index, shards, headers checked field by field), tensors read
   one at a time without a memory map; the streamed, sharded writer.
 - ``quark.py``: the ``quantization_config`` rules (vLLM's and SGLang's), and the block written.
-- ``loader.py``: a checkpoint into a model built on any device, meta included (``quantize_``).
+- ``loader.py``: a checkpoint into a model built on any device, meta included (``mxfp4.quantize_``).
 - ``save.py``: :func:`save`. ``gptoss.py``: GPT-OSS MXFP4 experts (``quantize_`` loads GPT-OSS checkpoints
   too: experts as :class:`mxfp4.moe.MXFP4Experts`, the rest as the model's own layers).
 """

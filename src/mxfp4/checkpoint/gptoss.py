@@ -36,6 +36,8 @@ def load_gptoss_experts(path: str | pathlib.Path | Checkpoint, *,
     """
     ckpt = path if isinstance(path, Checkpoint) else Checkpoint(path)
     qc = ckpt.config.get("quantization_config")
+    if qc is not None and not isinstance(qc, dict):
+        raise ValueError(f"{ckpt.path / 'config.json'}: quantization_config {qc!r} must be an object")
     if qc is not None and qc.get("quant_method") != "mxfp4":
         raise ValueError(f"quantization_config.quant_method: {qc.get('quant_method')!r} is not a GPT-OSS "
                          "checkpoint (must be 'mxfp4')")

@@ -40,6 +40,7 @@ class _Swap:  # a linear layer that becomes an MXFP4Linear
     dtype: torch.dtype  # the linear's: the MXFP4Linear's output and bias dtype (the model's)
     span: tuple[int, int] | None = None  # tensor parallel: this rank's rows (column) or inputs (row)
     style: str | None = None  # tensor parallel: "column", "row", or None (the whole layer)
+    aliases: tuple[str, ...] = ()  # the layer's other names (one module reachable twice): the same new layer
 
 
 @dataclasses.dataclass
@@ -101,7 +102,16 @@ def _plan(model: nn.Module, ckpt: Checkpoint, device: torch.device, strict: bool
     else:
         config = quark_config(ckpt.config)
     rank, world = tp.place() if tp is not None else (0, 1)
+    for name, m in model.named_modules():
+        if isinstance(m, (MXFP4Linear, moe.MXFP4Experts)):
+            raise ValueError(f"layer {name!r} is already a {type(m).__name__} (the model was quantized or loaded "
+                             "before): a checkpoint loads into the model as built, with its nn.Linear and experts "
+                             "modules (build it again, on the meta device to skip its float weights)")
     swaps, experts, used, quantized_prefixes = [], [], set(), []
+    names_of: dict[int, list[str]] = {}  # every name of each linear layer (save writes a shared one once)
+    for name, m in model.named_modules(remove_duplicate=False):
+        if isinstance(m, nn.Linear):
+            names_of.setdefault(id(m), []).append(name)
     for name, m in model.named_modules():
         layout = moe.experts_layout(m)
         if layout is None:
@@ -152,8 +162,9 @@ def _plan(model: nn.Module, ckpt: Checkpoint, device: torch.device, strict: bool
                                  "tp= needs a bf16 model")
             size, what = (n, "N (out_features)") if style == "column" else (k, "K (in_features)")
             span = shard_range(size, rank, world, f"layer {name!r} ({style} parallel): {what}")
-        swaps.append(_Swap(name, n, k, m.bias is not None, kv, m.weight.dtype, span, style))
-        quantized_prefixes.append(f"{name}.")
+        aliases = tuple(other for other in names_of.get(id(m), ()) if other != name)
+        swaps.append(_Swap(name, n, k, m.bias is not None, kv, m.weight.dtype, span, style, aliases))
+        quantized_prefixes += [f"{other}." for other in (name, *aliases)]
     prefixes = tuple(quantized_prefixes)
 
     groups: dict[object, _Fill] = {}
@@ -348,7 +359,7 @@ def _layer(ckpt: Checkpoint, s: _Swap, target: torch.device, tp: TensorParallel 
 def load_into(model: nn.Module, ckpt: Checkpoint, *, device=None, strict: bool = True,
               tp: TensorParallel | None = None) -> nn.Module:
     """Loads the Quark W4A4 MXFP4 checkpoint ``ckpt`` into ``model`` (built on any device, meta included);
-    see :func:`mxfp4.nn.quantize_`, which calls it. With ``tp`` the layers its rules name become this
+    see :func:`mxfp4.quantize_`, which calls it. With ``tp`` the layers its rules name become this
     rank's tensor-parallel shards, each read alone from the files. Returns ``model``."""
     if tp is not None and not isinstance(tp, TensorParallel):
         raise TypeError(f"tp must be a mxfp4.distributed.TensorParallel, got {type(tp).__name__}")
@@ -361,7 +372,11 @@ def load_into(model: nn.Module, ckpt: Checkpoint, *, device=None, strict: bool =
         for s in plan.swaps:
             parent_name, _, child = s.name.rpartition(".")
             parent = model.get_submodule(parent_name) if parent_name else model
-            setattr(parent, child, _layer(ckpt, s, target, tp))
+            layer = _layer(ckpt, s, target, tp)
+            setattr(parent, child, layer)
+            for other in s.aliases:
+                other_parent, _, other_child = other.rpartition(".")
+                setattr(model.get_submodule(other_parent) if other_parent else model, other_child, layer)
             if s.kv_scale:
                 scale = ckpt.tensor(f"{s.name}.output_scale").to(target, torch.float32).reshape(())
                 parent.register_buffer(s.kv_scale, scale, persistent=False)

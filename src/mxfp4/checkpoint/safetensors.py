@@ -50,12 +50,34 @@ class TensorInfo:
         return DTYPES[self.dtype][0]
 
 
-def read_json(file: pathlib.Path, what: str):
-    """The JSON value of ``file``, or ValueError naming the file."""
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """json's object hook: an object that names a key twice is refused (json.loads would keep the last)."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def parse_json(text: str | bytes, file: pathlib.Path, what: str):
+    """The JSON value of ``text`` (the content of ``file``), or ValueError naming the file: invalid JSON, or
+    an object with a key twice (which of the two a reader takes is not defined)."""
     try:
-        return json.loads(file.read_text())
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as e:
+        raise ValueError(f"{file}: {what} names {e.args[0]!r} twice (each name must appear once)") from None
     except ValueError as e:
         raise ValueError(f"{file}: {what} is not valid JSON ({e})") from None
+
+
+def read_json(file: pathlib.Path, what: str):
+    """The JSON value of ``file``, or ValueError naming the file (:func:`parse_json`)."""
+    return parse_json(file.read_text(), file, what)
 
 
 def read_header(file: pathlib.Path) -> dict[str, TensorInfo]:
@@ -71,22 +93,21 @@ def read_header(file: pathlib.Path) -> dict[str, TensorInfo]:
             raise ValueError(f"{file}: header length {n} is over the format's limit of {_MAX_HEADER} bytes")
         if 8 + n > size:
             raise ValueError(f"{file}: truncated: its header needs {8 + n} bytes, the file has {size}")
-        try:
-            header = json.loads(f.read(n))
-        except ValueError as e:
-            raise ValueError(f"{file}: the safetensors header is not valid JSON ({e})") from None
+        header = parse_json(f.read(n), file, "the safetensors header")
     if not isinstance(header, dict):
         raise ValueError(f"{file}: the safetensors header must be a JSON object, got {type(header).__name__}")
     infos = {}
     for name, entry in header.items():
         if name == "__metadata__":
+            if not isinstance(entry, dict) or not all(isinstance(v, str) for v in entry.values()):
+                raise ValueError(f"{file}: __metadata__ {entry!r} must be an object of strings (the format's rule)")
             continue
         where = f"{file}: tensor {name!r}"
         if not isinstance(entry, dict) or not {"dtype", "shape", "data_offsets"} <= entry.keys():
             raise ValueError(f"{where}: header entry must be an object with dtype, shape and data_offsets, "
                              f"got {entry!r}")
         dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
-        if dtype not in DTYPES:
+        if not isinstance(dtype, str) or dtype not in DTYPES:
             raise ValueError(f"{where}: dtype {dtype!r} is not a safetensors dtype")
         if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
             raise ValueError(f"{where}: shape {shape!r} must be a list of non-negative integers")
@@ -112,8 +133,8 @@ def read_header(file: pathlib.Path) -> dict[str, TensorInfo]:
 def _index_files(path: pathlib.Path, index: pathlib.Path) -> tuple[list[pathlib.Path], dict[str, str]]:
     data = read_json(index, "the index")
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
-    if not isinstance(weight_map, dict):
-        raise ValueError(f"{index}: 'weight_map' is missing or not an object (tensor name -> file name)")
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise ValueError(f"{index}: 'weight_map' is missing, empty or not an object (tensor name -> file name)")
     for name, file in weight_map.items():
         if not isinstance(file, str) or pathlib.PurePath(file).name != file:
             raise ValueError(f"{index}: weight_map[{name!r}] = {file!r} must be a file name in the directory")
@@ -169,7 +190,11 @@ class Checkpoint:
         row-major tensor are one contiguous byte range, a range of columns one range per row; no
         other byte of the tensor is read.
         """
-        info = self.tensors[name]
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a tensor name (str), got {type(name).__name__}")
+        info = self.tensors.get(name)
+        if info is None:
+            raise ValueError(f"checkpoint {str(self.path)!r} has no tensor {name!r} (its names: Checkpoint.tensors)")
         dtype = info.torch_dtype
         if dtype is None:
             raise ValueError(f"checkpoint tensor {name!r} is {info.dtype}, which this torch cannot hold")
@@ -258,7 +283,8 @@ def parse_size(size: int | str) -> int:
         text = size.strip().upper()
         unit = next((u for u in sorted(units, key=len, reverse=True) if text.endswith(u)), None)
         try:
-            value = int(float(text[: -len(unit)]) * units[unit]) if unit else int(text)
+            number = float(text[: -len(unit)]) * units[unit] if unit else int(text)
+            value = int(number) if math.isfinite(number) else -1
         except ValueError:
             value = -1
     else:

@@ -6,6 +6,7 @@ import pathlib
 
 import torch
 
+from .._version import __version__
 from ..formats import BLOCK, ScaleRule
 from ..moe import MXFP4Experts, split_gate_up
 from ..nn import MXFP4Linear
@@ -50,12 +51,19 @@ def save(model: torch.nn.Module, path: str | pathlib.Path, config: dict | None =
     ``config`` (default: ``model.config.to_dict()`` where the model has one) with the full
     ``quantization_config`` set.
     """
-    from .. import __version__
-
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(path, (str, pathlib.Path)):
+        raise TypeError(f"path must be a directory (str or pathlib.Path), got {type(path).__name__}")
+    if config is not None and not isinstance(config, dict):
+        raise TypeError(f"config must be a dict (config.json's object) or None, got {type(config).__name__}")
     limit = parse_size(max_shard_size)
     path = pathlib.Path(path)
     layers = {n: m for n, m in model.named_modules() if isinstance(m, MXFP4Linear)}
     experts = {n: m for n, m in model.named_modules() if isinstance(m, MXFP4Experts)}
+    first = {id(m): n for n, m in [*layers.items(), *experts.items()]}
+    aliases = tuple(f"{n}." for n, m in model.named_modules(remove_duplicate=False)  # a shared layer: written once
+                    if id(m) in first and first[id(m)] != n)
     for name, m in [*layers.items(), *experts.items()]:
         if m.scale_rule is not ScaleRule.AITER:
             raise ValueError(f"layer {name!r} quantizes activations with ScaleRule.{m.scale_rule.name}; "
@@ -74,6 +82,8 @@ def save(model: torch.nn.Module, path: str | pathlib.Path, config: dict | None =
 
     for key, t in model.state_dict(keep_vars=True).items():
         owner, _, attr = key.rpartition(".")
+        if key.startswith(aliases):
+            continue  # under its first name, as a tied tensor
         if owner in experts:
             if attr == "gate_up_data":  # the module's whole checkpoint, written at its first tensor
                 entries += _expert_entries(owner, experts[owner])

@@ -15,7 +15,8 @@ import threading
 
 import torch
 
-from ..params import GROUPED_STATIC_SMEM, SEGMENT_BLOCKS, SMEM_LIMIT
+from ..device import sm_count
+from ..params import GROUPED_STATIC_SMEM, SEGMENT_BLOCKS, SMEM_LIMIT, Problem
 from . import jit
 
 PREP_THREADS = 256
@@ -344,11 +345,8 @@ def stream_launch(params, n: int, k: int, dtype: torch.dtype, device: torch.devi
     key = (params, n, k, dtype, device.index)
     hit = _stream.get(key)
     if hit is None:
-        from ..params import Problem
-
         p = Problem(params.tokens, n, k)
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
-        grid = params.grid(p, sms)
+        grid = params.grid(p, sm_count(device.index))
         quant = kernel("quantize.cu", "mxfp4_quantize_tokens", quantizer_defines(dtype), device)
         smem = params.smem_bytes()
         gemm = kernel(params.source, "mxfp4_gemm_stream", params.defines(), device, smem)

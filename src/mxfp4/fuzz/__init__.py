@@ -206,9 +206,9 @@ def reproducer(case: Case, backend: str) -> str:
 
 def resolve(backend: str) -> tuple[str, torch.device]:
     """('cuda' | 'reference', device) for ``--backend``; 'auto' takes the kernels on a Hopper GPU."""
-    from .. import ops
+    from ..device import cuda_supported
 
-    hopper = torch.cuda.is_available() and ops.cuda_supported(torch.device("cuda"))
+    hopper = torch.cuda.is_available() and cuda_supported(torch.device("cuda"))
     if backend == "cuda" and not hopper:
         raise ValueError("--backend cuda needs a Hopper GPU (sm_90)")
     if backend == "cuda" or (backend == "auto" and hopper):
@@ -333,11 +333,5 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m mxfp4.fuzz", description=__doc__.splitlines()[0])
     add_arguments(p)
-    p.add_argument("--bad-inputs-table", action="store_true", help="print docs/bad_inputs.md and exit")
     args = p.parse_args(argv)
-    if args.bad_inputs_table:
-        from ..bad_inputs import markdown_table
-
-        print(markdown_table(), end="")
-        return 0
     return fuzz(args.cases, args.seed, args.backend, args.case, args.jobs, large_m=args.large_m)

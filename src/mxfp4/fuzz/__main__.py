@@ -1,4 +1,4 @@
-"""``python -m mxfp4.fuzz``: the same as ``mxfp4 fuzz`` (and ``--bad-inputs-table``)."""
+"""``python -m mxfp4.fuzz``: the same as ``mxfp4 fuzz``."""
 import sys
 
 from . import main

@@ -12,7 +12,7 @@ from torch import nn
 
 from ..formats import BLOCK, ScaleRule
 from ..ops import gemm_a4w4
-from ..tensor import Layout, MXFP4Tensor, quantize
+from ..tensor import LAYER_DTYPES, Layout, MXFP4Tensor, applied_dtype, quantize
 from .grouped import ExpertWeights, grouped_gemm_a4w4, padded_rows
 
 
@@ -63,7 +63,7 @@ class MXFP4Experts(nn.Module):
                 (activation is Activation.GPT_OSS) != (alpha is not None and limit is not None)):
             raise ValueError("Activation.GLU takes act_fn (and no alpha, limit); Activation.GPT_OSS takes alpha and "
                              "limit (and no act_fn)")
-        if dtype not in (torch.bfloat16, torch.float16, torch.float32):
+        if dtype not in LAYER_DTYPES:
             raise TypeError(f"dtype must be torch.bfloat16, float16 or float32, got {dtype!r}")
         self.num_experts, self.hidden_size, self.intermediate_size = e, hidden, inter
         self.activation, self.accumulation, self.alpha, self.limit, self.dtype = (activation, accumulation, alpha,
@@ -96,8 +96,9 @@ class MXFP4Experts(nn.Module):
         return w
 
     def _apply(self, fn, recurse=True):
+        dtype = applied_dtype(fn, self.dtype, "MXFP4Experts")  # float64 and the rest refused, nothing changed
         self._weights = {}  # .to() replaces the buffers
-        self.dtype = fn(torch.empty(0, dtype=self.dtype)).dtype
+        self.dtype = dtype
         return super()._apply(fn, recurse)
 
     def kept_bytes(self) -> int:
@@ -123,6 +124,12 @@ class MXFP4Experts(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
                 top_k_weights: torch.Tensor) -> torch.Tensor:
+        for name, value in (("hidden_states", hidden_states), ("top_k_index", top_k_index),
+                            ("top_k_weights", top_k_weights)):
+            if not isinstance(value, torch.Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+        if top_k_index.dtype not in (torch.int32, torch.int64):
+            raise TypeError(f"top_k_index must be int32 or int64 (expert indices), got {top_k_index.dtype}")
         t, k = top_k_index.shape if top_k_index.dim() == 2 else (-1, -1)
         if hidden_states.dim() != 2 or hidden_states.shape[1] != self.hidden_size or t != hidden_states.shape[0]:
             raise ValueError(f"hidden_states must be [T, {self.hidden_size}] and top_k_index [T, k], got "
@@ -132,7 +139,7 @@ class MXFP4Experts(nn.Module):
         flat = top_k_index.reshape(-1)
         # The range check reads two values on the host; under CUDA graph capture or torch.compile it is
         # left out (a capture cannot read; an index out of range then fails in the scatter's device check).
-        if flat.numel() and not torch.compiler.is_compiling() and not (
+        if flat.numel() and not flat.is_meta and not torch.compiler.is_compiling() and not (
                 flat.is_cuda and torch.cuda.is_current_stream_capturing()):
             lo, hi = torch.aminmax(flat)
             if bool((lo < 0) | (hi >= self.num_experts)):

@@ -14,6 +14,7 @@ import dataclasses
 import torch
 
 from .. import ops, plan, reference
+from ..device import sm_count
 from ..tensor import Layout, MXFP4Tensor, prepare
 
 ROW_TILE = 256
@@ -78,6 +79,9 @@ class ExpertWeights:
             if len(w.shape) != 2 or w.shape != first.shape or w.scale_rule is not first.scale_rule:
                 raise ValueError(f"experts[{i}] is {w.shape} {w.scale_rule.name}; every expert must be 2-D "
                                  f"[N, K] like experts[0] ({first.shape} {first.scale_rule.name})")
+            if w.device != first.device:
+                raise ValueError(f"experts[{i}] is on {w.device}, experts[0] on {first.device}: every expert must be "
+                                 "on one device (they are stacked into one tensor)")
         n, k = first.shape
         pad = padded_rows(n) - n
         data, scales = [], []
@@ -92,6 +96,8 @@ class ExpertWeights:
 
     def expert(self, e: int) -> MXFP4Tensor:
         """Expert e's weight [N, K], prepared: views of rows [e * Np, (e + 1) * Np) of the stacked tensor."""
+        if type(e) is not int:
+            raise TypeError(f"e must be an int (the expert's index), got {type(e).__name__}")
         if not 0 <= e < self.num_experts:
             raise IndexError(f"expert {e} out of range for {self.num_experts} experts")
         r0, n16 = e * self.n_padded, -(-self.n // 16) * 16
@@ -172,6 +178,8 @@ def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, 
     _check_offsets_tensor(offsets, w.num_experts, a.device)
     t = a.shape[0]
     chosen = ops.select_backend(a, w.expert(0), backend)
+    if a.device.type == "meta":  # shapes only (a model built on the meta device)
+        return a.new_empty((t, w.n), dtype=torch.bfloat16)
     if chosen == "cuda":
         if not t:
             return torch.empty((0, w.n), dtype=torch.bfloat16, device=a.device)
@@ -205,7 +213,7 @@ def _grouped_params(t: int, e: int, n16: int, k64: int, device: torch.device) ->
     index = device.index if device.index is not None else torch.cuda.current_device()
     key = (t, e, n16, k64, index)
     if key not in _chosen:
-        _chosen[key] = plan.grouped_heuristic(t, e, n16, k64, ops._device_facts(index)[1])
+        _chosen[key] = plan.grouped_heuristic(t, e, n16, k64, sm_count(index))
     return _chosen[key]
 
 
