@@ -89,21 +89,43 @@ def test_gemm_launches_pass_their_arguments_in_order(monkeypatch):
 
     monkeypatch.setattr(runtime, "_driver", lambda: Driver())
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 0x5000, raising=False)
-    kernel = runtime.Kernel("mxfp4_gemm_a4w4", 0x1234, None)
-    params = plan.GemmParams(64, 8, 4, 1, 8, 4, 8, 2)
-    monkeypatch.setattr(runtime, "gemm_launch", lambda p, tiles, dev: (kernel, runtime.config(
-        (*tiles, p.split), p.threads, 5000, (1, 1, p.split))))
+    kernel = runtime.Kernel("mxfp4_gemm_small", 0x1234, None)
+    params = plan.SmallParams(2, 4, 1, 4, 2)
+    monkeypatch.setattr(runtime, "small_launch", lambda p, n, m, dev: (kernel, runtime.config(
+        (p.grid(n), 1, 1), p.threads, 5000, (p.cluster, 1, 1))))
     a = torch.zeros(3, 128, dtype=torch.bfloat16)
     data = torch.zeros(64, 64, dtype=torch.uint8)
     scales = torch.zeros(256, 8, dtype=torch.uint8)
     out = torch.zeros(3, 64, dtype=torch.bfloat16)
-    cuda_ops.gemm_a4w4(a, data, scales, out, params)
+    cuda_ops.gemm_a4w4_small(a, data, scales, out, params)
     function, grid, block, shmem, stream, attrs, slots = seen[-1]
-    assert (function, grid, block, shmem, stream, attrs) == (0x1234, (1, 1, 2), (160, 1, 1), 5000, 0x5000, 1)
+    assert (function, grid, block, shmem, stream, attrs) == (0x1234, (2, 1, 1), (256, 1, 1), 5000, 0x5000, 1)
     q = lambda i: struct.unpack("<Q", ctypes.string_at(slots[i], 8))[0]  # noqa: E731
     d = lambda i: struct.unpack("<i", ctypes.string_at(slots[i], 4))[0]  # noqa: E731
     assert (q(0), d(1), q(2), q(3), d(4), q(5), d(6), d(7), d(8), d(9)) == (
         a.data_ptr(), 128, data.data_ptr(), scales.data_ptr(), 8, out.data_ptr(), 64, 3, 64, 128)
+
+    # the streaming GEMM: the token quantizer (A, its K and the weight's, the workspace, the flags),
+    # then the GEMM as its dependent (the workspace's A, the weight as stored, C, the partials, the flags)
+    sp = plan.StreamParams(1, 4, 2, 16, 3)
+    quant, gemm = runtime.Kernel("quant", 3, None), runtime.Kernel("gemm_stream", 4, None)
+    ws = sp.workspace_bytes(plan.Problem(8, 64, 128), 2)
+    monkeypatch.setattr(runtime, "stream_launch", lambda p, n, k, dtype, dev: (
+        quant, runtime.config((1, 1, 1), 256, 0, None), gemm,
+        runtime.config((2, 1, 1), p.threads, 7000, None, dependent=True), 2, ws))
+    cuda_ops.gemm_a4w4_stream(a, data, scales, out, sp)
+    (f1, *_, s1), (f2, grid2, block2, shmem2, _, attrs2, s2) = seen[-2:]
+    q1 = lambda i: struct.unpack("<Q", ctypes.string_at(s1[i], 8))[0]  # noqa: E731
+    d1 = lambda i: struct.unpack("<i", ctypes.string_at(s1[i], 4))[0]  # noqa: E731
+    q2 = lambda i: struct.unpack("<Q", ctypes.string_at(s2[i], 8))[0]  # noqa: E731
+    d2 = lambda i: struct.unpack("<i", ctypes.string_at(s2[i], 4))[0]  # noqa: E731
+    qa = q1(5)
+    qs, flags = qa + 8 * 128, qa + 8 * 128 + 8 * 4 * 4
+    assert (f1, f2, grid2, block2, shmem2, attrs2) == (3, 4, (2, 1, 1), (sp.threads, 1, 1), 7000, 1)
+    assert (q1(0), d1(1), d1(2), d1(3), d1(4), q1(6), d1(7), q1(8), d1(9)) == (
+        a.data_ptr(), 128, 3, 128, 128, qs, 8, flags, 2)
+    assert (q2(0), q2(1), q2(2), q2(3), d2(4), q2(5), d2(6), d2(7), d2(8), d2(9), q2(10), q2(11)) == (
+        qa, qs, data.data_ptr(), scales.data_ptr(), 8, out.data_ptr(), 64, 3, 64, 128, flags + 256, flags)
 
     # the large-M kernel: prep, then the GEMM with the tensor map by value
     tmap = runtime.TensorMap()

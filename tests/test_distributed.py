@@ -239,8 +239,11 @@ def test_row_parallel_in_one_process_meets_the_contract_on_randn_and_model_like_
 def test_column_bits_kept_follows_the_kernels_row_groups():
     from mxfp4 import plan
 
-    small = plan.heuristic(plan.Problem(1, 2112, 576))  # the small-M kernel: no per-group decision
+    small = plan.heuristic(plan.Problem(1, 2112, 512))  # the short-K kernel: no per-group decision
+    assert isinstance(small, plan.SmallParams)
     assert tp.column_bits_kept(2112, 8, None) and tp.column_bits_kept(2112, 8, small)
+    stream = plan.heuristic(plan.Problem(1, 2112, 576))  # its K cut follows N's tiles
+    assert isinstance(stream, plan.StreamParams) and not tp.column_bits_kept(2112, 8, stream)
     assert tp.column_bits_kept(2112, 8, plan.DecodeParams(1, 2, 4, 8, 3))  # no row groups either
     tn64, tn128, int8 = plan.WgmmaParams(64, 3), plan.WgmmaParams(128, 4), plan.WgmmaParams(128, 3, True)
     assert all(tp.column_bits_kept(7168, 8, p) for p in (tn64, tn128, int8))  # 896 rows a rank

@@ -47,7 +47,7 @@ def test_backend_choice_on_cpu():
 
 def test_params_type_checked():
     a, w = operands()
-    with pytest.raises(TypeError, match="GemmParams"):
+    with pytest.raises(TypeError, match="SmallParams, StreamParams"):
         mxfp4.gemm_a4w4(a, w, params={"bn": 64})
 
 
@@ -169,7 +169,7 @@ def test_readme_cpu_snippet_runs_as_written():
     exec(compile(snippet, "README.md", "exec"), {})
 
 
-@pytest.mark.parametrize("n, k", [(1000, 512), (40, 96), (7, 32), (64, 128)])
+@pytest.mark.parametrize("n, k", [(1000, 512), (40, 96), (7, 32), (64, 128), (40, 576), (24, 608)])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 def test_kernel_path_logic_on_the_cpu(monkeypatch, n, k, dtype):
     """The kernel path's padding, slicing, out= and dtypes, with each launch replaced by the reference
@@ -193,10 +193,21 @@ def test_kernel_path_logic_on_the_cpu(monkeypatch, n, k, dtype):
         out.copy_(reference.gemm_a4w4(a2, padded, out_dtype=None if params.out_f32 else torch.bfloat16))
         launched.append(params)
 
+    def stream(a2, data, scales, out, params):  # reads A as given: its dtype, its K (zero blocks to K64)
+        n16, k64 = data.shape[0], 2 * data.shape[1]
+        assert isinstance(params, plan.StreamParams) and a2.dtype == dtype and a2.shape[1] == k <= k64
+        assert out.dtype == (torch.float32 if params.out_f32 else torch.bfloat16) and cuda_ops._rows_ok(a2)
+        out.copy_(torch.full_like(out, float("nan")))
+        padded = MXFP4Tensor(data, scales, (n16, k64), Layout.AITER_SHUFFLED)
+        a_pad = torch.nn.functional.pad(a2, (0, k64 - a2.shape[1]))
+        out.copy_(reference.gemm_a4w4(a_pad, padded, out_dtype=None if params.out_f32 else torch.bfloat16))
+        launched.append(params)
+
     g = torch.Generator().manual_seed(n + k)
     plain = mxfp4.quantize(torch.randn(n, k, generator=g).bfloat16())
     w = mxfp4.prepare(plain)
-    fake = types.SimpleNamespace(gemm_a4w4=kernel, gemm_a4w4_wgmma=kernel, rows_for_kernel=cuda_ops.rows_for_kernel)
+    fake = types.SimpleNamespace(gemm_a4w4_small=kernel, gemm_a4w4_wgmma=kernel, gemm_a4w4_stream=stream,
+                                 rows_for_kernel=cuda_ops.rows_for_kernel)
     monkeypatch.setattr(ops, "_cuda_ops", lambda: fake)
     monkeypatch.setattr(ops, "cuda_supported", lambda device: True)
     monkeypatch.setattr(ops, "_params", lambda m, n, k, index, out_f32=False: dataclasses.replace(
@@ -220,6 +231,10 @@ def test_kernel_path_logic_on_the_cpu(monkeypatch, n, k, dtype):
         a = torch.randn(3, k, generator=g)
         a[1, 0] = 3.4e38
         ops._warn_once.cache_clear()
+        if isinstance(plan.heuristic(plan.Problem(3, w.data.shape[0], 2 * w.data.shape[1])), plan.StreamParams):
+            got = mxfp4.gemm_a4w4(a, w)  # the streaming GEMM quantizes float32 as it is: no detour
+            assert torch.equal(got, reference.gemm_a4w4(a, plain)) and len(launched) == 13
+            return
         with pytest.warns(RuntimeWarning, match="1.75 \\* 2\\*\\*127"):
             got = mxfp4.gemm_a4w4(a, w)
         assert torch.equal(got, reference.gemm_a4w4(a, plain)) and len(launched) == 12

@@ -15,8 +15,6 @@ def test_heuristic_is_valid_everywhere(name):
         assert p.fits(plan.Problem(s.m, s.n, s.k))
         assert isinstance(p, plan.StreamParams) == (s.k > plan.SMALL_MAX_K and s.m <= plan.STREAM_MAX_M)
         assert isinstance(p, plan.WgmmaParams) == (s.m > plan.STREAM_MAX_M)
-        if isinstance(p, plan.GemmParams):
-            assert p.smem_bytes() <= plan.SMEM_LIMIT
 
 
 @pytest.mark.parametrize("m", [1, 7, 8, 9, 16, 17, 32])
@@ -39,10 +37,8 @@ def test_table_loads_and_wins_for_its_shapes():
 
 
 def test_bad_params_are_explained():
-    with pytest.raises(ValueError, match="bn must be a positive multiple of 32"):
-        plan.GemmParams(bn=48).check()
-    with pytest.raises(ValueError, match="split must be in 1..8"):
-        plan.GemmParams(split=9).check()
+    with pytest.raises(ValueError, match="cluster must be 1, 2, 4 or 8"):
+        plan.SmallParams(cluster=3).check()
     with pytest.raises(ValueError, match="mt must be 1, 2, 4 or 8"):
         plan.DecodeParams(mt=3).check()
     with pytest.raises(ValueError, match="split must be in 1..16"):
@@ -106,15 +102,17 @@ def _table_file(d, entries):
 
 
 def test_table_entries_name_their_kernel(tmp_path):
-    path = _table_file(tmp_path, [{"m": 4, "n": 2880, "k": 512, "params": {"bn": 64, "bm": 8}},
+    path = _table_file(tmp_path, [{"m": 4, "n": 2880, "k": 512, "kernel": "stream", "params": {"g": 8, "ks": 32, "stages": 2}},
                                   {"m": 8, "n": 4608, "k": 7168, "kernel": "decode",
                                    "params": {"mt": 1, "g": 4, "kw": 4, "depth": 8, "split": 3}}])
     table = plan.load_table(path)
-    assert table[(4, 2880, 512)] == plan.GemmParams(64, 8)  # no "kernel": the one-launch kernel
+    assert table[(4, 2880, 512)] == plan.StreamParams(1, 8, 2, 32, 2)
     assert table[(8, 4608, 7168)] == plan.DecodeParams(1, 4, 4, 8, 3)
     assert plan.choose(plan.Problem(8, 4608, 7168), table) == plan.DecodeParams(1, 4, 4, 8, 3)
     with pytest.raises(ValueError, match="kernel must be one of"):
         plan.load_table(_table_file(tmp_path, [{"m": 1, "n": 32, "k": 64, "kernel": "nosuch", "params": {}}]))
+    with pytest.raises(ValueError, match="kernel must be one of"):  # every entry names its kernel
+        plan.load_table(_table_file(tmp_path, [{"m": 1, "n": 32, "k": 64, "params": {}}]))
 
 
 def test_missing_table_is_empty(tmp_path):

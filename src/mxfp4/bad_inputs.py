@@ -39,7 +39,7 @@ def _gemm(**kw):
 def _float32_params():
     from mxfp4 import plan
 
-    return plan.GemmParams(out_f32=True)
+    return plan.SmallParams(out_f32=True)
 
 
 def _out_overlapping_w():
@@ -348,7 +348,7 @@ BAD_INPUTS: tuple[BadInput, ...] = (
     BadInput("gemm_a4w4(a, w, backend=None)", lambda: _gemm(backend=None), ValueError, "backend must be one of"),
     BadInput("gemm_a4w4(a on cpu, w, backend='cuda')", lambda: _gemm(backend="cuda"), ValueError, "backend='cuda'"),
     BadInput("gemm_a4w4(a, w, params={'bn': 64})", lambda: _gemm(params={"bn": 64}), TypeError, "params must be"),
-    BadInput("gemm_a4w4(a, w, params=GemmParams(out_f32=True))", lambda: _gemm(params=_float32_params()), ValueError,
+    BadInput("gemm_a4w4(a, w, params=SmallParams(out_f32=True))", lambda: _gemm(params=_float32_params()), ValueError,
              "params.out_f32 variants write the unrounded float32 total"),
     # quantize, dequantize, prepare
     BadInput("quantize(None)", lambda: _ops()[0].quantize(None), TypeError, "x must be a torch.Tensor"),

@@ -13,8 +13,8 @@ ColumnParallelMXFP4Linear holds rows ``shard_range(N, rank, W)`` of the weight W
 features). Output elements are independent, and each rank's shard runs with the kernel parameters
 the unsharded problem would get. On the CPU (the exact reference) the gathered output is the
 one-process layer's bit for bit. On a Hopper GPU it is too wherever the kernel decides nothing by
-weight rows beyond the shard's: the small-M kernels (and the decode kernels to 64 rows), and for the
-large-M kernels when every shard boundary is a multiple of 64 rows (the converting kernel on 64-token
+weight rows beyond the shard's: the short-K kernel and the decode kernels (not the streaming GEMM,
+whose cut of K between CTAs follows N's tiles), and for the large-M kernels when every shard boundary is a multiple of 64 rows (the converting kernel on 64-token
 tiles folds per 64-row group) or of 128 rows (on 128-token tiles, and the int8-weight kernel above 512
 rows, per 128-row tile); :func:`column_bits_kept`
 says which. Elsewhere a shard's groups differ from the unsharded weight's, so an output can differ
@@ -150,13 +150,17 @@ def shard_input(x: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
 def column_bits_kept(n: int, world_size: int, params) -> bool:
     """Whether column-parallel shards of an N-row weight give the one-process layer's bits under the
     kernel parameters ``params`` (those of the unsharded problem, ``ops.params_for``; None for the
-    exact reference, which always does). The small-M kernels (``plan.GemmParams``,
-    ``plan.SmallParams``, ``plan.DecodeParams``) decide nothing by row groups; the large-M kernels fold per 64-row group
-    (64-token tiles of the converting GEMM, a consumer warpgroup's rows) or 128-row tile, so every
-    shard boundary must be a multiple of that. Where this is False the outputs are within the
-    kernels' contract and deterministic, and may differ in their last bits."""
-    if params is None or isinstance(params, (plan.GemmParams, plan.SmallParams, plan.DecodeParams)):
+    exact reference, which always does). The short-K and decode kernels (``plan.SmallParams``,
+    ``plan.DecodeParams``) decide nothing by row groups; the streaming GEMM (``plan.StreamParams``)
+    cuts K between CTAs where N's tiles and the SM count fall, so a shard may add a tile's blocks in
+    other groups; the large-M kernels fold per 64-row group (64-token tiles of the converting GEMM, a
+    consumer warpgroup's rows) or 128-row tile, so every shard boundary must be a multiple of that.
+    Where this is False the outputs are within the kernels' contract and deterministic, and may
+    differ in their last bits."""
+    if params is None or isinstance(params, (plan.SmallParams, plan.DecodeParams)):
         return True
+    if isinstance(params, plan.StreamParams):
+        return False
     rows = 64 if params.tn == 64 and not params.int8_weight else 128
     return all(shard_range(n, r, world_size)[0] % rows == 0 for r in range(world_size))
 

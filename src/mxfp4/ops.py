@@ -177,12 +177,12 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
     ``out_dtype`` (bf16 by default; fp16 or float32: that bf16 value converted, docs/design.md) or
     in ``out``'s dtype. On a Hopper GPU: the CUDA kernels (one or two launches, plan.choose), which
     read ``w`` as stored (aiter's shuffled layout, see :func:`mxfp4.prepare`; any N and K, padded
-    there) and keep nothing between calls; fp16 and float32 ``a`` first become their quantized
-    values in bf16 (exact, :func:`mxfp4.formats.quantized_values_bf16`). Elsewhere the exact
-    reference. ``params`` forces a kernel variant (``GemmParams``: the one-launch small-M kernel,
-    ``SmallParams``: the short-K kernel, ``DecodeParams``: the two-launch decode kernels,
-    ``WgmmaParams``: the large-M kernels); by
-    default ``plan.choose`` picks.
+    there) and keep nothing between calls; the streaming GEMM reads fp16 and float32 ``a`` as it is,
+    the other kernels take its quantized values in bf16 (exact,
+    :func:`mxfp4.formats.quantized_values_bf16`). Elsewhere the exact reference. ``params`` forces a
+    kernel variant (``SmallParams``: the short-K kernel, ``StreamParams``: the streaming GEMM,
+    ``DecodeParams``: the two-launch decode kernels, ``WgmmaParams``: the large-M kernels); by default
+    ``plan.choose`` picks.
 
     When ``a`` requires grad (and grad mode is on) the call goes through ``torch.ops.mxfp4.gemm_a4w4``,
     which has the gradient with respect to ``a`` (docs/design.md, Autograd).
@@ -192,7 +192,7 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
     m, n, k = validate(a, w, out)
     if params is not None:
         if not isinstance(params, plan.KERNEL_PARAMS):
-            raise TypeError(f"params must be a mxfp4.plan.GemmParams, SmallParams, DecodeParams, StreamParams or WgmmaParams, got "
+            raise TypeError(f"params must be a mxfp4.plan.SmallParams, StreamParams, DecodeParams or WgmmaParams, got "
                             f"{type(params).__name__}")
         if params.out_f32:
             raise ValueError("params.out_f32 variants write the unrounded float32 total (ops.gemm_a4w4_partial), "
@@ -230,9 +230,8 @@ def gemm_a4w4_partial(a: torch.Tensor, w: MXFP4Tensor) -> torch.Tensor:
     rank's partial sum (``mxfp4.distributed``); inference only, no autograd.
 
     On a Hopper GPU the kernels' own total (the ``out_f32`` variant of the kernel ``plan.choose``
-    picks): the large-M and the decode kernels' float32 total, the one-launch small-M kernel's float64
-    total rounded to nearest float32; either within ``(K/32) * 2**-24 * sum|a w|`` of the exact product (docs/design.md,
-    Tensor parallel). Elsewhere the exact product rounded once to float32.
+    picks), within ``(K/32) * 2**-24 * sum|a w|`` of the exact product (docs/design.md, Tensor
+    parallel). Elsewhere the exact product rounded once to float32.
     """
     m, n, k = validate(a, w, None)
     if a.device.type == "meta":
@@ -306,7 +305,7 @@ def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_d
         elif isinstance(params, plan.DecodeParams):
             cuda_ops.gemm_a4w4_decode(a2, w.data, w.scales, buf, params)
         else:
-            cuda_ops.gemm_a4w4(a2, w.data, w.scales, buf, params)
+            cuda_ops.gemm_a4w4_small(a2, w.data, w.scales, buf, params)
     if out is not None:
         if not bf16_out:
             out.view(m, n).copy_(buf[:, :n])

@@ -1,11 +1,10 @@
 """The kernels' parameter sets: one compiled variant (or launch) of each GEMM, and the problem it runs.
 
-``GemmParams``: ``cuda/csrc/gemm_a4w4.cu`` (one launch, A quantized inside it); ``SmallParams``:
-``cuda/csrc/gemm_small.cu`` (one launch at short K, no ring, no K split across CTAs); ``DecodeParams``:
-``cuda/csrc/gemm_decode.cu`` (A quantized once, then the GEMM); ``StreamParams``: ``cuda/csrc/gemm_stream.cu``
-(A quantized once, then the weight streamed through a ring, every SM an equal share); ``WgmmaParams``: ``cuda/csrc/gemm_wgmma.cu``
-(the large-M kernels); ``GroupedParams``: the grouped GEMM of a mixture of experts (in
-``gemm_decode.cu``). Each mirrors its kernel's shared memory, checks what the kernel needs and says which
+``SmallParams``: ``cuda/csrc/gemm_small.cu`` (one launch at short K, no ring, no K split across
+CTAs); ``DecodeParams``: ``cuda/csrc/gemm_decode.cu`` (A quantized once, then the GEMM);
+``StreamParams``: ``cuda/csrc/gemm_stream.cu`` (A quantized once, then the weight streamed through a
+ring, every SM an equal share); ``WgmmaParams``: ``cuda/csrc/gemm_wgmma.cu`` (the large-M kernels);
+``GroupedParams``: the grouped GEMM of a mixture of experts (in ``gemm_decode.cu``). Each mirrors its kernel's shared memory, checks what the kernel needs and says which
 problems it takes; :mod:`mxfp4.plan` chooses among them (and names them too).
 """
 from __future__ import annotations
@@ -48,69 +47,6 @@ def _with_output(defines: dict[str, int], out_f32: bool) -> dict[str, int]:
     """A variant's defines with OUT_F32 for the float32-output twin (absent otherwise: the bf16
     variants keep their cached cubins)."""
     return {**defines, "OUT_F32": 1} if out_f32 else defines
-
-
-@dataclasses.dataclass(frozen=True)
-class GemmParams:
-    """One launch of the GEMM kernel.
-
-    bn, bm: output tile (weight rows x A rows) of a CTA; warps_n x warps_m consumer warps share it
-    (each warp bn/warps_n rows, a multiple of 16, by bm/warps_m rows, a multiple of 8).
-    kc: K blocks (32 elements) of A quantized per chunk; sb: K blocks per weight stage; stages:
-    depth of the weight ring. split: CTAs of a cluster that share K (1..8). out_f32: the output is
-    float32, the float64 total rounded to nearest float32 (a row-parallel partial,
-    ``ops.gemm_a4w4_partial``), not bf16.
-    """
-
-    source = "gemm_a4w4.cu"
-
-    bn: int = 64
-    bm: int = 16
-    warps_n: int = 4
-    warps_m: int = 1
-    kc: int = 16
-    sb: int = 4
-    stages: int = 8
-    split: int = 1
-    out_f32: bool = False
-
-    def defines(self) -> dict[str, int]:
-        return _with_output(dict(BN=self.bn, BM=self.bm, WARPS_N=self.warps_n, WARPS_M=self.warps_m,
-                                 KC=self.kc, SB=self.sb, STAGES=self.stages), self.out_f32)
-
-    @property
-    def threads(self) -> int:
-        return (self.warps_n * self.warps_m + 1) * 32
-
-    def smem_bytes(self) -> int:
-        """Dynamic shared memory of the variant (mirrors the offsets in gemm_a4w4.cu)."""
-        sunits = (self.kc + 6) // 8 + 1
-        a_buf = self.kc * self.bm * 36 + (self.bn // 32) * sunits * 256
-        body = self.stages * (self.bn // 16) * self.sb * 256 + 2 * a_buf + self.kc * self.bn * 4
-        return max(body, self.bm * self.bn * 8) + (2 * self.stages + 4) * 8
-
-    def check(self) -> None:
-        """Raises ValueError when the variant cannot be built or launched."""
-        wn, wm = self.bn // max(self.warps_n, 1), self.bm // max(self.warps_m, 1)
-        rules = [
-            (self.bn % 32 == 0 and self.bn > 0, "bn must be a positive multiple of 32"),
-            (self.warps_n >= 1 and self.bn % self.warps_n == 0 and wn % 16 == 0,
-             "bn / warps_n must be a multiple of 16"),
-            (self.warps_m >= 1 and self.bm % self.warps_m == 0 and wm % 8 == 0,
-             "bm / warps_m must be a multiple of 8"),
-            (1 <= self.sb <= 8 and self.kc % self.sb == 0, "sb must be in 1..8 and divide kc"),
-            (self.stages >= 2, "stages must be at least 2"),
-            (1 <= self.split <= 8, "split must be in 1..8 (a portable cluster)"),
-            ((wn // 16) * (wm // 8) <= 16, "at most 16 MMA tiles per warp (registers)"),
-            (self.threads <= 1024, "at most 1024 threads"),
-            (self.smem_bytes() <= SMEM_LIMIT, f"shared memory {self.smem_bytes()} > {SMEM_LIMIT}"),
-        ]
-        for ok, rule in rules:
-            if not ok:
-                raise ValueError(f"GemmParams {self}: {rule}")
-
-    def fits(self, p: Problem) -> bool:
-        return self.split <= p.blocks
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,15 +1,14 @@
 """How a GEMM launch is chosen: the heuristics, the tuned table and ``choose``, among the kernels'
-parameter sets (:mod:`mxfp4.params`, named here too: ``plan.GemmParams`` is ``params.GemmParams``).
+parameter sets (:mod:`mxfp4.params`, named here too: ``plan.SmallParams`` is ``params.SmallParams``).
 
-Below ``WGMMA_MIN_M`` rows three kernels run, each shape the fastest: ``GemmParams`` fixes one compiled
-variant of ``cuda/csrc/gemm_a4w4.cu`` (one launch, A quantized inside it; tile shape, warps, chunk
-and pipeline depth, plus the split of K over a cluster), ``SmallParams`` one of ``cuda/csrc/gemm_small.cu``
-(one launch at short K, A's quantization shared by a cluster along N; tiles of tokens along the grid's
-y, so the table may name it up to ``TABLE_MAX_M`` rows), ``DecodeParams`` one of
-``cuda/csrc/gemm_decode.cu`` (A quantized once, then the GEMM). ``WgmmaParams`` fixes one variant of
-``cuda/csrc/gemm_wgmma.cu``, the kernels for M >= ``WGMMA_MIN_M``. ``choose`` returns the large-M
-kernels from that M on (up to ``TABLE_MAX_M`` rows the tuned table may pick the short-K or the
-decode kernels instead); below it the tuned entry for the shape when the shipped table has one, otherwise
+Up to ``STREAM_MAX_M`` rows three kernels run, each shape the fastest: ``SmallParams`` fixes one
+variant of ``cuda/csrc/gemm_small.cu`` (one launch at short K, A's quantization shared by a cluster
+along N; tiles of tokens along the grid's y, so the table may name it up to ``TABLE_MAX_M`` rows),
+``StreamParams`` one of ``cuda/csrc/gemm_stream.cu`` (A quantized once, then the weight streamed with
+every SM an equal share), ``DecodeParams`` one of ``cuda/csrc/gemm_decode.cu`` (A quantized once,
+then the GEMM; the table names it where it measured fastest). ``WgmmaParams`` fixes one variant of
+``cuda/csrc/gemm_wgmma.cu``, the kernels for M >= ``WGMMA_MIN_M``. ``choose`` returns the table's
+entry for the shape when the shipped table has one (up to ``TABLE_MAX_M`` rows), otherwise
 ``heuristic``. ``grouped_heuristic`` picks the grouped GEMM's ``GroupedParams``.
 """
 from __future__ import annotations
@@ -19,11 +18,12 @@ import json
 import math
 import pathlib
 
-from .params import MAX_GRID_Y, SEGMENT_BLOCKS, SMEM_LIMIT, DecodeParams, GemmParams, GroupedParams, Problem, SmallParams, StreamParams, WgmmaParams, valid
+from .params import (MAX_GRID_Y, SEGMENT_BLOCKS, SMEM_LIMIT, DecodeParams, GroupedParams, Problem, SmallParams, StreamParams,
+                     WgmmaParams, valid)
 
-KernelParams = GemmParams | SmallParams | DecodeParams | StreamParams | WgmmaParams
+KernelParams = SmallParams | DecodeParams | StreamParams | WgmmaParams
 """The parameter set of one dense GEMM call, whichever kernel it runs."""
-KERNEL_PARAMS = (GemmParams, SmallParams, DecodeParams, StreamParams, WgmmaParams)
+KERNEL_PARAMS = (SmallParams, DecodeParams, StreamParams, WgmmaParams)
 
 TABLE_PATH = pathlib.Path(__file__).with_name("configs") / "h200.json"
 
@@ -95,9 +95,9 @@ def decode_heuristic(p: Problem, sm_count: int = 132) -> DecodeParams | None:
 
 SMALL_MAX_K = 512
 """Up to this K (and 32 rows), shapes without a table entry take the short-K kernel (``small_heuristic``).
-H200, L2 flushed, same run, against the one-launch kernel's tuned entries: 1x4096x512 5.9 us against
-8.0, 4x2880x512 6.0 against 8.0, 8x4096x512 6.2 against 8.3, 16x4096x512 6.8 against 8.2,
-32x2880x512 7.0 against 9.0, 32x4096x512 8.0 against 9.3 (cuBLAS bf16 6.6-7.2)."""
+H200, L2 flushed, same run, against the tuned entries of the one-launch kernel it replaced there:
+1x4096x512 5.9 us against 8.0, 4x2880x512 6.0 against 8.0, 8x4096x512 6.2 against 8.3, 16x4096x512
+6.8 against 8.2, 32x2880x512 7.0 against 9.0, 32x4096x512 8.0 against 9.3 (cuBLAS bf16 6.6-7.2)."""
 
 
 def small_heuristic(p: Problem) -> SmallParams | None:
@@ -201,9 +201,9 @@ def grouped_heuristic(t: int, e: int, n: int, k: int, sm_count: int = 132) -> Gr
     return None if split is None else GroupedParams(DecodeParams(mt, 8, 2, 8, split))
 
 
-KERNELS = {"a4w4": GemmParams, "small": SmallParams, "decode": DecodeParams, "stream": StreamParams, "wgmma": WgmmaParams}
-"""The table's kernel names: the one-launch mma.sync kernel, the short-K kernel, the two-launch decode
-kernels and the large-M kernels."""
+KERNELS = {"small": SmallParams, "decode": DecodeParams, "stream": StreamParams, "wgmma": WgmmaParams}
+"""The table's kernel names: the short-K kernel, the two-launch decode kernels, the streaming GEMM and
+the large-M kernels."""
 
 TABLE_MAX_M = 64
 """The table steers shapes up to this many rows; from 33 rows its entries choose among the short-K
@@ -220,15 +220,15 @@ def kernel_name(params: KernelParams) -> str:
 
 
 def load_table(path: pathlib.Path = TABLE_PATH) -> dict[tuple[int, int, int], KernelParams]:
-    """The tuned table: (m, n, k) -> GemmParams or DecodeParams (an entry's "kernel", "a4w4" when
-    absent). A missing file is an empty table."""
+    """The tuned table: (m, n, k) -> the parameters of the entry's "kernel" (a name of ``KERNELS``). A
+    missing file is an empty table."""
     try:
         raw = json.loads(pathlib.Path(path).read_text())
     except FileNotFoundError:
         return {}
     table = {}
     for entry in raw.get("entries", []):
-        kind = entry.get("kernel", "a4w4")
+        kind = entry.get("kernel")
         if kind not in KERNELS:
             raise ValueError(f"table entry {entry}: kernel must be one of {sorted(KERNELS)}")
         params = KERNELS[kind](**entry["params"])

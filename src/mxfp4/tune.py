@@ -1,6 +1,6 @@
-"""The tuner: for each shape, time the candidate kernels (below 33 rows the small-M kernels'
-GemmParams, SmallParams (K <= 8192) and DecodeParams; from 33 rows the decode kernels against the large-M kernels) under the
-competition rule, keep the fastest exact one, and write the table that :func:`mxfp4.plan.choose`
+"""The tuner: for each shape, time the candidate kernels (below 33 rows the short-K kernel's
+SmallParams (K <= 8192), the streaming GEMM's StreamParams and the decode kernels' DecodeParams; from
+33 rows the short-K and decode kernels against the large-M kernels) under the competition rule, keep the fastest exact one, and write the table that :func:`mxfp4.plan.choose`
 reads (JSON, written atomically).
 Shapes above ``plan.TABLE_MAX_M`` rows always run the large-M kernels: they are skipped."""
 from __future__ import annotations
@@ -25,14 +25,26 @@ FINALISTS = 3
 """Candidates timed a second, longer round (the fastest of the first)."""
 
 
-def candidates(p: plan.Problem, sm_count: int = 132) -> list[plan.GemmParams | plan.SmallParams | plan.DecodeParams | plan.WgmmaParams]:
-    """Variants worth timing for ``p``: below ``plan.WGMMA_MIN_M`` rows those of the small-M kernels
-    (``gemm_candidates``, ``small_candidates``, ``decode_candidates``), from there to
-    ``plan.TABLE_MAX_M`` the short-K kernel's, the decode kernels' and the large-M kernels'
-    (``wgmma_candidates``)."""
+def candidates(p: plan.Problem, sm_count: int = 132) -> list[plan.KernelParams]:
+    """Variants worth timing for ``p``: below ``plan.WGMMA_MIN_M`` rows those of the short-K kernel,
+    the streaming GEMM and the decode kernels (``small_candidates``, ``stream_candidates``,
+    ``decode_candidates``), from there to ``plan.TABLE_MAX_M`` the short-K kernel's, the decode kernels'
+    and the large-M kernels' (``wgmma_candidates``)."""
     if p.m >= plan.WGMMA_MIN_M:
         return small_candidates(p) + decode_candidates(p, sm_count) + wgmma_candidates(p, sm_count)
-    return gemm_candidates(p, sm_count) + small_candidates(p) + decode_candidates(p, sm_count)
+    return small_candidates(p) + stream_candidates(p) + decode_candidates(p, sm_count)
+
+
+def stream_candidates(p: plan.Problem) -> list[plan.StreamParams]:
+    """The streaming GEMM for ``p`` (up to ``plan.STREAM_MAX_M`` rows): tiles of 128 rows on two warps a
+    group and of 64 rows on four, units of 16 and 32 blocks, the deepest ring that fits, the codes'
+    signs split or not (the heuristic splits them up to 16 rows)."""
+    if p.m > plan.STREAM_MAX_M:
+        return []
+    mt = next(t for t in (1, 2, 4) if 8 * t >= p.m)
+    out = [plan.stream_params(mt, g, kw, ks, split) for g, kw in ((8, 2), (4, 4)) for ks in (16, 32)
+           for split in (False, True)]
+    return [c for c in out if plan.valid(c)]
 
 
 def small_candidates(p: plan.Problem) -> list[plan.SmallParams]:
@@ -94,32 +106,7 @@ def decode_candidates(p: plan.Problem, sm_count: int = 132) -> list[plan.DecodeP
     return out
 
 
-def gemm_candidates(p: plan.Problem, sm_count: int = 132) -> list[plan.GemmParams]:
-    """The one-launch kernel for ``p``: tiles of 4, 8 or 16 consumer warps with at most 8 MMA tiles
-    each, K split so the grid covers the SMs at least half and at most three CTAs per SM."""
-    bms = sorted({b for b in (8, 16, 32, 64, 128) if b >= min(p.m, 64) // 2 and (b // 2 < p.m or b == 8)})
-    out = []
-    for bm in bms:
-        for bn in (32, 64, 128, 256):
-            for warps_n in (1, 2, 4, 8):
-                for warps_m in (1, 2, 4):
-                    if warps_n * warps_m not in (4, 8, 16) or (bn // warps_n // 16) * (bm // warps_m // 8) > 8:
-                        continue
-                    tiles = math.ceil(p.n / bn) * math.ceil(p.m / bm)
-                    for split in (1, 2, 3, 4, 6, 8):
-                        if split > max(1, p.blocks // 2) or not sm_count // 2 <= tiles * split <= 3 * sm_count:
-                            continue
-                        kc = min(32, 4 * math.ceil(math.ceil(p.blocks / split) / 4))
-                        params = plan.GemmParams(bn, bm, warps_n, warps_m, kc, 4, 8, split)
-                        while kc > 4 and params.smem_bytes() > plan.SMEM_LIMIT:
-                            kc -= 4
-                            params = plan.GemmParams(bn, bm, warps_n, warps_m, kc, 4, 8, split)
-                        if plan.valid(params):
-                            out.append(params)
-    return out
-
-
-def _compile_all(cands: list[plan.GemmParams | plan.SmallParams | plan.DecodeParams]) -> None:
+def _compile_all(cands: list[plan.KernelParams]) -> None:
     """Compiles the candidates' kernels into the disk cache, one process per core."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor

@@ -10,11 +10,11 @@ _QUANT_THREADS = 256
 _quant_configs: dict[int, runtime.LaunchConfig] = {}  # grid -> the quantize kernel's launch configuration
 
 
-def gemm_a4w4(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor,
-              params: plan.GemmParams | plan.SmallParams) -> torch.Tensor:
+def gemm_a4w4_small(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor,
+                    params: plan.SmallParams) -> torch.Tensor:
     """out [M, N] bf16 (float32 for ``params.out_f32``) = quant(a [M, K] bf16) x W^T, W in aiter's
-    shuffled layouts (data, scales), by one of the one-launch kernels (``GemmParams``: gemm_a4w4.cu,
-    ``SmallParams``: the short-K kernel, K = 32 * params.kb, M in tiles of params.tokens rows).
+    shuffled layouts (data, scales), by the short-K kernel (K = 32 * params.kb, M in tiles of
+    params.tokens rows).
 
     One launch on the current stream; A is quantized inside it, nothing is allocated. The caller
     has validated shapes, dtypes and devices (``mxfp4.ops``); this checks what the kernel's loads
@@ -26,10 +26,7 @@ def gemm_a4w4(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: to
     pw, ps, ldsc = _weight(data, scales)
     pc, ldc = _out(out, params, 1, 1, "")
     device = a.device
-    if isinstance(params, plan.SmallParams):
-        kernel, config = runtime.small_launch(params, n, m, device)
-    else:
-        kernel, config = runtime.gemm_launch(params, (-(-n // params.bn), -(-m // params.bm)), device)
+    kernel, config = runtime.small_launch(params, n, m, device)
     runtime.launch(kernel, config, device, pa, lda, pw, ps, ldsc, pc, ldc, m, n, k)
     return out
 

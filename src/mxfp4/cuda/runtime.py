@@ -239,24 +239,6 @@ def _cluster(split: int) -> tuple[int, int, int] | None:
     return (1, 1, split) if split > 1 else None
 
 
-_gemm: dict[tuple, tuple] = {}  # (params, grid, device index) -> (kernel, launch config)
-
-
-def gemm_launch(params, tiles: tuple[int, int], device: torch.device) -> tuple[Kernel, LaunchConfig]:
-    """The GEMM kernel of ``params`` and its launch configuration for ``tiles`` (N tiles, M tiles).
-
-    Both are looked up once per parameter set, tile count and device (a shape, never a tensor), so
-    an eager call does no compilation-cache or configuration work.
-    """
-    key = (params, tiles, device.index)
-    hit = _gemm.get(key)
-    if hit is None:
-        smem = params.smem_bytes()
-        k = kernel(params.source, "mxfp4_gemm_a4w4", params.defines(), device, smem)
-        hit = _gemm[key] = (k, config((*tiles, params.split), params.threads, smem, _cluster(params.split)))
-    return hit
-
-
 _small: dict[tuple, tuple] = {}  # (params, n, M's tiles, device index) -> (kernel, launch config)
 
 
