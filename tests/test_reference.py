@@ -144,3 +144,18 @@ def test_bias_cancellation_and_extremes_are_exact():
     assert torch.isinf(got[:, 5]).all() and (got[:, 5] > 0).all() and torch.isnan(got[:, 6]).all()
     near = reference.gemm_a4w4(a, w, bias=bias, out_dtype=None)[:, 3]  # 53 bits and a sticky bit
     assert (near != 2.0 ** 60).all()
+
+
+@pytest.mark.parametrize("spread", [0, 20, 35, 36, 60])
+def test_float64_matmul_rows_equal_the_block_sums(spread):
+    """Rows whose block exponents span at most _float64_matmul_limit binades take one float64 matmul; its
+    outputs equal the per-block exact sum's (bias 0 takes that path) bit for bit, on either side of the limit."""
+    assert reference._float64_matmul_limit(18) == 35
+    g = torch.Generator().manual_seed(spread)
+    a = torch.randn(9, 576, generator=g)
+    a[:, :32] *= 2.0 ** spread  # one block 2**spread above the others: the row's spread
+    a[3] = 0.0  # a row without a nonzero block
+    w = mxfp4.prepare(mxfp4.quantize(torch.randn(40, 576, generator=g)))
+    fast = reference.gemm_a4w4(a, w, out_dtype=None)
+    assert torch.equal(fast, reference.gemm_a4w4(a, w, out_dtype=None, bias=torch.zeros(40)))
+    assert torch.equal(reference.round_to_bf16(fast), reference.gemm_a4w4(a, w))
