@@ -73,7 +73,8 @@ def test_grouped_gemm_adds_each_experts_bias_before_the_rounding():
     out = grouped_gemm_a4w4(a, ExpertWeights.stack(ws), offsets_of(counts), bias=bias)
     assert torch.equal(out[:3], reference.gemm_a4w4(a[:3], ws[0], bias=bias[0]))
     assert torch.equal(out[3:], reference.gemm_a4w4(a[3:], ws[2], bias=bias[2]))
-    with pytest.raises(ValueError, match=r"bias must be a tensor \[3, 40\] \(one row per expert\), got torch.Size\(\[40\]\)"):
+    with pytest.raises(ValueError, match=r"bias must be a tensor \[3, 40\] \(one row per expert\), got "
+                                         r"torch.Size\(\[40\]\)"):
         grouped_gemm_a4w4(a, ExpertWeights.stack(ws), offsets_of(counts), bias=bias[0])
     with pytest.raises(ValueError, match=r"bias must have shape \(40,\) \(w's N\), got \(41,\)"):
         grouped_gemm_a4w4(a, ExpertWeights.stack(ws), offsets_of(counts), bias=torch.zeros(3, 41))

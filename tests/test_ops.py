@@ -97,7 +97,8 @@ def test_bias_is_checked_and_has_its_gradient():
     a, w = operands(4, 32, 128)
     bias = torch.randn(32)
     for bad, err, match in ((bias.tolist(), TypeError, "bias must be a torch.Tensor, got list"),
-                            (bias.to(torch.int32), TypeError, "bias must be bfloat16, float16 or float32, got torch.int32"),
+                            (bias.to(torch.int32), TypeError,
+                             "bias must be bfloat16, float16 or float32, got torch.int32"),
                             (bias[:16], ValueError, r"bias must have shape \(32,\) \(w's N\), got \(16,\)"),
                             (bias.reshape(1, 32), ValueError, r"bias must have shape \(32,\) \(w's N\), got \(1, 32\)"),
                             (bias.to("meta"), ValueError, r"bias \(meta\) must be on a's device \(cpu\)")):

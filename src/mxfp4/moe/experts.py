@@ -38,7 +38,8 @@ class MXFP4Experts(nn.Module):
 
     ``gate_up`` ([2I, H] per expert) and ``down`` ([H, I]) are :class:`ExpertWeights`, each one prepared
     MXFP4 tensor for all experts (buffers ``gate_up_data`` / ``_scales``, ``down_data`` / ``_scales``);
-    optional biases [E, 2I] / [E, H], added before each GEMM's one rounding. ``forward(hidden_states [T, H], top_k_index [T, k],
+    optional biases [E, 2I] / [E, H], added before each GEMM's one rounding.
+    ``forward(hidden_states [T, H], top_k_index [T, k],
     top_k_weights [T, k])`` is what transformers' MoE blocks call (v5: fused experts): the (token, slot)
     pairs sorted by expert, two :func:`grouped_gemm_a4w4` calls, the activation, the routing weights and
     the accumulation as the model's own code does them, in the layer's dtype (the model's). ``experts[e]``
