@@ -155,6 +155,28 @@ def test_published_config_and_its_newer_fields_are_accepted():
     assert not config.rule("model.layers.7.self_attn.q_proj").kv_output
 
 
+def test_quark_013_fields_are_metadata_and_unknown_fields_one_note(caplog):
+    """Quark 0.13 writes zero_point_type and max_input_numel in every spec and each kv_cache_quant_config entry
+    as a whole layer config: accepted; fields never seen are accepted with one logged note naming each."""
+    kv_layer = {**quark_export._LAYER, "output_tensors": {**quark_export._FP8_KV, "zero_point_type": "int32"}}
+    changes = {f"global_quant_config/{t}/{f}": v for t in ("weight", "input_tensors")
+               for f, v in (("zero_point_type", "int32"), ("max_input_numel", 4194304))}
+    with caplog.at_level(logging.INFO, logger="mxfp4"):
+        mxfp4.checkpoint.quark_config(_published(**changes, kv_cache_quant_config={
+            "*k_proj": kv_layer, "*v_proj": quark_export._FP8_KV}))
+        assert not caplog.records
+        config = mxfp4.checkpoint.quark_config(_published(**{
+            "quant_flow": "standard", "global_quant_config/weight/new_observer_knob": 3,
+            "export/new_export_field": None, "layer_quant_config/*k_proj/new_layer_field": "x"}))
+    assert config.rule("model.layers.0.mlp.up_proj").kind is mxfp4.checkpoint.LayerKind.MXFP4
+    notes = [r.getMessage() for r in caplog.records]
+    assert len(notes) == 1
+    for field in ("quantization_config.quant_flow = 'standard'", "global_quant_config.weight.new_observer_knob = 3",
+                  "quantization_config.export.new_export_field = None",
+                  "layer_quant_config['*k_proj'].new_layer_field = 'x'"):
+        assert field in notes[0]
+
+
 KV = "quantization_config.layer_quant_config['*k_proj']"
 BAD_PUBLISHED = {
     "kv_int8": ({"layer_quant_config/*k_proj/output_tensors/dtype": "int8"},
@@ -168,8 +190,21 @@ BAD_PUBLISHED = {
                           r"\['\*v_proj'\].output_tensors: .* is not supported \(must be null, or the FP8 KV-cache"),
     "merge_groups": ({"export/weight_merge_groups": [["*q_proj", "*k_proj"]]},
                      r"export.weight_merge_groups: .* is not supported"),
-    "unknown_top": ({"pre_quant_opt_config": {"name": "x"}},
-                    r"quantization_config.pre_quant_opt_config: unknown field"),
+    "online_rotation_old_field": ({"pre_quant_opt_config": [{"name": "rotation", "online_r1_rotation": True}]},
+                                  r"quantization_config.pre_quant_opt_config\[0\]: the 'rotation' algorithm rotates "
+                                  r"activations at run time \(online_r1_rotation\)"),
+    "shared_scales": ({"shared_scale_groups": [["*q_proj", "*k_proj"]]},
+                      r"quantization_config.shared_scale_groups: .* is not supported \(must be empty"),
+    "kv_layer_config_int8": ({"kv_cache_quant_config": {"*k_proj": {**quark_export._LAYER, "output_tensors": {
+        **quark_export._FP8_KV, "dtype": "int8"}}}},
+        r"kv_cache_quant_config\['\*k_proj'\].output_tensors.dtype: 'int8' is not supported \(must be 'fp8_e4m3'\)"),
+    "kv_spec_per_channel": ({"kv_cache_quant_config": {"*v_proj": {**quark_export._FP8_KV, "qscheme": "per_channel"}}},
+                            r"kv_cache_quant_config\['\*v_proj'\].qscheme: 'per_channel' is not supported"),
+    "group_64_beside_metadata": ({"global_quant_config/weight/group_size": 64,
+                                  "global_quant_config/weight/zero_point_type": "int32"},
+                                 r"\.weight.group_size: 64 is not supported \(must be 32\)"),
+    "static_inputs": ({"global_quant_config/input_tensors/is_dynamic": False},
+                      r"\.input_tensors.is_dynamic: False is not supported \(must be True\)"),
     "w4a8": ({"global_quant_config/input_tensors/dtype": "fp8_e4m3"},
              r"input_tensors.dtype: 'fp8_e4m3' is not supported \(must be 'fp4'\)"),
 }

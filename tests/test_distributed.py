@@ -113,10 +113,10 @@ def test_column_parallel_gathered_output_is_bit_identical(run):
 
 def _row_parallel_in_one_process(x, w, world, bias=None):
     """What the row-parallel layers compute, in this process: each rank's float32 partial, the
-    rank-order float32 sum, one bf16 rounding, then the bias."""
+    rank-order float32 sum, the bias added in float32, one bf16 rounding."""
     parts = [ops.gemm_a4w4_partial(tp.shard_input(x, r, world), tp.shard_rows(w, r, world)) for r in range(world)]
-    y = tp.sum_in_rank_order(parts).to(torch.bfloat16)
-    return y + bias if bias is not None else y
+    total = tp.sum_in_rank_order(parts)
+    return ops.add_bias(total, bias.bfloat16(), torch.bfloat16) if bias is not None else total.to(torch.bfloat16)
 
 
 def test_row_parallel_output_is_the_same_on_every_rank_and_deterministic(run):
@@ -137,9 +137,13 @@ def test_row_parallel_output_is_within_the_kernels_bound_of_the_one_process_prod
         layer = MXFP4Linear.from_mxfp4(w, bias)
         for m, x in xs.items():
             y = ranks[0][("row", n, k, m)]
-            if bias is None:  # a bias adds a second bf16 rounding, the one-process layer's too
+            if bias is None:
                 report = testing.check_gemm(y, x, w)
                 assert report.violations == 0 and report.nonfinite_mismatch == 0, (n, k, m, report)
+            else:  # the bias added to the float32 total: the kernels' bound and one float32 rounding
+                exact, magnitude = testing.exact_product(x, w)
+                biased = exact + bias.bfloat16().double()
+                assert ((y.double() - biased).abs() <= testing.biased_bound(biased, magnitude, k)).all(), (n, k, m)
             identical += int((_bits(y) == _bits(layer(x))).sum())
             elements += y.numel()
     assert identical / elements >= 0.999, identical / elements

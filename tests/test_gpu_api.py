@@ -152,6 +152,31 @@ def test_float32_partial_of_the_kernels_is_within_the_bound(m, n, k):
         assert (rounded == one).double().mean().item() >= 0.999
 
 
+@pytest.mark.parametrize("n, k", [(2112, 2880), (1000, 544)])
+@pytest.mark.parametrize("m", [1, 7, 16, 100, 333])
+def test_bias_on_the_kernels_is_added_to_the_float32_total_and_rounded_once(m, n, k):
+    from mxfp4 import ops
+
+    a, plain = _operands(m, n, k, seed=m + 1)
+    w = mxfp4.prepare(plain)
+    bias = torch.randn(n, device="cuda").bfloat16()
+    out = mxfp4.gemm_a4w4(a, w, bias=bias)
+    assert out.dtype is torch.bfloat16 and torch.equal(out, ops.add_bias(ops.gemm_a4w4_partial(a, w), bias,
+                                                                           torch.bfloat16))
+    exact, mag = testing.exact_product(a, plain)
+    biased = exact + bias.double()
+    assert ((out.double() - biased).abs() <= testing.biased_bound(biased, mag, k)).all()
+    assert (out == reference.round_to_bf16(biased)).double().mean().item() >= 0.999
+    layer = MXFP4Linear.from_mxfp4(plain, bias)
+    assert torch.equal(layer.cuda()(a), out)
+    ws = [plain, mxfp4.quantize(torch.randn(n, k, device="cuda").bfloat16())]
+    biases = torch.stack([bias, torch.randn(n, device="cuda").bfloat16()])
+    offsets = torch.tensor([m // 2, m], dtype=torch.int32, device="cuda")
+    grouped = mxfp4.grouped_gemm_a4w4(a, mxfp4.ExpertWeights.stack(ws), offsets, bias=biases)
+    for e, (r0, r1) in enumerate(((0, m // 2), (m // 2, m))):
+        assert torch.equal(grouped[r0:r1], mxfp4.gemm_a4w4(a[r0:r1], mxfp4.prepare(ws[e]), bias=biases[e]))
+
+
 @pytest.mark.parametrize("world", [1, 2, 4])
 @pytest.mark.parametrize("m", [1, 16, 100, 333])
 def test_row_parallel_on_the_kernels_within_the_bound_of_the_one_process_layer(world, m):

@@ -65,6 +65,21 @@ def test_grouped_gemm_is_each_experts_exact_product(counts):
     assert torch.equal(grouped_gemm_a4w4(a, stacked, offsets_of(counts)), out)  # int32 offsets, and again
 
 
+def test_grouped_gemm_adds_each_experts_bias_before_the_rounding():
+    counts = [3, 0, 5]
+    ws = experts(3, 40, 64, seed=9)
+    a = torch.randn(8, 64, generator=torch.Generator().manual_seed(2)).bfloat16()
+    bias = torch.randn(3, 40, generator=torch.Generator().manual_seed(3))
+    out = grouped_gemm_a4w4(a, ExpertWeights.stack(ws), offsets_of(counts), bias=bias)
+    assert torch.equal(out[:3], reference.gemm_a4w4(a[:3], ws[0], bias=bias[0]))
+    assert torch.equal(out[3:], reference.gemm_a4w4(a[3:], ws[2], bias=bias[2]))
+    with pytest.raises(ValueError, match=r"bias must be a tensor \[3, 40\] \(one row per expert\), got "
+                                         r"torch.Size\(\[40\]\)"):
+        grouped_gemm_a4w4(a, ExpertWeights.stack(ws), offsets_of(counts), bias=bias[0])
+    with pytest.raises(ValueError, match=r"bias must have shape \(40,\) \(w's N\), got \(41,\)"):
+        grouped_gemm_a4w4(a, ExpertWeights.stack(ws), offsets_of(counts), bias=torch.zeros(3, 41))
+
+
 def test_grouped_gemm_takes_fp16_and_float32_rows_and_no_rows():
     ws = experts(2, 16, 64)
     stacked = ExpertWeights.stack(ws)

@@ -13,8 +13,9 @@ def test_forward_matches_reference_and_keeps_only_mxfp4_bytes():
     lin = nn.Linear(128, 64, bias=True)
     layer = MXFP4Linear.from_linear(lin)
     x = torch.randn(5, 128).bfloat16()
-    want = reference.gemm_a4w4(x, layer.weight) + layer.bias
+    want = reference.gemm_a4w4(x, layer.weight, bias=layer.bias)  # the bias before the one rounding
     assert torch.equal(layer(x), want)
+    assert not torch.equal(want, reference.gemm_a4w4(x, layer.weight) + layer.bias)  # not rounded twice
     assert layer.kept_bytes() == 64 * 64 + 256 * 8
     state = layer.state_dict()
     again = MXFP4Linear(layer.weight, layer.bias)
@@ -54,7 +55,8 @@ def test_quantize_default_filter_swaps_every_blocked_layer_but_the_head():
     assert torch.equal(model.up(x), MXFP4Linear.from_linear(up, dtype=torch.float32)(x))
     y = model.odd_n(x[:, :64])
     assert y.shape == (3, 40) and y.is_contiguous()
-    assert torch.equal(y, reference.gemm_a4w4(x[:, :64], mxfp4.quantize(odd_n.weight.detach())) + model.odd_n.bias)
+    want = reference.gemm_a4w4(x[:, :64], mxfp4.quantize(odd_n.weight.detach()), bias=model.odd_n.bias)
+    assert y.dtype is torch.float32 and torch.equal(y, want.float())  # a float32 layer: the bf16 result converted
 
 
 def test_quantize_filter_and_its_errors_leave_the_model_unchanged():
@@ -79,7 +81,7 @@ def test_quantize_follows_the_models_dtype_and_half_or_to_change_it(dtype):
     x = torch.randn(3, 128, dtype=dtype)
     y = model(x)
     assert y.dtype == dtype and model[0].bias.dtype == dtype
-    want = reference.gemm_a4w4(x, model[0].weight).to(dtype) + model[0].bias
+    want = reference.gemm_a4w4(x, model[0].weight, bias=model[0].bias).to(dtype)  # round_bf16(exact + b), converted
     assert torch.equal(model[0](x), want)
     for other, make in ((torch.float16, lambda m: m.half()), (torch.float32, lambda m: m.float()),
                         (torch.bfloat16, lambda m: m.to(torch.bfloat16))):

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import mxfp4
-from mxfp4 import ops, reference
+from mxfp4 import ops, reference, testing
 
 
 def operands(m=4, n=32, k=128):
@@ -93,6 +93,33 @@ def test_gradient_of_a_is_grad_times_the_dequantized_weight():
                           test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
 
 
+def test_bias_is_checked_and_has_its_gradient():
+    a, w = operands(4, 32, 128)
+    bias = torch.randn(32)
+    for bad, err, match in ((bias.tolist(), TypeError, "bias must be a torch.Tensor, got list"),
+                            (bias.to(torch.int32), TypeError,
+                             "bias must be bfloat16, float16 or float32, got torch.int32"),
+                            (bias[:16], ValueError, r"bias must have shape \(32,\) \(w's N\), got \(16,\)"),
+                            (bias.reshape(1, 32), ValueError, r"bias must have shape \(32,\) \(w's N\), got \(1, 32\)"),
+                            (bias.to("meta"), ValueError, r"bias \(meta\) must be on a's device \(cpu\)")):
+        with pytest.raises(err, match=match):
+            mxfp4.gemm_a4w4(a, w, bias=bad)
+        with pytest.raises(err, match=match):
+            ops.gemm_a4w4_op(a, w, None, bad)
+    assert torch.equal(ops.gemm_a4w4_op(a, w, None, bias), reference.gemm_a4w4(a, w, bias=bias))
+    a = a.float().requires_grad_()
+    bias = bias.bfloat16().requires_grad_()
+    y = mxfp4.gemm_a4w4(a.reshape(2, 2, 128), w, bias=bias)
+    g = torch.randn(2, 2, 32).bfloat16()
+    grad_a, grad_b = torch.autograd.grad(y, (a, bias), g)
+    assert torch.equal(grad_a, (g.float() @ mxfp4.dequantize(w)).reshape(4, 128))
+    assert grad_b.dtype is torch.bfloat16 and torch.equal(grad_b, g.float().sum((0, 1)).bfloat16())
+    (grad_b,) = torch.autograd.grad(mxfp4.gemm_a4w4(a.detach(), w, bias=bias), bias, g.reshape(4, 32))  # bias alone
+    assert torch.equal(grad_b, g.float().sum((0, 1)).bfloat16())
+    torch.library.opcheck(torch.ops.mxfp4.gemm_a4w4.default, (a, w.data, w.scales, 32, 128, True, False, None, bias),
+                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+
+
 def test_the_op_records_no_gradient_where_none_is_asked():
     """Its Autograd kernel runs the implementation itself without grad mode or a grad-requiring a."""
     a, w = operands(4, 32, 128)
@@ -107,7 +134,7 @@ def test_the_op_records_no_gradient_where_none_is_asked():
 def test_the_weight_is_frozen_and_options_are_not_differentiable():
     a, w = operands()
     a.requires_grad_()
-    with pytest.raises(ValueError, match="a requires grad: out=, backend= and params="):
+    with pytest.raises(ValueError, match="a or bias requires grad: out=, backend= and params="):
         mxfp4.gemm_a4w4(a, w, backend="reference")
     with torch.no_grad():
         assert not mxfp4.gemm_a4w4(a, w, backend="reference").requires_grad
@@ -226,7 +253,16 @@ def test_kernel_path_logic_on_the_cpu(monkeypatch, n, k, dtype):
         exact = reference.gemm_a4w4(a, plain, out_dtype=None)
         assert partial.dtype == torch.float32 and partial.shape == want.shape
         assert torch.equal(partial, exact.to(torch.float32)) and launched[-1].out_f32
-    assert len(launched) == 2 * 6
+        # a bias: the float32 total, the bias added in float32, rounded once (within the stated bound)
+        bias = (torch.randn(n, generator=g) * 4).to(dtype)
+        out = torch.full(want.shape, float("nan"), dtype=dtype)
+        got = mxfp4.gemm_a4w4(a, w, out, bias=bias)
+        assert got is out and launched[-1].out_f32
+        assert torch.equal(out, ops.add_bias(exact.to(torch.float32), bias, dtype))
+        product, magnitude = testing.exact_product(a, plain)
+        biased = product + bias.double()
+        assert ((out.to(torch.float64) - biased).abs() <= testing.biased_bound(biased, magnitude, k)).all()
+    assert len(launched) == 2 * 7
     if dtype is torch.float32:  # a value the kernels' bf16 input cannot carry: the reference, with a warning
         a = torch.randn(3, k, generator=g)
         a[1, 0] = 3.4e38
@@ -237,6 +273,6 @@ def test_kernel_path_logic_on_the_cpu(monkeypatch, n, k, dtype):
             return
         with pytest.warns(RuntimeWarning, match="1.75 \\* 2\\*\\*127"):
             got = mxfp4.gemm_a4w4(a, w)
-        assert torch.equal(got, reference.gemm_a4w4(a, plain)) and len(launched) == 12
+        assert torch.equal(got, reference.gemm_a4w4(a, plain)) and len(launched) == 14
         with pytest.raises(ValueError, match="1.75 \\* 2\\*\\*127"):
             mxfp4.gemm_a4w4(a, w, backend="cuda")

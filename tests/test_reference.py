@@ -81,3 +81,81 @@ def test_reference_against_oracle(case):
     if case.kind == "randn":
         report = testing.check_gemm(out, a, w)
         assert report.passed and report.identical_fraction == 1.0
+
+
+
+def _fraction_to_bf16(v) -> float:
+    """The bf16 nearest to the exact rational v (ties to even), in Fraction arithmetic: one rounding."""
+    from fractions import Fraction
+    import math
+
+    if v == 0:
+        return 0.0
+    e = math.floor(math.log2(abs(v)))  # may be off by one near a power of two: fixed below
+    while Fraction(2) ** e > abs(v):
+        e -= 1
+    while Fraction(2) ** (e + 1) <= abs(v):
+        e += 1
+    quantum = Fraction(2) ** (max(e, -126) - 7)
+    q = abs(v) / quantum
+    n = q.numerator // q.denominator
+    rest = q - n
+    n += rest > Fraction(1, 2) or (rest == Fraction(1, 2) and n % 2 == 1)
+    return math.copysign(float(n * quantum), v)
+
+
+def _biased_oracle(a, w, bias) -> list[list[float]]:
+    """round_bf16(quant(a) @ w^T + bias) in Python fractions: every product and the bias exact, one rounding."""
+    from fractions import Fraction
+
+    aq = mxfp4.dequantize(mxfp4.quantize(a), torch.float64).tolist()
+    wq = mxfp4.dequantize(w, torch.float64).tolist()
+    return [[_fraction_to_bf16(sum((Fraction(x) * Fraction(y) for x, y in zip(ar, wr)), Fraction(b)))
+             for wr, b in zip(wq, bias.double().tolist())] for ar in aq]
+
+
+@pytest.mark.parametrize("bias_dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_bias_is_added_before_the_one_rounding(bias_dtype):
+    """round_bf16(exact + b), against Python fractions; rounding the product first and adding the bias in bf16
+    (two roundings) differs on some outputs, so the test can tell them apart."""
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(7, 64, generator=g).bfloat16()
+    w = mxfp4.quantize(torch.randn(24, 64, generator=g).bfloat16())
+    bias = (torch.randn(24, generator=g) * 2).to(bias_dtype)
+    got = reference.gemm_a4w4(a, w, bias=bias)
+    want = _biased_oracle(a, w, bias)
+    assert got.dtype is torch.bfloat16 and got.double().tolist() == want
+    assert (reference.gemm_a4w4(a, w) + bias.bfloat16()).double().tolist() != want
+
+
+def test_bias_cancellation_and_extremes_are_exact():
+    """A bias that cancels the product to its last bits, one 2**60 times larger (whose float64 sum would round:
+    the exact integer path), one far smaller, and Inf / NaN."""
+    g = torch.Generator().manual_seed(6)
+    a = torch.randn(3, 96, generator=g).bfloat16()
+    w = mxfp4.quantize(torch.randn(7, 96, generator=g).bfloat16())
+    exact = reference.gemm_a4w4(a, w, out_dtype=None)[0]  # row 0's exact products (float64 holds them)
+    bias = torch.stack([-exact[0].float(), -exact[1].float() * (1 + 2 ** -20), torch.tensor(2.0 ** 60 + 2 ** 37),
+                        torch.tensor(2.0 ** 60), torch.tensor(2.0 ** -140), torch.tensor(float("inf")),
+                        torch.tensor(float("nan"))])
+    got = reference.gemm_a4w4(a, w, bias=bias)
+    assert got[:, :5].double().tolist() == [row[:5] for row in _biased_oracle(a, w, bias[:5])]
+    assert got[0, 1] != 0  # the residual of the cancellation, not 0
+    assert torch.isinf(got[:, 5]).all() and (got[:, 5] > 0).all() and torch.isnan(got[:, 6]).all()
+    near = reference.gemm_a4w4(a, w, bias=bias, out_dtype=None)[:, 3]  # 53 bits and a sticky bit
+    assert (near != 2.0 ** 60).all()
+
+
+@pytest.mark.parametrize("spread", [0, 20, 35, 36, 60])
+def test_float64_matmul_rows_equal_the_block_sums(spread):
+    """Rows whose block exponents span at most _float64_matmul_limit binades take one float64 matmul; its
+    outputs equal the per-block exact sum's (bias 0 takes that path) bit for bit, on either side of the limit."""
+    assert reference._float64_matmul_limit(18) == 35
+    g = torch.Generator().manual_seed(spread)
+    a = torch.randn(9, 576, generator=g)
+    a[:, :32] *= 2.0 ** spread  # one block 2**spread above the others: the row's spread
+    a[3] = 0.0  # a row without a nonzero block
+    w = mxfp4.prepare(mxfp4.quantize(torch.randn(40, 576, generator=g)))
+    fast = reference.gemm_a4w4(a, w, out_dtype=None)
+    assert torch.equal(fast, reference.gemm_a4w4(a, w, out_dtype=None, bias=torch.zeros(40)))
+    assert torch.equal(reference.round_to_bf16(fast), reference.gemm_a4w4(a, w))

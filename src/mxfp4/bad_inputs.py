@@ -566,7 +566,40 @@ BAD_INPUTS: tuple[BadInput, ...] = (
              None, "logits after the reload equal: True"),
     BadInput("bench-model's table when compiled tokens differ from eager's", _compile_note, None,
              "tokens = eager False under compile: torch.compile fuses and reorders"),
+    # bias (added before the one rounding)
+    BadInput("gemm_a4w4(a, w, bias=[0.0] * 32)", lambda: _gemm(bias=[0.0] * 32), TypeError,
+             "bias must be a torch.Tensor"),
+    BadInput("gemm_a4w4(a, w, bias int32 [32])", lambda: _gemm(bias=torch.zeros(32, dtype=torch.int32)), TypeError,
+             "bias must be bfloat16, float16 or float32"),
+    BadInput("gemm_a4w4(a, w [32, 128], bias [16])", lambda: _gemm(bias=torch.zeros(16)), ValueError,
+             "bias must have shape (32,)"),
+    BadInput("gemm_a4w4(a, w, bias on meta)", lambda: _gemm(bias=torch.zeros(32, device="meta")), ValueError,
+             "bias (meta) must be on a's device"),
+    BadInput("grouped_gemm_a4w4(a, experts (2 of [40, 64]), offsets, bias [40])", lambda: _grouped_bias(), ValueError,
+             "bias must be a tensor [2, 40]"),
+    # a checkpoint's quantization_config
+    BadInput("quark_config(... shared_scale_groups=[['*q_proj', '*k_proj']])",
+             lambda: _quark_config(shared_scale_groups=[["*q_proj", "*k_proj"]]), ValueError,
+             "quantization_config.shared_scale_groups"),
+    BadInput("quark_config(... kv_cache_quant_config={'*k_proj': {... 'output_tensors': {'dtype': 'int8', ...}}})",
+             lambda: _quark_config(kv_cache_quant_config={"*k_proj": {"output_tensors": {"dtype": "int8",
+                                                                                          "qscheme": "per_tensor"}}}),
+             ValueError, "kv_cache_quant_config['*k_proj'].output_tensors.dtype"),
 )
+
+
+def _grouped_bias():
+    import mxfp4
+
+    experts = mxfp4.ExpertWeights.stack([mxfp4.quantize(torch.randn(40, 64)) for _ in range(2)])
+    return mxfp4.grouped_gemm_a4w4(torch.randn(3, 64).bfloat16(), experts, torch.tensor([1, 3], dtype=torch.int32),
+                                   bias=torch.zeros(40))
+
+
+def _quark_config(**fields):
+    from mxfp4.checkpoint import export_config, quark_config
+
+    return quark_config({"quantization_config": {**export_config(["lm_head"]), **fields}})
 
 
 def outcome(row: BadInput) -> tuple[type | None, str]:

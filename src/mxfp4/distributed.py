@@ -165,16 +165,16 @@ def column_bits_kept(n: int, world_size: int, params) -> bool:
     return all(shard_range(n, r, world_size)[0] % rows == 0 for r in range(world_size))
 
 
-def _column_gemm(x: torch.Tensor, w: MXFP4Tensor, full_n: int) -> torch.Tensor:
-    """The shard's output columns computed as the unsharded layer computes them.
+def _column_gemm(x: torch.Tensor, w: MXFP4Tensor, full_n: int, bias: torch.Tensor | None) -> torch.Tensor:
+    """The shard's output columns (+ its bias, before the rounding) computed as the unsharded layer computes them.
 
     On a Hopper GPU the kernel parameters (the split of K over a cluster, the run length) decide
     the order of the float additions, so the shard gets the parameters of the unsharded problem.
     """
     if ops.select_backend(x, w) != "cuda" or x.numel() == 0:
-        return ops.gemm_a4w4(x, w)
+        return ops.gemm_a4w4(x, w, bias=bias)
     k = w.shape[1]
-    return ops.gemm_a4w4(x, w, params=ops.params_for(plan.Problem(x.numel() // k, full_n, k), x.device))
+    return ops.gemm_a4w4(x, w, params=ops.params_for(plan.Problem(x.numel() // k, full_n, k), x.device), bias=bias)
 
 
 STYLES = ("column", "row")
@@ -313,9 +313,7 @@ class ColumnParallelMXFP4Linear(_ShardedMXFP4Linear):
                    group=group)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = _column_gemm(x, self.weight, self.out_features)
-        if self.bias is not None:
-            y = y + self.bias
+        y = _column_gemm(x, self.weight, self.out_features, self.bias)
         if self.gather_output and self.world_size > 1:
             # all_gather takes equal sizes: every shard padded to the widest, then cut back
             widths = [b - a for a, b in (shard_range(self.out_features, r, self.world_size)
@@ -331,7 +329,7 @@ class ColumnParallelMXFP4Linear(_ShardedMXFP4Linear):
 
 
 class RowParallelMXFP4Linear(_ShardedMXFP4Linear):
-    """y = bf16(sum over ranks, in rank order, of float32 partials) (+ bias), the same on every rank.
+    """y = bf16(sum over ranks, in rank order, of float32 partials (+ bias, in float32)), the same on every rank.
 
     ``x`` is this rank's K-shard [..., shard_range(K)] (``input_is_parallel``, the output of a column-parallel
     layer without gather) or the full input [..., K]. Each partial is :func:`mxfp4.ops.gemm_a4w4_partial`
@@ -364,13 +362,14 @@ class RowParallelMXFP4Linear(_ShardedMXFP4Linear):
         if not self.input_is_parallel:
             x = shard_input(x, self.rank, self.world_size)
         if self.world_size == 1:  # the total is this rank's partial: the kernel's epilogue rounds it once
-            y = ops.gemm_a4w4(x, self.weight)
+            y = ops.gemm_a4w4(x, self.weight, bias=self.bias)
             if self.out_features % 16:
                 y = y.contiguous()  # a layer's output is dense (gemm_a4w4 gives N of N16 columns)
-        else:
-            total = sum_in_rank_order(self._gather(ops.gemm_a4w4_partial(x, self.weight)))
-            y = total.to(torch.bfloat16)  # the one rounding, to nearest even as the kernels' epilogue
-        return y + self.bias if self.bias is not None else y
+            return y
+        total = sum_in_rank_order(self._gather(ops.gemm_a4w4_partial(x, self.weight)))
+        if self.bias is not None:  # added to the float32 total, then the one rounding
+            return ops.add_bias(total, self.bias, torch.bfloat16)
+        return total.to(torch.bfloat16)  # the one rounding, to nearest even as the kernels' epilogue
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features} (rank {self.rank}: {self.shard_shape[1]}), "

@@ -16,7 +16,8 @@ from .tensor import LAYER_DTYPES, Layout, MXFP4Tensor, applied_dtype, prepare, q
 
 
 class MXFP4Linear(nn.Module):
-    """y = quant(x) @ dequant(W)^T (+ bias), with W stored as MXFP4 and nothing else.
+    """y = quant(x) @ dequant(W)^T (+ bias), with W stored as MXFP4 and nothing else; the bias is added
+    before the one rounding (``round_bf16(exact + bias)``, as Quark's ``x @ W^T + b``; :func:`mxfp4.gemm_a4w4`).
 
     The layer has a dtype (``dtype``, bf16 unless given; ``.half()``, ``.float()``, ``.to(dtype)``
     change it, and :func:`quantize_` gives each layer its model's): its output and bias are in it,
@@ -98,14 +99,14 @@ class MXFP4Linear(nn.Module):
         # eager calls skip the dispatcher (7 us of the op's Python kernel and autograd wrapper);
         # torch.compile traces the op, and gemm_a4w4 takes the op itself when x requires grad
         w = self.weight
+        bias = self._parameters["bias"]  # not self.bias: nn.Module.__getattr__'s lookup, twice
         if torch.compiler.is_compiling():
-            y = gemm_a4w4_op(x, w, self.dtype)
+            y = gemm_a4w4_op(x, w, self.dtype, bias)
         else:
-            y = gemm_a4w4(x, w, out_dtype=self.dtype)
+            y = gemm_a4w4(x, w, out_dtype=self.dtype, bias=bias)
         if self.out_features % 16:
             y = y.contiguous()  # a layer's output is dense, as nn.Linear's
-        bias = self._parameters["bias"]  # not self.bias: nn.Module.__getattr__'s lookup, twice
-        return y if bias is None else y + bias
+        return y
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "

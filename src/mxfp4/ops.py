@@ -72,6 +72,25 @@ def _validate_out(out: torch.Tensor, a: torch.Tensor, w: MXFP4Tensor, shape: tor
                 raise ValueError(f"out must not overlap {name} (the kernel reads {name} while it writes out)")
 
 
+def validate_bias(bias: torch.Tensor, n: int, device: torch.device) -> None:
+    """Checks the ``bias`` of :func:`gemm_a4w4`: a bf16, fp16 or float32 tensor [N] on a's device."""
+    if not isinstance(bias, torch.Tensor):
+        raise TypeError(f"bias must be a torch.Tensor, got {type(bias).__name__}")
+    if bias.dtype not in _FLOATS:
+        raise TypeError(f"bias must be bfloat16, float16 or float32, got {bias.dtype}")
+    if tuple(bias.shape) != (n,):
+        raise ValueError(f"bias must have shape ({n},) (w's N), got {tuple(bias.shape)}")
+    if bias.device != device:
+        raise ValueError(f"bias ({bias.device}) must be on a's device ({device})")
+
+
+def add_bias(total: torch.Tensor, bias: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
+    """The kernels' float32 ``total`` plus ``bias``, added in float32 (one rounding), rounded once to bf16 (to
+    nearest even) and converted to ``out_dtype``: the kernels' biased output (see :func:`gemm_a4w4`)."""
+    y = (total + bias.to(torch.float32)).to(torch.bfloat16)
+    return y if out_dtype is torch.bfloat16 else y.to(out_dtype)
+
+
 def _overlaps(start: int, end: int, y: torch.Tensor) -> bool:
     """Whether the bytes [start, end) meet those ``y`` spans: address ranges, so no storage lookups."""
     y0 = y.data_ptr()
@@ -169,8 +188,8 @@ table and the device, remembered so an eager call does not rebuild it (3.7 us of
 
 def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, *,
               out_dtype: torch.dtype | None = None, backend: str = "auto",
-              params: plan.KernelParams | None = None) -> torch.Tensor:
-    """C = dequant(quant(a)) @ dequant(w)^T [..., N]; ``a`` [..., K] quantized per 1x32 block.
+              params: plan.KernelParams | None = None, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """C = dequant(quant(a)) @ dequant(w)^T (+ bias) [..., N]; ``a`` [..., K] quantized per 1x32 block.
 
     ``a`` may be bf16, fp16 or float32 (quantized by the same rule from its values). The output is
     the exact product rounded once to bf16 (the kernels: within their bound, docs/design.md), in
@@ -184,12 +203,22 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
     ``DecodeParams``: the two-launch decode kernels, ``WgmmaParams``: the large-M kernels); by default
     ``plan.choose`` picks.
 
+    ``bias`` (bf16, fp16 or float32 [N], on a's device) is added before the one rounding, as Quark computes
+    ``x @ W^T + b``: the reference gives ``round_bf16(exact(quant(a) @ w^T) + bias)`` exactly; the kernels
+    write their unrounded float32 total (the ``out_f32`` variant of the chosen kernel), the bias is added
+    to it in float32 and the sum rounded once to bf16 (:func:`add_bias`), within
+    ``ulp_bf16(exact + b) + (K/32) * 2**-24 * sum|a_k w_k| + 2**-24 * |exact + b|`` of the exact biased
+    value (the kernels' contract and one float32 rounding of the biased total; docs/design.md). Its
+    gradient, when it requires grad, is the output's gradient summed over the rows.
+
     When ``a`` requires grad (and grad mode is on) the call goes through ``torch.ops.mxfp4.gemm_a4w4``,
     which has the gradient with respect to ``a`` (docs/design.md, Autograd).
     When N % 16 != 0 the result (``out`` aside) is a view of N columns of a row of N16 = the next
     multiple of 16 (no copy): call ``.contiguous()`` where that matters.
     """
     m, n, k = validate(a, w, out)
+    if bias is not None:
+        validate_bias(bias, n, a.device)
     if params is not None:
         if not isinstance(params, plan.KERNEL_PARAMS):
             raise TypeError(f"params must be a mxfp4.plan.SmallParams, StreamParams, DecodeParams or WgmmaParams, got "
@@ -202,27 +231,32 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
             raise TypeError(f"out_dtype must be torch.bfloat16, float16 or float32, got {out_dtype!r}")
         if out is not None and out.dtype is not out_dtype:
             raise ValueError(f"out ({out.dtype}) and out_dtype ({out_dtype}) disagree: pass one")
-    if a.requires_grad and torch.is_grad_enabled():
+    if (a.requires_grad or (bias is not None and bias.requires_grad)) and torch.is_grad_enabled():
         if out is not None or backend != "auto" or params is not None:
-            raise ValueError("a requires grad: out=, backend= and params= are not differentiable; call under "
-                             "torch.no_grad() or leave them out")
-        return gemm_a4w4_op(a, w, out_dtype)
-    return _run(a, w, out, out_dtype or torch.bfloat16, backend, params, m, n, k)
+            raise ValueError("a or bias requires grad: out=, backend= and params= are not differentiable; call "
+                             "under torch.no_grad() or leave them out")
+        return gemm_a4w4_op(a, w, out_dtype, bias)
+    return _run(a, w, out, out_dtype or torch.bfloat16, backend, params, m, n, k, bias)
 
 
 def _run(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_dtype: torch.dtype, backend: str,
-         params: plan.KernelParams | None, m: int, n: int, k: int) -> torch.Tensor:
+         params: plan.KernelParams | None, m: int, n: int, k: int, bias: torch.Tensor | None = None) -> torch.Tensor:
     """:func:`gemm_a4w4` after its checks (the op's implementation too)."""
     if a.device.type == "meta":  # shapes only (a model built on the meta device): the output as the op's fake
         _check_backend(backend)
         return out if out is not None else a.new_empty((*a.shape[:-1], n), dtype=out_dtype)
     chosen = select_backend(a, w, backend)
     if chosen == "reference":
-        result = reference.gemm_a4w4(a, w, scale_rule=w.scale_rule)
+        result = reference.gemm_a4w4(a, w, scale_rule=w.scale_rule, bias=bias)
         if out is None:
             return result if out_dtype is torch.bfloat16 else result.to(out_dtype)
         return out.copy_(result)
-    return _on_kernels(a, w, out, out_dtype, params, m, n, k)
+    if bias is None:
+        return _on_kernels(a, w, out, out_dtype, params, m, n, k)
+    total = _on_kernels(a, w, None, torch.float32, None if params is None else plan.float32_output(params), m, n, k,
+                        unrounded=True)
+    result = add_bias(total, bias, out_dtype)
+    return result if out is None else out.copy_(result)
 
 
 def gemm_a4w4_partial(a: torch.Tensor, w: MXFP4Tensor) -> torch.Tensor:
@@ -322,7 +356,7 @@ def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_d
 
 _lib = torch.library.Library("mxfp4", "DEF")
 _lib.define("gemm_a4w4(Tensor a, Tensor w_data, Tensor w_scales, SymInt n, SymInt k, bool shuffled, "
-            "bool floor_rule, ScalarType? out_dtype=None) -> Tensor")
+            "bool floor_rule, ScalarType? out_dtype=None, Tensor? bias=None) -> Tensor")
 
 
 def _op_weight(w_data, w_scales, n, k, shuffled, floor_rule) -> MXFP4Tensor:
@@ -330,16 +364,18 @@ def _op_weight(w_data, w_scales, n, k, shuffled, floor_rule) -> MXFP4Tensor:
                        ScaleRule.FLOOR if floor_rule else ScaleRule.AITER)
 
 
-def _op_impl(a, w_data, w_scales, n, k, shuffled, floor_rule, out_dtype=None):
+def _op_impl(a, w_data, w_scales, n, k, shuffled, floor_rule, out_dtype=None, bias=None):
     w = _op_weight(w_data, w_scales, n, k, shuffled, floor_rule)
     m, n, k = validate(a, w, None)
     if out_dtype is not None and out_dtype not in _FLOATS:
         raise TypeError(f"out_dtype must be torch.bfloat16, float16 or float32, got {out_dtype!r}")
-    out = _run(a, w, None, out_dtype or torch.bfloat16, "auto", None, m, n, k)
+    if bias is not None:
+        validate_bias(bias, n, a.device)
+    out = _run(a, w, None, out_dtype or torch.bfloat16, "auto", None, m, n, k, bias)
     return out if out.is_contiguous() else out.contiguous()  # the op's output is dense, as its fake
 
 
-def _op_fake(a, w_data, w_scales, n, k, shuffled, floor_rule, out_dtype=None):
+def _op_fake(a, w_data, w_scales, n, k, shuffled, floor_rule, out_dtype=None, bias=None):
     return a.new_empty((*a.shape[:-1], n), dtype=out_dtype or torch.bfloat16)
 
 
@@ -347,37 +383,44 @@ class _OpGrad(torch.autograd.Function):
     """The op's autograd node: the forward runs the op below autograd, the backward the gradient of ``a``."""
 
     @staticmethod
-    def forward(ctx, keyset, a, w_data, w_scales, n, k, shuffled, floor_rule, out_dtype):
+    def forward(ctx, keyset, a, w_data, w_scales, n, k, shuffled, floor_rule, out_dtype, bias):
         ctx.save_for_backward(w_data, w_scales)
-        ctx.meta = (n, k, shuffled, floor_rule, a.dtype)
+        ctx.meta = (n, k, shuffled, floor_rule, a.dtype, None if bias is None else bias.dtype)
         with torch._C._AutoDispatchBelowAutograd():
             return _OP.redispatch(keyset & _AFTER_AUTOGRAD, a, w_data, w_scales, n, k, shuffled, floor_rule,
-                                  out_dtype)
+                                  out_dtype, bias)
 
     @staticmethod
     def backward(ctx, grad):
         """d(loss)/d(a) = grad @ dequant(w): the activation's quantization passes the gradient straight
-        through; the weight is frozen (its bytes are uint8 and cannot require grad)."""
+        through; the weight is frozen (its bytes are uint8 and cannot require grad). d(loss)/d(bias) =
+        grad summed over the rows."""
         if ctx.needs_input_grad[2] or ctx.needs_input_grad[3]:
             raise RuntimeError("mxfp4.gemm_a4w4: the MXFP4 weight is frozen (no gradient for w_data / w_scales); "
                                "train a float adapter beside it (e.g. LoRA)")
         w_data, w_scales = ctx.saved_tensors
-        n, k, shuffled, floor_rule, dtype = ctx.meta
-        w = dequantize(_op_weight(w_data, w_scales, n, k, shuffled, floor_rule))  # float32 [N, K], exact
-        return None, (grad.to(torch.float32) @ w).to(dtype), None, None, None, None, None, None, None
+        n, k, shuffled, floor_rule, dtype, bias_dtype = ctx.meta
+        grad_a = grad_bias = None
+        if ctx.needs_input_grad[1]:
+            w = dequantize(_op_weight(w_data, w_scales, n, k, shuffled, floor_rule))  # float32 [N, K], exact
+            grad_a = (grad.to(torch.float32) @ w).to(dtype)
+        if ctx.needs_input_grad[9]:
+            grad_bias = grad.to(torch.float32).reshape(-1, n).sum(0).to(bias_dtype)
+        return None, grad_a, None, None, None, None, None, None, None, grad_bias
 
 
-def _op_autograd(keyset, a, w_data, w_scales, n, k, shuffled, floor_rule, out_dtype=None):
+def _op_autograd(keyset, a, w_data, w_scales, n, k, shuffled, floor_rule, out_dtype=None, bias=None):
     """The op's Autograd kernel. With no gradient to record and plain CPU / CUDA tensors (nothing below
     autograd but the backend) it runs the implementation itself: register_autograd's kernel
     redispatched to it, the dispatch then took 7.9 us of a call against 3.6 us (CPU). Fake, functional
     and other wrapped tensors (torch.compile) take the redispatch, a gradient the autograd.Function."""
-    if a.requires_grad and torch.is_grad_enabled():
-        return _OpGrad.apply(keyset, a, w_data, w_scales, n, k, shuffled, floor_rule, out_dtype)
+    if (a.requires_grad or (bias is not None and bias.requires_grad)) and torch.is_grad_enabled():
+        return _OpGrad.apply(keyset, a, w_data, w_scales, n, k, shuffled, floor_rule, out_dtype, bias)
     if keyset.raw_repr() in _PLAIN_KEYSETS:
-        return _op_impl(a, w_data, w_scales, n, k, shuffled, floor_rule, out_dtype)
+        return _op_impl(a, w_data, w_scales, n, k, shuffled, floor_rule, out_dtype, bias)
     with torch._C._AutoDispatchBelowAutograd():
-        return _OP.redispatch(keyset & _AFTER_AUTOGRAD, a, w_data, w_scales, n, k, shuffled, floor_rule, out_dtype)
+        return _OP.redispatch(keyset & _AFTER_AUTOGRAD, a, w_data, w_scales, n, k, shuffled, floor_rule, out_dtype,
+                              bias)
 
 
 def _plain_keyset(backend: str) -> int:
@@ -396,9 +439,12 @@ torch.library.register_fake("mxfp4::gemm_a4w4", _op_fake, lib=_lib)
 _OP = torch.ops.mxfp4.gemm_a4w4.default
 
 
-def gemm_a4w4_op(a: torch.Tensor, w: MXFP4Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+def gemm_a4w4_op(a: torch.Tensor, w: MXFP4Tensor, out_dtype: torch.dtype | None = None,
+                 bias: torch.Tensor | None = None) -> torch.Tensor:
     """:func:`gemm_a4w4` through the registered op ``torch.ops.mxfp4.gemm_a4w4`` (torch.compile,
-    autograd: the gradient with respect to ``a``, docs/design.md)."""
+    autograd: the gradients with respect to ``a`` and ``bias``, docs/design.md)."""
     validate(a, w, None)
+    if bias is not None:
+        validate_bias(bias, w.shape[0], a.device)
     return _OP(a, w.data, w.scales, w.shape[0], w.shape[1], w.layout is Layout.AITER_SHUFFLED,
-               w.scale_rule is ScaleRule.FLOOR, out_dtype)
+               w.scale_rule is ScaleRule.FLOOR, out_dtype, bias)

@@ -92,11 +92,40 @@ def _exact_where_float64_is_not(acc: torch.Tensor, sums: torch.Tensor, e: torch.
     return acc
 
 
-def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, *, scale_rule: ScaleRule = ScaleRule.AITER,
-              out_dtype: torch.dtype | None = torch.bfloat16) -> torch.Tensor:
-    """``dequant(quant(a)) @ dequant(w)^T`` for a [..., K] and w [N, K]; bf16, or float64 with ``out_dtype=None``.
+def _bias_terms(bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A float ``bias`` [N] as exact terms: integers [N] (float64) and exponents [N] (int64) with
+    bias = integer * 2**exponent (a float's 24-bit significand and its exponent), and the mask of its finite
+    entries (the others are added as they are: Inf or NaN is the result)."""
+    finite = torch.isfinite(bias)
+    frac, exp = torch.frexp(torch.where(finite, bias, torch.zeros_like(bias)).to(torch.float64))
+    return torch.ldexp(frac, torch.full_like(exp, 24)), exp.to(torch.int64) - 24, finite
 
-    Validation is the caller's (see :func:`mxfp4.gemm_a4w4`).
+
+def _exponent_spread(doubled: torch.Tensor, exps: torch.Tensor) -> torch.Tensor:
+    """[R]: the largest minus the smallest scale exponent among the blocks of each row (``doubled``
+    [R, nb, 32], ``exps`` [R, nb]) that hold a nonzero value; 0 for a row without one."""
+    nonzero = (doubled != 0).any(-1)
+    big = torch.where(nonzero, exps, torch.full_like(exps, -(1 << 20))).amax(-1)
+    small = torch.where(nonzero, exps, torch.full_like(exps, 1 << 20)).amin(-1)
+    return torch.where(nonzero.any(-1), big - small, torch.zeros_like(big))
+
+
+def _float64_matmul_limit(nb: int) -> int:
+    """The largest exponent spread (a row's plus a column's, :func:`_exponent_spread`) at which every
+    partial sum of an output's element products, in any order, is exact in float64: each product is an
+    integer multiple of 2**e_min (the smallest product's unit) and the products of a block sum to at most
+    4608 of their block's units, so all partial sums are below nb * 4608 * 2**spread units; that is
+    < 2**53 with a margin of one binade."""
+    return 53 - (nb * 4608).bit_length() - 1
+
+
+def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, *, scale_rule: ScaleRule = ScaleRule.AITER,
+              out_dtype: torch.dtype | None = torch.bfloat16, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``dequant(quant(a)) @ dequant(w)^T (+ bias)`` for a [..., K] and w [N, K]; bf16, or float64 with
+    ``out_dtype=None``.
+
+    ``bias`` (a float [N]) is one more exact term of each output's sum, before its one rounding:
+    ``round_bf16(exact(quant(a) @ w^T) + bias)``. Validation is the caller's (see :func:`mxfp4.gemm_a4w4`).
     """
     lead, k = a.shape[:-1], a.shape[-1]
     a2 = a.reshape(-1, k)
@@ -108,14 +137,31 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, *, scale_rule: ScaleRule = ScaleR
     out = torch.empty((a2.shape[0], n), dtype=torch.float64, device=a.device)
     rows = max(1, _ROWS_ELEMENTS // max(1, n * nb))
     wv_b = wv.permute(1, 2, 0)  # [nb, 32, N]
+    if bias is not None:
+        b_int, b_exp, b_finite = _bias_terms(bias.to(a.device))
+    else:  # where no output's sum can round, one float64 matmul of the exact values gives it
+        spread_w = _exponent_spread(wv, wex)
+        spread = _exponent_spread(av, aex).unsqueeze(1) + spread_w.unsqueeze(0)  # [M, N]
+        fits = (spread <= _float64_matmul_limit(nb)).all(1)  # rows whose outputs all take it
+        wq = (wv * wsc.unsqueeze(-1)).reshape(n, -1).t()
     for r0 in range(0, a2.shape[0], rows):
         r1 = min(r0 + rows, a2.shape[0])
+        if bias is None and bool(fits[r0:r1].all()):
+            out[r0:r1] = (av[r0:r1] * asc[r0:r1].unsqueeze(-1)).reshape(r1 - r0, -1) @ wq
+            continue
         sums = torch.bmm(av[r0:r1].permute(1, 0, 2), wv_b)  # [nb, rows, N], exact integers
         scaled = sums * asc[r0:r1].t().unsqueeze(-1) * wsc.t().unsqueeze(1)
         acc = torch.zeros((r1 - r0, n), dtype=torch.float64, device=a.device)
         for b in range(nb):  # fixed order, independent of the batch
             acc += scaled[b]
         e = aex[r0:r1].t().unsqueeze(-1) + wex.t().unsqueeze(1)  # [nb, rows, N]
+        if bias is not None:  # the bias as the last term: its significand at its exponent
+            shape = (1, r1 - r0, n)
+            sums = torch.cat([sums, b_int.expand(shape)])
+            e = torch.cat([e, b_exp.expand(shape)])
+            acc += b_int * formats.pow2(b_exp)
         out[r0:r1] = _exact_where_float64_is_not(acc, sums, e)
+    if bias is not None:
+        out = torch.where(b_finite, out, out + bias.to(torch.float64))
     out = out.reshape(*lead, n)
     return out if out_dtype is None else round_to_bf16(out)

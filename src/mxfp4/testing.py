@@ -40,6 +40,12 @@ def kernel_bound(exact: torch.Tensor, magnitude: torch.Tensor, k: int) -> torch.
     return ulp_bf16(exact) + (k // formats.BLOCK) * 2.0 ** -24 * magnitude.to(torch.float64)
 
 
+def biased_bound(exact: torch.Tensor, magnitude: torch.Tensor, k: int) -> torch.Tensor:
+    """The kernels' bound with a bias (``exact``: the exact product plus the bias): :func:`kernel_bound` and
+    one float32 rounding of the biased total, ``2**-24 * |exact|`` (``mxfp4.ops.add_bias``)."""
+    return kernel_bound(exact, magnitude, k) + 2.0 ** -24 * exact.abs().to(torch.float64)
+
+
 def sample_rows(m: int, limit: int = 1024, stride: int = 29) -> torch.Tensor | None:
     """Rows to check for an M-row output: None (all) up to ``limit`` rows, else every
     ``stride``-th row and the last one, so every output tile of 32 or more rows is checked (the

@@ -8,17 +8,27 @@ it (a prefix match; globs are not patterns there); otherwise its spec is the fir
 otherwise), else ``layer_type_quant_config[<class name>]``, else ``global_quant_config``.
 ``export.kv_cache_group`` names the ``layer_quant_config`` entries (``fnmatch``) whose
 ``output_tensors`` is the KV cache's FP8 per-tensor spec; their ``<layer>.output_scale`` tensors
-hold the scales. Every field that would change the numerics of the layers this library runs is
-checked; a config it does not run is refused with a ValueError naming the field.
+hold the scales; ``kv_cache_quant_config`` entries (the KV spec alone, or Quark 0.13's whole layer
+config) are checked as that spec.
+
+The policy, meant to last across exporter releases: every field known to change the numerics of the
+layers this library runs (dtype, qscheme, group and block size, scale format and rule, rounding,
+dynamic or static inputs, bias quantization, online rotations, shared scales, FP8 layers) is checked,
+and a config it does not run is refused with a ValueError naming the field; metadata (observer setup,
+``zero_point_type`` of the symmetric MX and FP8 specs, ``max_input_numel``, ``version``) is accepted;
+a field never seen before is accepted with one logged note (logger ``mxfp4``) naming it.
 """
 from __future__ import annotations
 
 import dataclasses
 import enum
 import fnmatch
+import logging
 import re
 
 from ..formats import BLOCK
+
+log = logging.getLogger("mxfp4")
 
 
 class LayerKind(enum.Enum):
@@ -45,27 +55,50 @@ _INPUT_SPEC = {**_WEIGHT_SPEC, "is_dynamic": True, "round_method": "half_even", 
 _DEFAULTS = ("round_method", "scale_calculation_mode")  # null means Quark's default, the value wanted
 _ABSENT_OR = {"ch_axis": (None, -1, 1), "block_size": (None, BLOCK), "mx_element_dtype": (None, "fp4"),
               "is_scale_quant": (None, False)}
-# Metadata: how Quark's observer was set up, none of it changes the stored bytes or the run.
-_IGNORED = {"symmetric", "scale_type", "observer_cls", "enable_buffer_reuse", "max_input_numel"}
+# Metadata: how Quark's observer was set up (its class, buffers, input bound), and the integer type a zero
+# point would have (MX and FP8 per-tensor specs are symmetric: none is stored). None of it changes the stored
+# bytes or the run.
+_METADATA = {"symmetric", "scale_type", "observer_cls", "enable_buffer_reuse", "max_input_numel",
+             "zero_point_type", "qat_spec"}
 # A stored weight is read as its bytes, however its scales were chosen and its values rounded.
-_WEIGHT_IGNORED = _IGNORED | {"round_method", "scale_calculation_mode"}
+_WEIGHT_METADATA = _METADATA | {"round_method", "scale_calculation_mode"}
 _KV_SPEC = {"dtype": "fp8_e4m3", "qscheme": "per_tensor", "is_dynamic": False}
-_KV_IGNORED = _IGNORED | {"ch_axis", "group_size", "round_method", "scale_calculation_mode", "scale_format",
-                          "is_scale_quant", "mx_element_dtype", "block_size"}
+_KV_METADATA = _METADATA | {"ch_axis", "group_size", "round_method", "scale_calculation_mode", "scale_format",
+                            "is_scale_quant", "mx_element_dtype", "block_size"}
 _LAYER_KEYS = {"weight", "input_tensors", "output_tensors", "bias", "target_device"}
+# Top-level fields read below or that do not change the numerics of what this library runs (kv_cache_post_rope:
+# where Quark's FP8 KV cache sits, the cache being kept in the model's dtype here).
 _TOP_KEYS = {"quant_method", "global_quant_config", "layer_quant_config", "layer_type_quant_config",
              "kv_cache_quant_config", "kv_cache_post_rope", "exclude", "export", "algo_config", "quant_mode",
-             "version", "softmax_quant_spec", "packed_modules_mapping"}
+             "version", "softmax_quant_spec", "shared_scale_groups", "packed_modules_mapping",
+             "pre_quant_opt_config"}
 _EXPORT_KEYS = {"kv_cache_group", "min_kv_scale", "pack_method", "weight_format", "weight_merge_groups"}
 _QC = "quantization_config"
 
 
-def _check_spec(spec, want: dict, ignored: set, absent_or: dict, required: tuple, where: str) -> None:
+class _Unknown:
+    """The fields of one config that this library has never seen, collected for one logged note: each is
+    taken not to change the numerics (every field known to does is checked by name)."""
+
+    def __init__(self) -> None:
+        self.fields: list[str] = []
+
+    def add(self, where: str, value) -> None:
+        self.fields.append(f"{where} = {value!r}")
+
+    def note(self) -> None:
+        if self.fields:
+            log.info("quantization_config: fields this library has not seen, read as metadata (they are not "
+                     "among the fields that change the numerics, which are checked): %s", "; ".join(self.fields))
+
+
+def _check_spec(spec, want: dict, metadata: set, absent_or: dict, required: tuple, where: str,
+                unknown: _Unknown) -> None:
     if not isinstance(spec, dict):
         raise ValueError(f"{where}: {spec!r} is not supported (this library runs W4A4 MXFP4: weight and "
                          "input_tensors both fp4, per_group, group_size 32, e8m0 scales)")
     for key, value in spec.items():
-        if key in ignored:
+        if key in metadata:
             continue
         if key in want:
             if value != want[key] and not (key in _DEFAULTS and value is None):
@@ -74,26 +107,26 @@ def _check_spec(spec, want: dict, ignored: set, absent_or: dict, required: tuple
             if value not in absent_or[key]:
                 raise ValueError(f"{where}.{key}: {value!r} is not supported (must be one of {absent_or[key]})")
         else:
-            raise ValueError(f"{where}.{key}: unknown field (value {value!r}); not supported")
+            unknown.add(f"{where}.{key}", value)
     for key in required:
         if key not in spec:
             raise ValueError(f"{where}.{key}: missing (must be {want[key]!r})")
 
 
-def _check_kv_spec(spec, where: str) -> None:
-    _check_spec(spec, _KV_SPEC, _KV_IGNORED, {}, ("dtype", "qscheme"), where)
+def _check_kv_spec(spec, where: str, unknown: _Unknown) -> None:
+    _check_spec(spec, _KV_SPEC, _KV_METADATA, {}, ("dtype", "qscheme"), where, unknown)
 
 
-def _layer_rule(cfg, where: str, kv: bool) -> LayerRule:
+def _layer_rule(cfg, where: str, kv: bool, unknown: _Unknown) -> LayerRule:
     if not isinstance(cfg, dict):
         raise ValueError(f"{where}: {cfg!r} is not supported (must be an object of weight / input_tensors specs)")
     for key in cfg:
         if key not in _LAYER_KEYS:
-            raise ValueError(f"{where}.{key}: unknown field (value {cfg[key]!r}); not supported")
+            unknown.add(f"{where}.{key}", cfg[key])
     if cfg.get("bias") is not None:
         raise ValueError(f"{where}.bias: {cfg['bias']!r} is not supported (must be null: biases stay as they are)")
     if kv:
-        _check_kv_spec(cfg.get("output_tensors"), f"{where}.output_tensors")
+        _check_kv_spec(cfg.get("output_tensors"), f"{where}.output_tensors", unknown)
     elif cfg.get("output_tensors") is not None:
         raise ValueError(f"{where}.output_tensors: {cfg['output_tensors']!r} is not supported (must be null, or "
                          "the FP8 KV-cache spec of an entry that export.kv_cache_group names)")
@@ -102,23 +135,36 @@ def _layer_rule(cfg, where: str, kv: bool) -> LayerRule:
         return LayerRule(LayerKind.FLOAT, where, kv)
     if isinstance(weight, dict) and str(weight.get("dtype", "")).startswith("fp8"):
         return LayerRule(LayerKind.FP8, f"{where}.weight.dtype", kv)
-    _check_spec(weight, _WEIGHT_SPEC, _WEIGHT_IGNORED, _ABSENT_OR, ("dtype", "group_size", "scale_format"),
-                f"{where}.weight")
-    _check_spec(inputs, _INPUT_SPEC, _IGNORED, _ABSENT_OR, ("dtype", "group_size", "scale_format", "is_dynamic"),
-                f"{where}.input_tensors")
+    _check_spec(weight, _WEIGHT_SPEC, _WEIGHT_METADATA, _ABSENT_OR, ("dtype", "group_size", "scale_format"),
+                f"{where}.weight", unknown)
+    _check_spec(inputs, _INPUT_SPEC, _METADATA, _ABSENT_OR, ("dtype", "group_size", "scale_format", "is_dynamic"),
+                f"{where}.input_tensors", unknown)
     return LayerRule(LayerKind.MXFP4, where, kv)
+
+
+def _check_kv_entry(entry, where: str, unknown: _Unknown) -> None:
+    """A ``kv_cache_quant_config`` entry: the KV cache's spec alone, or a whole layer config
+    whose ``output_tensors`` is it (Quark 0.13: ``weight``, ``input_tensors``, ``output_tensors``, ``bias``,
+    ``target_device``), checked as a layer whose output is the KV cache."""
+    if isinstance(entry, dict) and any(key in _LAYER_KEYS for key in entry):
+        rule = _layer_rule(entry, where, True, unknown)
+        if rule.kind is LayerKind.FP8:
+            raise ValueError(f"{rule.where}: {entry['weight']['dtype']!r} is not supported (FP8 weights; this "
+                             "library runs W4A4 MXFP4)")
+        return
+    _check_kv_spec(entry, where, unknown)
 
 
 def _matches(pattern: str, name: str) -> bool:
     return fnmatch.fnmatchcase(name, pattern) if any(c in pattern for c in "*?[") else name == pattern
 
 
-def _check_algorithms(algos) -> None:
+def _check_algorithms(algos, field: str) -> None:
     if algos is None:
         return
     items = algos if isinstance(algos, list) else [algos]
     for i, algo in enumerate(items):
-        where = f"{_QC}.algo_config[{i}]"
+        where = f"{_QC}.{field}[{i}]"
         if not isinstance(algo, dict):
             raise ValueError(f"{where}: {algo!r} is not supported (must be an object with a 'name')")
         name = str(algo.get("name", "")).lower()
@@ -170,15 +216,16 @@ def quark_config(config: dict) -> QuarkConfig:
         hint = (" (a GPT-OSS checkpoint: mxfp4.quantize_(model, checkpoint=path) loads its experts)"
                 if method == "mxfp4" else "")
         raise ValueError(f"{_QC}.quant_method: {method!r} is not supported (must be 'quark'){hint}")
+    unknown = _Unknown()
     for key in qc:
         if key not in _TOP_KEYS:
-            raise ValueError(f"{_QC}.{key}: unknown field (value {qc[key]!r}); not supported")
+            unknown.add(f"{_QC}.{key}", qc[key])
     export = qc.get("export") or {}
     if not isinstance(export, dict):
         raise ValueError(f"{_QC}.export: {export!r} must be an object")
     for key in export:
         if key not in _EXPORT_KEYS:
-            raise ValueError(f"{_QC}.export.{key}: unknown field (value {export[key]!r}); not supported")
+            unknown.add(f"{_QC}.export.{key}", export[key])
     weight_format = export.get("weight_format", "real_quantized")
     if weight_format != "real_quantized":
         raise ValueError(f"{_QC}.export.weight_format: {weight_format!r} is not supported "
@@ -191,14 +238,18 @@ def quark_config(config: dict) -> QuarkConfig:
     group = export.get("kv_cache_group") or []
     if not isinstance(group, list) or not all(isinstance(g, str) for g in group):
         raise ValueError(f"{_QC}.export.kv_cache_group: {group!r} must be a list of layer_quant_config patterns")
-    _check_algorithms(qc.get("algo_config"))
+    _check_algorithms(qc.get("algo_config"), "algo_config")
+    _check_algorithms(qc.get("pre_quant_opt_config"), "pre_quant_opt_config")  # older exports' algorithms
     if qc.get("softmax_quant_spec") is not None:
         raise ValueError(f"{_QC}.softmax_quant_spec: {qc['softmax_quant_spec']!r} is not supported (must be null)")
+    if qc.get("shared_scale_groups"):
+        raise ValueError(f"{_QC}.shared_scale_groups: {qc['shared_scale_groups']!r} is not supported (must be "
+                         "empty: each layer's inputs are quantized with their own scales)")
     kv_table = qc.get("kv_cache_quant_config") or {}
     if not isinstance(kv_table, dict):
         raise ValueError(f"{_QC}.kv_cache_quant_config: {kv_table!r} must be an object")
     for key, spec in kv_table.items():
-        _check_kv_spec(spec, f"{_QC}.kv_cache_quant_config[{key!r}]")
+        _check_kv_entry(spec, f"{_QC}.kv_cache_quant_config[{key!r}]", unknown)
 
     tables = {}
     for table in ("layer_quant_config", "layer_type_quant_config"):
@@ -216,11 +267,11 @@ def quark_config(config: dict) -> QuarkConfig:
     if any(s != kv_specs[0] for s in kv_specs):
         raise ValueError(f"{_QC}.layer_quant_config: the entries {kv_keys} of kv_cache_group have different "
                          "output_tensors (the KV cache has one spec)")
-    layer_rules = tuple((key, _layer_rule(cfg, f"{_QC}.layer_quant_config[{key!r}]", key in kv_keys))
+    layer_rules = tuple((key, _layer_rule(cfg, f"{_QC}.layer_quant_config[{key!r}]", key in kv_keys, unknown))
                         for key, cfg in tables["layer_quant_config"].items())
-    type_rules = tuple((key, _layer_rule(cfg, f"{_QC}.layer_type_quant_config[{key!r}]", False))
+    type_rules = tuple((key, _layer_rule(cfg, f"{_QC}.layer_type_quant_config[{key!r}]", False, unknown))
                        for key, cfg in tables["layer_type_quant_config"].items())
-    global_rule = _layer_rule(qc.get("global_quant_config"), f"{_QC}.global_quant_config", False)
+    global_rule = _layer_rule(qc.get("global_quant_config"), f"{_QC}.global_quant_config", False, unknown)
 
     exclude = qc.get("exclude") or []
     if not isinstance(exclude, list) or not all(isinstance(e, str) for e in exclude):
@@ -231,6 +282,7 @@ def quark_config(config: dict) -> QuarkConfig:
                 re.compile(e[3:])
             except re.error as err:
                 raise ValueError(f"{_QC}.exclude[{i}]: {e!r} is not a valid regular expression ({err})") from None
+    unknown.note()
     return QuarkConfig(tuple(exclude), layer_rules, type_rules, global_rule, tuple(group),
                        kv_specs[0] if kv_specs else None)
 

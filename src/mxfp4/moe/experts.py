@@ -38,7 +38,8 @@ class MXFP4Experts(nn.Module):
 
     ``gate_up`` ([2I, H] per expert) and ``down`` ([H, I]) are :class:`ExpertWeights`, each one prepared
     MXFP4 tensor for all experts (buffers ``gate_up_data`` / ``_scales``, ``down_data`` / ``_scales``);
-    optional biases [E, 2I] / [E, H]. ``forward(hidden_states [T, H], top_k_index [T, k],
+    optional biases [E, 2I] / [E, H], added before each GEMM's one rounding.
+    ``forward(hidden_states [T, H], top_k_index [T, k],
     top_k_weights [T, k])`` is what transformers' MoE blocks call (v5: fused experts): the (token, slot)
     pairs sorted by expert, two :func:`grouped_gemm_a4w4` calls, the activation, the routing weights and
     the accumulation as the model's own code does them, in the layer's dtype (the model's). ``experts[e]``
@@ -116,11 +117,8 @@ class MXFP4Experts(nn.Module):
 
     def _mlp(self, x: torch.Tensor, offsets: torch.Tensor, experts: torch.Tensor) -> torch.Tensor:
         """Rows ``x`` sorted by expert (``experts``: each row's) through their experts' MLPs, in the layer's dtype."""
-        h = grouped_gemm_a4w4(x, self.weights("gate_up"), offsets).to(self.dtype)
-        if self.gate_up_bias is not None:
-            h = h + self.gate_up_bias[experts]
-        y = grouped_gemm_a4w4(self._activate(h), self.weights("down"), offsets).to(self.dtype)
-        return y + self.down_bias[experts] if self.down_bias is not None else y
+        h = grouped_gemm_a4w4(x, self.weights("gate_up"), offsets, bias=self.gate_up_bias).to(self.dtype)
+        return grouped_gemm_a4w4(self._activate(h), self.weights("down"), offsets, bias=self.down_bias).to(self.dtype)
 
     def forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
                 top_k_weights: torch.Tensor) -> torch.Tensor:
@@ -183,11 +181,10 @@ class Expert:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         m, e = self.experts, self.e
-        h = gemm_a4w4(x, m.weights("gate_up").expert(e), out_dtype=m.dtype)
-        if m.gate_up_bias is not None:
-            h = h + m.gate_up_bias[e]
-        y = gemm_a4w4(m._activate(h), m.weights("down").expert(e), out_dtype=m.dtype)
-        return y + m.down_bias[e] if m.down_bias is not None else y
+        gate_up_bias = m.gate_up_bias[e] if m.gate_up_bias is not None else None
+        down_bias = m.down_bias[e] if m.down_bias is not None else None
+        h = gemm_a4w4(x, m.weights("gate_up").expert(e), out_dtype=m.dtype, bias=gate_up_bias)
+        return gemm_a4w4(m._activate(h), m.weights("down").expert(e), out_dtype=m.dtype, bias=down_bias)
 
 
 # ---- transformers' experts modules -----------------------------------------------------------------

@@ -143,7 +143,8 @@ def check_offsets(offsets: torch.Tensor, num_experts: int, rows: int, device: to
 
 
 def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, *,
-                      backend: str = "auto", params: plan.GroupedParams | None = None) -> torch.Tensor:
+                      backend: str = "auto", params: plan.GroupedParams | None = None,
+                      bias: torch.Tensor | None = None) -> torch.Tensor:
     """C [T, N] bf16: row t of ``a`` [T, K] times the expert its group names, as :func:`mxfp4.gemm_a4w4`.
 
     ``a`` holds the tokens sorted by expert; ``offsets`` (int32 or int64 [E], on ``a``'s device) are
@@ -163,6 +164,11 @@ def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, 
     as one :func:`mxfp4.gemm_a4w4` on views of the stacked weight (the large-M kernels). Everywhere else the
     offsets are checked and read on the host. When N % 16 != 0 the kernels' result is a view of N
     columns of rows of N rounded up to 16 (as :func:`mxfp4.gemm_a4w4`'s).
+
+    ``bias`` (bf16, fp16 or float32 [E, N], on ``a``'s device): row t gets its expert's row, added before the one
+    rounding as :func:`mxfp4.gemm_a4w4`'s ``bias``. The grouped kernel writes bf16 only, so on a Hopper GPU a
+    call with a bias reads the offsets on the host and runs each non-empty expert as one biased
+    :func:`mxfp4.gemm_a4w4` (the kernels' float32 total, the bias added, rounded once).
     """
     if not isinstance(w, ExpertWeights):
         raise TypeError(f"w must be an mxfp4.ExpertWeights (ExpertWeights.stack), got {type(w).__name__}")
@@ -175,12 +181,20 @@ def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, 
         raise ValueError("grouped_gemm_a4w4 is inference only (no autograd): call it under torch.no_grad()")
     if params is not None and not isinstance(params, plan.GroupedParams):
         raise TypeError(f"params must be a mxfp4.plan.GroupedParams, got {type(params).__name__}")
+    if bias is not None:
+        if not isinstance(bias, torch.Tensor) or bias.dim() != 2 or bias.shape[0] != w.num_experts:
+            raise ValueError(f"bias must be a tensor [{w.num_experts}, {w.n}] (one row per expert), got "
+                             f"{getattr(bias, 'shape', type(bias).__name__)}")
+        ops.validate_bias(bias[0], w.n, a.device)
+        if params is not None:
+            raise ValueError("bias= and params= do not go together: the grouped kernel (params) writes bf16 only, "
+                             "and a bias is added to each expert's float32 total")
     _check_offsets_tensor(offsets, w.num_experts, a.device)
     t = a.shape[0]
     chosen = ops.select_backend(a, w.expert(0), backend)
     if a.device.type == "meta":  # shapes only (a model built on the meta device)
         return a.new_empty((t, w.n), dtype=torch.bfloat16)
-    if chosen == "cuda":
+    if chosen == "cuda" and bias is None:
         if not t:
             return torch.empty((0, w.n), dtype=torch.bfloat16, device=a.device)
         n16, k64 = -(-w.n // 16) * 16, 2 * w.weight.data.shape[1]
@@ -198,10 +212,11 @@ def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, 
     for e, (start, end) in enumerate(zip([0, *ends[:-1]], ends)):
         if end == start:
             continue
-        if chosen == "cuda":  # prefill: the large-M kernels, expert by expert
-            ops.gemm_a4w4(a[start:end], w.expert(e), out[start:end], backend="cuda")
+        b = None if bias is None else bias[e]
+        if chosen == "cuda":  # prefill (or a bias): the kernels, expert by expert
+            ops.gemm_a4w4(a[start:end], w.expert(e), out[start:end], backend="cuda", bias=b)
         else:
-            out[start:end] = reference.gemm_a4w4(a[start:end], w.expert(e), scale_rule=w.weight.scale_rule)
+            out[start:end] = reference.gemm_a4w4(a[start:end], w.expert(e), scale_rule=w.weight.scale_rule, bias=b)
     return out
 
 
