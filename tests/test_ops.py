@@ -269,7 +269,7 @@ def test_kernel_path_logic_on_the_cpu(monkeypatch, n, k, dtype):
         ops._warn_once.cache_clear()
         if isinstance(plan.heuristic(plan.Problem(3, w.data.shape[0], 2 * w.data.shape[1])), plan.StreamParams):
             got = mxfp4.gemm_a4w4(a, w)  # the streaming GEMM quantizes float32 as it is: no detour
-            assert torch.equal(got, reference.gemm_a4w4(a, plain)) and len(launched) == 13
+            assert torch.equal(got, reference.gemm_a4w4(a, plain)) and len(launched) == 15
             return
         with pytest.warns(RuntimeWarning, match="1.75 \\* 2\\*\\*127"):
             got = mxfp4.gemm_a4w4(a, w)
