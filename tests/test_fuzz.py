@@ -27,14 +27,14 @@ def fraction_to_bf16(x: Fraction) -> float:
     return sign * (math.inf if value >= 2 ** 128 else float(value))
 
 
-def fraction_oracle(a_codes, a_scales, w_codes, w_scales) -> torch.Tensor:
+def fraction_oracle(a_codes, a_scales, w_codes, w_scales, bias=None) -> torch.Tensor:
     vals = {c: Fraction(v) for c, v in enumerate(formats.E2M1_VALUES)}
     m, k = a_codes.shape
     n = w_codes.shape[0]
     out = torch.empty(m, n, dtype=torch.float64)
     for i in range(m):
         for j in range(n):
-            total = Fraction(0)
+            total = Fraction(0) if bias is None else Fraction(float(bias[j]))
             nan = False
             for b in range(k // 32):
                 sa, sw = int(a_scales[i, b]), int(w_scales[j, b])
@@ -60,6 +60,24 @@ def test_oracle_gemm_equals_rational_arithmetic(index):
     got = fuzz.oracle_gemm(ac, asc, wc, wsc).bf16.double()
     want = fraction_oracle(ac, asc, wc, wsc)
     assert torch.equal(got.nan_to_num(7.0), want.nan_to_num(7.0))
+
+
+@pytest.mark.parametrize("index", range(8))
+def test_oracle_gemm_with_a_bias_equals_rational_arithmetic(index):
+    # the bias as one more exact term: every dtype, the wide profile's range and zeros among them
+    dtype = ("bf16", "fp16", "fp32")[index % 3]
+    case = fuzz.Case(9, index, "gemm", False, dtype, False, (3,), 6, 128, ("randn", "wide", "mixed", "cancel")[index % 4],
+                     False, bias=True)
+    g = torch.Generator().manual_seed(100 + index)
+    a, b = fuzz.make_operands(case, g)
+    bias = fuzz.make_bias(case, g)
+    ac, asc = fuzz.oracle_quantize(a)
+    wc, wsc = fuzz.oracle_quantize(b)
+    got = fuzz.oracle_gemm(ac, asc, wc, wsc, bias).bf16.double()
+    want = fraction_oracle(ac, asc, wc, wsc, bias)
+    assert torch.equal(got.nan_to_num(7.0), want.nan_to_num(7.0))
+    assert not torch.equal(fuzz.oracle_gemm(ac, asc, wc, wsc).bf16.double().nan_to_num(7.0), want.nan_to_num(7.0)) \
+        or bool((bias == 0).all())
 
 
 def test_oracle_gemm_on_the_extremes():

@@ -26,6 +26,7 @@ _M_LARGE = (33, 47, 64, 65, 95, 96, 100, 127, 128, 129, 160, 191, 192, 200, 255,
             513, 577, 640)
 _N_LARGE = (16, 48, 64, 112, 128, 144, 192, 256, 272, 384)
 _MAX_MNK = 1 << 22  # keeps a case to a few milliseconds of oracle time
+_BIASED = ("gemm", "gemm_out", "linear", "op")  # the entry points that take a bias
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,11 +43,12 @@ class Case:
     profile: str    # randn | wide | mixed | cancel
     strided: bool   # A a column slice of a wider tensor
     large_m: bool = False  # drawn for the large-M kernel (``mxfp4 fuzz --large-m``)
+    bias: bool = False     # a bias [N] added before the one rounding (gemm, gemm_out, linear, op)
 
     def describe(self) -> str:
         return (f"entry={self.entry} {'AITER_SHUFFLED' if self.shuffled else 'PLAIN'} {self.dtype} "
                 f"{'FLOOR' if self.floor_rule else 'AITER'} A{list(self.lead) + [self.k]} N={self.n} "
-                f"profile={self.profile}{' strided' if self.strided else ''}")
+                f"profile={self.profile}{' strided' if self.strided else ''}{' bias' if self.bias else ''}")
 
 
 def draw_case(seed: int, index: int, large_m: bool = False) -> Case:
@@ -76,7 +78,9 @@ def draw_case(seed: int, index: int, large_m: bool = False) -> Case:
     if entry not in ("task", "gemm_params") and m % 2 == 0 and m and r.random() < 0.15:
         lead = (2, m // 2)
     strided = entry != "quantize" and r.random() < 0.15
-    return Case(seed, index, entry, shuffled, dtype, floor_rule, lead, n, k, profile, strided)
+    # drawn from a stream of its own, so that the other draws of a seed's cases stay as they were
+    bias = entry in _BIASED and random.Random(f"bias {seed}:{index}").random() < 0.25
+    return Case(seed, index, entry, shuffled, dtype, floor_rule, lead, n, k, profile, strided, bias=bias)
 
 
 def _draw_large_m(seed: int, index: int) -> Case:
@@ -97,7 +101,8 @@ def _draw_large_m(seed: int, index: int) -> Case:
     if entry != "task" and m % 2 == 0 and r.random() < 0.15:
         lead = (2, m // 2)
     strided = r.random() < 0.15
-    return Case(seed, index, entry, True, "bf16", False, lead, n, k, profile, strided, True)
+    bias = entry in _BIASED and random.Random(f"large-m bias {seed}:{index}").random() < 0.25
+    return Case(seed, index, entry, True, "bf16", False, lead, n, k, profile, strided, True, bias)
 
 
 def _blocks(g: torch.Generator, rows: int, nb: int, dtype: str, profile: str, narrow: bool,
@@ -137,6 +142,19 @@ def _blocks(g: torch.Generator, rows: int, nb: int, dtype: str, profile: str, na
         out = torch.where((pct >= start) & (pct < start + per_mille), v, out)
         start += per_mille
     return out
+
+
+def make_bias(case: Case, g: torch.Generator) -> torch.Tensor:
+    """The case's bias [N]: randn times 2**e, e per element in -8..8 ('wide' and 'mixed': from the
+    dtype's smallest normal to 2**100, far from where the biased total could round to Inf), zeros
+    among them; in the activations' dtype (bf16 for the layer, whose dtype it is)."""
+    dtype = "bf16" if case.entry == "linear" else case.dtype
+    _, emin, emax, bits = _DTYPES[dtype]
+    lo, hi = (-8, 8) if case.profile in ("randn", "cancel") else (emin + bits, min(emax - 3, 100))
+    e = torch.randint(lo, hi + 1, (case.n,), generator=g).to(torch.float64)
+    b = torch.randn(case.n, generator=g, dtype=torch.float64) * torch.pow(2.0, e)
+    b = torch.where(torch.rand(case.n, generator=g) < 0.1, torch.zeros_like(b), b)
+    return b.to(_DTYPES[dtype][0])
 
 
 def make_operands(case: Case, g: torch.Generator):

@@ -71,8 +71,9 @@ class Exact:
     in_domain: torch.Tensor
 
 
-def oracle_gemm(a_codes, a_scales, w_codes, w_scales) -> Exact:
-    """The exact product of quantized A [M, K] and W [N, K] (unpacked codes, scale bytes)."""
+def oracle_gemm(a_codes, a_scales, w_codes, w_scales, bias: torch.Tensor | None = None) -> Exact:
+    """The exact product of quantized A [M, K] and W [N, K] (unpacked codes, scale bytes), plus
+    ``bias`` [N] (finite floats of at most 24 significant bits) as one more exact term of each sum."""
     m, k = a_codes.shape
     n, nb = w_codes.shape[0], k // BLOCK
     av = _doubled(a_codes).reshape(m, nb, BLOCK)
@@ -91,6 +92,11 @@ def oracle_gemm(a_codes, a_scales, w_codes, w_scales) -> Exact:
     limbs = torch.zeros(m * n, 23, dtype=torch.int64)
     vals = s.to(torch.int64) << (off % 24)
     limbs.scatter_add_(1, (off // 24).reshape(m * n, nb), vals.reshape(m * n, nb))
+    if bias is not None:  # b = bs * 2**(be - 24), bs an integer below 2**24: offset be - 24 + 256
+        bmant, bex = torch.frexp(bias.to(torch.float64))
+        bs = (bmant * 2.0 ** 24).to(torch.int64)
+        boff = bex.to(torch.int64) - 24 + 256
+        limbs.scatter_add_(1, (boff // 24).repeat(m)[:, None], (bs << (boff % 24)).repeat(m)[:, None])
 
     def normalize(x):
         for i in range(22):
