@@ -202,7 +202,6 @@ def test_kernel_path_logic_on_the_cpu(monkeypatch, n, k, dtype):
     """The kernel path's padding, slicing, out= and dtypes, with each launch replaced by the reference
     on the padded problem the kernel would see (its inputs checked as the kernels need them)."""
     import dataclasses
-    import types
 
     from mxfp4 import plan
     from mxfp4.cuda import ops as cuda_ops
@@ -233,9 +232,9 @@ def test_kernel_path_logic_on_the_cpu(monkeypatch, n, k, dtype):
     g = torch.Generator().manual_seed(n + k)
     plain = mxfp4.quantize(torch.randn(n, k, generator=g).bfloat16())
     w = mxfp4.prepare(plain)
-    fake = types.SimpleNamespace(gemm_a4w4_small=kernel, gemm_a4w4_wgmma=kernel, gemm_a4w4_stream=stream,
-                                 rows_for_kernel=cuda_ops.rows_for_kernel)
-    monkeypatch.setattr(ops, "_cuda_ops", lambda: fake)
+    for family in ("gemm_a4w4_small", "gemm_a4w4_decode", "gemm_a4w4_wgmma"):  # cuda_ops.gemm dispatches to them
+        monkeypatch.setattr(cuda_ops, family, kernel)
+    monkeypatch.setattr(cuda_ops, "gemm_a4w4_stream", stream)
     monkeypatch.setattr(ops, "cuda_supported", lambda device: True)
     monkeypatch.setattr(ops, "_params", lambda m, n, k, index, out_f32=False: dataclasses.replace(
         plan.heuristic(plan.Problem(m, n, k)), out_f32=out_f32))

@@ -288,16 +288,6 @@ def _cuda_ops():
     return _cuda_ops_module
 
 
-def kernel_rows(a: torch.Tensor, k64: int) -> torch.Tensor:
-    """2-D ``a`` [M, K] as the kernels read it: bf16 (fp16 / float32 as their quantized values, exact),
-    K padded with zero blocks to the weight's K64, rows the kernels can load (else a copy)."""
-    if a.dtype is not torch.bfloat16:
-        a = formats.quantized_values_bf16(a)
-    if k64 != a.shape[1]:  # zero blocks, as the weight's padding (one copy of A)
-        return torch.nn.functional.pad(a, (0, k64 - a.shape[1]))
-    return _cuda_ops().rows_for_kernel(a)
-
-
 def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_dtype: torch.dtype,
                 params: plan.KernelParams | None, m: int, n: int, k: int,
                 unrounded: bool = False) -> torch.Tensor:
@@ -316,11 +306,6 @@ def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_d
         cuda_ops = _cuda_ops()
         if params is None:
             params = _params(m, n16, k64, a.get_device(), unrounded)
-        a2 = a if two_d else a.reshape(m, k)
-        if isinstance(params, plan.StreamParams):  # reads bf16, fp16 and float32 rows, K padded in the kernel
-            a2 = cuda_ops.rows_for_kernel(a2)
-        else:
-            a2 = kernel_rows(a2, k64)
         if user_params:
             if a.dtype is torch.float32 and not isinstance(params, plan.StreamParams) and _beyond_bf16(a):
                 raise ValueError(f"params {params} read float32 a through bf16, and a holds a finite value of "
@@ -332,14 +317,7 @@ def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_d
                                  f"K / 32; DecodeParams: M at most 8 * mt, shared memory at most {plan.SMEM_LIMIT}; "
                                  f"SmallParams: kb = K / 32, M at most {plan.MAX_GRID_Y} tiles of 8 * mt rows; "
                                  f"StreamParams: M at most 8 * mt)")
-        if isinstance(params, plan.StreamParams):
-            cuda_ops.gemm_a4w4_stream(a2, w.data, w.scales, buf, params)
-        elif isinstance(params, plan.WgmmaParams):
-            cuda_ops.gemm_a4w4_wgmma(a2, w.data, w.scales, buf, params)
-        elif isinstance(params, plan.DecodeParams):
-            cuda_ops.gemm_a4w4_decode(a2, w.data, w.scales, buf, params)
-        else:
-            cuda_ops.gemm_a4w4_small(a2, w.data, w.scales, buf, params)
+        cuda_ops.gemm(a if two_d else a.reshape(m, k), w.data, w.scales, buf, params)
     if out is not None:
         if not bf16_out:
             out.view(m, n).copy_(buf[:, :n])

@@ -3,11 +3,38 @@ from __future__ import annotations
 
 import torch
 
-from .. import plan
+from .. import formats, plan
 from . import runtime
 
 _QUANT_THREADS = 256
 _quant_configs: dict[int, runtime.LaunchConfig] = {}  # grid -> the quantize kernel's launch configuration
+
+
+def gemm(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor,
+         params: plan.KernelParams) -> torch.Tensor:
+    """out [M, N16] (bf16, float32 for ``params.out_f32``) = quant(a [M, K]) x W^T by the kernel family of
+    ``params``, the weight (data, scales) in aiter's shuffled layouts at K64 = 2 * data.shape[1]: the
+    one way down from :mod:`mxfp4.ops` to a launch. The streaming GEMM reads ``a`` as it is (bf16, fp16
+    or float32, K up to K64); the others read it as :func:`kernel_operand` makes it."""
+    if isinstance(params, plan.StreamParams):
+        return gemm_a4w4_stream(rows_for_kernel(a), data, scales, out, params)
+    a = kernel_operand(a, 2 * data.shape[1])
+    if isinstance(params, plan.WgmmaParams):
+        return gemm_a4w4_wgmma(a, data, scales, out, params)
+    if isinstance(params, plan.DecodeParams):
+        return gemm_a4w4_decode(a, data, scales, out, params)
+    return gemm_a4w4_small(a, data, scales, out, params)
+
+
+def kernel_operand(a: torch.Tensor, k64: int) -> torch.Tensor:
+    """2-D ``a`` [M, K] as the bf16-reading kernels take it: bf16 (fp16 / float32 as their quantized
+    values, exact: :func:`mxfp4.formats.quantized_values_bf16`), K padded with zero blocks to the
+    weight's K64, rows the kernels can load (else a copy)."""
+    if a.dtype is not torch.bfloat16:
+        a = formats.quantized_values_bf16(a)
+    if k64 != a.shape[1]:  # zero blocks, as the weight's padding (one copy of A)
+        return torch.nn.functional.pad(a, (0, k64 - a.shape[1]))
+    return rows_for_kernel(a)
 
 
 def gemm_a4w4_small(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor,

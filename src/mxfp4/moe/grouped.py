@@ -238,7 +238,7 @@ def _grouped_on_kernels(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor
     from ..cuda import ops as cuda_ops
 
     out = torch.empty((a.shape[0], n16), dtype=torch.bfloat16, device=a.device)
-    cuda_ops.grouped_gemm_a4w4(ops.kernel_rows(a, k64), w.weight.data, w.weight.scales, offsets.contiguous(), out,
+    cuda_ops.grouped_gemm_a4w4(cuda_ops.kernel_operand(a, k64), w.weight.data, w.weight.scales, offsets.contiguous(), out,
                                params, w.num_experts, w.n_padded)
     return out if n16 == w.n else out[:, :w.n]
 
