@@ -20,7 +20,8 @@ def stream_variants():
 
 
 STREAM = [plan.StreamParams(1, 8, 2, 16, 5, sign_split=True), plan.StreamParams(2, 4, 4, 16, 7, sign_split=True),
-          plan.StreamParams(4, 8, 2, 16, 3), plan.StreamParams(1, 2, 1, 8, 3), plan.StreamParams(2, 2, 2, 8, 4, sign_split=True),
+          plan.StreamParams(4, 8, 2, 16, 3), plan.StreamParams(1, 2, 1, 8, 3),
+          plan.StreamParams(2, 2, 2, 8, 4, sign_split=True),
           plan.StreamParams(4, 4, 2, 16, 2, ctas=2)]
 
 
@@ -97,7 +98,8 @@ def test_sign_split_gives_the_signed_codes():
         assert [p - q for p, q in zip(pos, neg)] == [doubled[(c >> (4 * i)) & 0xF] for i in range(4)]
 
 
-@pytest.mark.parametrize("m, n, k", [(1, 57344, 8192), (16, 2112, 7168), (32, 2880, 4096), (7, 16, 64), (1, 2304, 16384)])
+@pytest.mark.parametrize("m, n, k", [(1, 57344, 8192), (16, 2112, 7168), (32, 2880, 4096), (7, 16, 64),
+                                     (1, 2304, 16384)])
 def test_heuristic(m, n, k):
     p = plan.stream_heuristic(plan.Problem(m, n, k))
     p.check()
@@ -127,7 +129,8 @@ def _meets_the_contract(a, w, params, min_identical):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("params", STREAM, ids=lambda p: f"mt{p.mt}g{p.g}kw{p.kw}ks{p.ks}st{p.stages}c{p.ctas}{'s' if p.sign_split else ''}")
+@pytest.mark.parametrize("params", STREAM,
+                         ids=lambda p: f"mt{p.mt}g{p.g}kw{p.kw}ks{p.ks}st{p.stages}c{p.ctas}{'s' if p.sign_split else ''}")
 @pytest.mark.parametrize("m, n, k, kind", [(1, 2112, 2880, "randn"), (7, 160, 768, "spread"), (16, 2112, 2880, "mixed"),
                                            (32, 80, 640, "randn"), (5, 4096, 7168, "mixed"), (3, 16, 64, "randn"),
                                            (13, 48, 96, "randn"), (8, 8192, 4160, "randn")])

@@ -4,7 +4,8 @@
 CTAs); ``DecodeParams``: ``cuda/csrc/gemm_decode.cu`` (A quantized once, then the GEMM);
 ``StreamParams``: ``cuda/csrc/gemm_stream.cu`` (A quantized once, then the weight streamed through a
 ring, every SM an equal share); ``WgmmaParams``: ``cuda/csrc/gemm_wgmma.cu`` (the large-M kernels);
-``GroupedParams``: the grouped GEMM of a mixture of experts (in ``gemm_decode.cu``). Each mirrors its kernel's shared memory, checks what the kernel needs and says which
+``GroupedParams``: the grouped GEMM of a mixture of experts (in ``gemm_decode.cu``). Each mirrors its
+kernel's shared memory, checks what the kernel needs and says which
 problems it takes; :mod:`mxfp4.plan` chooses among them (and names them too).
 """
 from __future__ import annotations
@@ -215,7 +216,8 @@ class StreamParams:
     out_f32: bool = False
 
     def defines(self) -> dict[str, int]:
-        defines = dict(MT=self.mt, G=self.g, KW=self.kw, KS=self.ks, STAGES=self.stages, SIGN_SPLIT=int(self.sign_split))
+        defines = dict(MT=self.mt, G=self.g, KW=self.kw, KS=self.ks, STAGES=self.stages,
+                       SIGN_SPLIT=int(self.sign_split))
         return _with_output(defines, self.out_f32)
 
     @property

@@ -18,8 +18,8 @@ import json
 import math
 import pathlib
 
-from .params import (MAX_GRID_Y, SEGMENT_BLOCKS, SMEM_LIMIT, DecodeParams, GroupedParams, Problem, SmallParams, StreamParams,
-                     WgmmaParams, valid)
+from .params import (MAX_GRID_Y, SEGMENT_BLOCKS, SMEM_LIMIT, DecodeParams, GroupedParams, Problem, SmallParams,
+                     StreamParams, WgmmaParams, valid)
 
 KernelParams = SmallParams | DecodeParams | StreamParams | WgmmaParams
 """The parameter set of one dense GEMM call, whichever kernel it runs."""

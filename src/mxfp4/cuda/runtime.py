@@ -316,7 +316,8 @@ def quantizer_defines(dtype: torch.dtype) -> dict[str, int] | None:
     return {"A_KIND": kind} if kind else None
 
 
-_stream: dict[tuple, tuple] = {}  # (params, n, k, A's dtype, device index) -> (quant, config, gemm, config, grid, workspace bytes)
+_stream: dict[tuple, tuple] = {}
+"""(params, n, k, A's dtype, device index) -> (quant, config, gemm, config, grid, workspace bytes)."""
 
 
 def stream_launch(params, n: int, k: int, dtype: torch.dtype, device: torch.device):

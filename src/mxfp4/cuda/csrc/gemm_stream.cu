@@ -9,14 +9,18 @@
 // mxfp4_gemm_stream: the work is cut into units, one unit = a tile of ROWS = 16 * G weight rows by KS
 // blocks of K, numbered tile-major (a tile's K chunks in order); CTA i of the grid takes units
 // [U * i / grid, U * (i + 1) / grid) (stream-K: every CTA the same share to one unit, whatever the
-// shape). Warp roles: CWARPS = G * KW consumer warps and one producer warp, whose lanes stream
-// each unit into a ring of STAGES stages with bulk copies issued side by side (the tile's G row groups of codes, each a
-// contiguous run in the shuffled layout; its 32-row scale units; A's int8 values and half-scales of
-// the unit's blocks from the workspace, L2-resident), completing on the stage's mbarrier. The
-// weight copies of the first STAGES units go out before the producer waits for the quantizer.
-// Consumer warp (gi, kw) takes row group gi and the blocks kw, kw + KW, ... of each unit: the codes to
-// int8 (three byte-permutes a 4 codes), mma.sync m16n8k32 s8 (W the row operand, A the column
-// operand, exact int32 block sums), each sum times both half-scales added to a float32 total.
+// shape). Warp roles: CWARPS = G * KW consumer warps and one producer warp, whose lanes issue each
+// unit's bulk copies side by side into a ring of STAGES stages (the tile's G row groups of codes,
+// each a contiguous run in the shuffled layout; its 32-row scale units; A's int8 values and
+// half-scales of the unit's blocks from the workspace, L2-resident), completing on the stage's
+// mbarrier; every consumer thread releases its own reads of a stage. The weight copies of the first
+// STAGES units go out before the producer waits for the quantizer.
+// Consumer warp (gi, kw) takes row group gi and the blocks kw, kw + KW, ... of each unit: the four
+// lanes of a row pair decode four blocks' weight half-scales and share them by shuffles; the codes
+// to int8 (SIGN_SPLIT: one byte-permute a 4 codes for the positive codes' magnitudes and one for the
+// negative ones', two MMAs; else three byte-permutes a 4 codes, one MMA), mma.sync m16n8k32 s8 (W
+// the row operand, A the column operand, exact int32 block sums), each sum times both half-scales
+// added to a float32 total.
 // At a tile's end the KW warps' totals are added in warp order through shared memory; a tile the
 // CTA holds whole is rounded once and stored. A tile split between CTAs (at most the first and the
 // last of a CTA's range) is summed by the CTA holding its last unit (the owner): the others store
@@ -47,7 +51,8 @@ constexpr int RP = ROWS + 4;        // row pitch of the totals in shared memory 
 
 static_assert(MT == 1 || MT == 2 || MT == 4 || MT == 8, "MT must be 1, 2, 4 or 8");
 static_assert(G % 2 == 0 && G >= 2, "G must be even: a tile holds whole 32-row scale units");
-static_assert(KS % 8 == 0 && KS % (4 * KW) == 0, "KS must be a multiple of 8 (a scale chunk) and of 4 KW (a warp's blocks of a unit in rounds of 4)");
+static_assert(KS % 8 == 0 && KS % (4 * KW) == 0,
+              "KS must be a multiple of 8 (a scale chunk) and of 4 KW (a warp's blocks of a unit in rounds of 4)");
 static_assert(STAGES >= 2, "at least two stages");
 static_assert(THREADS <= 1024, "at most 1024 threads");
 static_assert(G + G / 2 <= 30, "the producer warp's lanes 0 .. 1.5 G - 1 issue a unit's weight copies, 30 and 31 A's");
@@ -145,7 +150,8 @@ __device__ __forceinline__ void unit_blocks(const u8 *stage, int gi, int kw, int
     }
   } else {
 #pragma unroll 1
-    for (int b = kw; b < nb; b += KW) block(b, mx::half_scale(sst[scale_off(b)]), mx::half_scale(sst[scale_off(b) + 32]));
+    for (int b = kw; b < nb; b += KW)
+      block(b, mx::half_scale(sst[scale_off(b)]), mx::half_scale(sst[scale_off(b) + 32]));
   }
 }
 
@@ -210,11 +216,12 @@ mxfp4_gemm_stream(const u8 *__restrict__ qa, const float *__restrict__ qs, const
           mx::mbar_arrive_expect_tx(bar, (u32)(groups * nb * 256 + sunits * ((nb + 7) >> 3) * 256 + nb * TOK * 36));
         __syncwarp();
         if (lane < groups)
-          mx::bulk_copy(st + lane * KS * 256, W + (long long)((n0 >> 4) + lane) * 8 * K + kb0 * 256, (u32)nb * 256u, bar);
+          mx::bulk_copy(st + lane * KS * 256, W + (long long)((n0 >> 4) + lane) * 8 * K + kb0 * 256, (u32)nb * 256u,
+                        bar);
         else if (lane >= G && lane < G + sunits)
           mx::bulk_copy(st + Smem::W + (lane - G) * (KS / 8) * 256,
-                        Wsc + (long long)((n0 >> 5) + lane - G) * 32 * ldsc + (kb0 >> 3) * 256, (u32)((nb + 7) >> 3) * 256u,
-                        bar);
+                        Wsc + (long long)((n0 >> 5) + lane - G) * 32 * ldsc + (kb0 >> 3) * 256,
+                        (u32)((nb + 7) >> 3) * 256u, bar);
       }
       if (with_a) {
         if (lane == 30)
