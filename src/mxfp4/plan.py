@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import pathlib
 
 from .params import (MAX_GRID_Y, SEGMENT_BLOCKS, SMEM_LIMIT, DecodeParams, GroupedParams, Problem, SmallParams,
@@ -65,32 +64,6 @@ def wgmma_params(p: Problem, sm_count: int = 132) -> WgmmaParams:
     while split < 8 and 2 * split * ctas <= sm_count and 2 * split <= nseg:
         split *= 2
     return dataclasses.replace(base, split=split)
-
-
-DECODE_MIN_K = 1536
-"""From this K on, below ``WGMMA_MIN_M`` rows, shapes without a table entry take the two-launch decode
-kernels. H200, L2 flushed, the best of each over its candidates, same run: the decode kernels won at
-every one of 10 projections with K >= 1536 (32x2880x4096 20.0 us against 39.8, 8x4608x7168 21.4
-against 41.1, 16x2112x7168 18.5 against 19.8) and lost at all three with K = 512 (4x2880x512 9.6
-against 7.9, 32x4096x512 11.0 against 9.4), where quantizing A inside the one launch costs less
-than the second launch's wait."""
-
-
-def decode_heuristic(p: Problem, sm_count: int = 132) -> DecodeParams | None:
-    """A decode-kernel call for a shape of at most 64 rows: 16 warps a CTA up to 16 rows (8 from
-    there), 64-row CTAs from N = 4096 (else 32), K split over a cluster to about 220 CTAs (these are
-    the tuned winners' rules on the H200, configs/h200.json). None where a CTA's K range of A does
-    not fit in shared memory even split 16 ways (K beyond about 50,000 at 64 rows)."""
-    mt = next(t for t in (1, 2, 4, 8) if 8 * t >= p.m)
-    g = 4 if p.n >= 4096 else 2
-    kw = 4 if mt <= 2 else max(1, 8 // g)
-    ctas_n = math.ceil(p.n / (16 * g))
-    split = max(1, min(16, (sm_count * 5 // 3) // ctas_n, p.blocks // (2 * kw) or 1))
-    while split < min(16, p.blocks) and DecodeParams(mt, g, kw, 8, split).smem_bytes(p.k) > SMEM_LIMIT:
-        split += 1
-    depth = 16 if p.blocks // (split * kw) >= 16 else 8
-    params = DecodeParams(mt, g, kw, depth, split)
-    return params if params.fits(p) else None
 
 
 SMALL_MAX_K = 512
