@@ -22,7 +22,7 @@ def stream_variants():
 STREAM = [plan.StreamParams(1, 8, 2, 16, 5, sign_split=True), plan.StreamParams(2, 4, 4, 16, 7, sign_split=True),
           plan.StreamParams(4, 8, 2, 16, 3), plan.StreamParams(1, 2, 1, 8, 3),
           plan.StreamParams(2, 2, 2, 8, 4, sign_split=True),
-          plan.StreamParams(4, 4, 2, 16, 2, ctas=2)]
+          plan.StreamParams(4, 4, 2, 16, 2)]
 
 
 def test_shared_memory_is_the_kernels():
@@ -110,7 +110,7 @@ def test_heuristic(m, n, k):
 
 def test_bad_params_name_the_rule():
     for bad, rule in ((plan.StreamParams(3), "mt must be"), (plan.StreamParams(g=3), "g must be even"),
-                      (plan.StreamParams(ks=12), "ks must be"), (plan.StreamParams(ctas=3), "ctas must be"),
+                      (plan.StreamParams(ks=12), "ks must be"),
                       (plan.StreamParams(2, 8, 2, 16, 8), "shared memory")):
         with pytest.raises(ValueError, match=rule):
             bad.check()
@@ -130,7 +130,7 @@ def _meets_the_contract(a, w, params, min_identical):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("params", STREAM,
-                         ids=lambda p: f"mt{p.mt}g{p.g}kw{p.kw}ks{p.ks}st{p.stages}c{p.ctas}{'s' if p.sign_split else ''}")
+                         ids=lambda p: f"mt{p.mt}g{p.g}kw{p.kw}ks{p.ks}st{p.stages}{'s' if p.sign_split else ''}")
 @pytest.mark.parametrize("m, n, k, kind", [(1, 2112, 2880, "randn"), (7, 160, 768, "spread"), (16, 2112, 2880, "mixed"),
                                            (32, 80, 640, "randn"), (5, 4096, 7168, "mixed"), (3, 16, 64, "randn"),
                                            (13, 48, 96, "randn"), (8, 8192, 4160, "randn")])

@@ -198,8 +198,7 @@ class StreamParams:
     warps that share a group (g * kw consumer warps and a producer warp a CTA); ks: K blocks of a unit
     (a multiple of 8), the ring's stage; stages: the ring's depth. The grid is one CTA an SM (or one
     a unit, when there are fewer), each taking an equal share of the units (a tile by ks blocks).
-    ctas: CTAs an SM (1 or 2: a launch choice, not a compiled variant; two need half the shared
-    memory). sign_split: the weight codes' signs split over two MMAs (the positive codes' magnitudes
+    sign_split: the weight codes' signs split over two MMAs (the positive codes' magnitudes
     and the negative ones', each one byte-permute for 4 codes) instead of one MMA on codes converted
     to signed int8 (three byte-permutes and three more integer instructions for 4 codes). out_f32:
     the output is the float32 total unrounded (a row-parallel partial)."""
@@ -211,7 +210,6 @@ class StreamParams:
     kw: int = 2
     ks: int = 16
     stages: int = 6
-    ctas: int = 1
     sign_split: bool = False
     out_f32: bool = False
 
@@ -248,8 +246,8 @@ class StreamParams:
         return -(-p.n // self.rows) * -(-p.blocks // self.ks)
 
     def grid(self, p: Problem, sm_count: int) -> int:
-        """CTAs: ``ctas`` an SM, or one a unit where ``p`` has fewer (every CTA takes at least one)."""
-        return min(self.ctas * sm_count, self.units(p))
+        """CTAs: one an SM, or one a unit where ``p`` has fewer (every CTA takes at least one)."""
+        return min(sm_count, self.units(p))
 
     def workspace_bytes(self, p: Problem, grid: int) -> int:
         """Per call: A's int8 values [K/32][tokens][32] and half-scales [K/32][tokens], the CTAs' flags
@@ -265,9 +263,7 @@ class StreamParams:
              "ks must be a positive multiple of 8 and of 4 kw (a warp's blocks of a unit, in rounds of 4)"),
             (self.stages >= 2, "stages must be at least 2"),
             (self.threads <= 1024, "g * kw + 1 warps must be at most 32"),
-            (self.ctas in (1, 2), "ctas must be 1 or 2"),
-            (self.smem_bytes() <= SMEM_LIMIT // self.ctas - 1024,
-             f"shared memory {self.smem_bytes()} > {SMEM_LIMIT // self.ctas - 1024} ({self.ctas} CTAs an SM)"),
+            (self.smem_bytes() <= SMEM_LIMIT, f"shared memory {self.smem_bytes()} > {SMEM_LIMIT}"),
         ]
         for ok, rule in rules:
             if not ok:
