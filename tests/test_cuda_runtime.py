@@ -109,7 +109,7 @@ def test_gemm_launches_pass_their_arguments_in_order(monkeypatch):
     # then the GEMM as its dependent (the workspace's A, the weight as stored, C, the partials, the flags)
     sp = plan.StreamParams(1, 4, 2, 16, 3)
     quant, gemm = runtime.Kernel("quant", 3, None), runtime.Kernel("gemm_stream", 4, None)
-    ws = sp.workspace_bytes(plan.Problem(8, 64, 128), 2)
+    ws = sp.workspace_offsets(plan.Problem(8, 64, 128), 2)
     monkeypatch.setattr(runtime, "stream_launch", lambda p, n, k, dtype, dev: (
         quant, runtime.config((1, 1, 1), 256, 0, None), gemm,
         runtime.config((2, 1, 1), p.threads, 7000, None, dependent=True), 2, ws))

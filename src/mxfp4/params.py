@@ -249,11 +249,15 @@ class StreamParams:
         """CTAs: one an SM, or one a unit where ``p`` has fewer (every CTA takes at least one)."""
         return min(sm_count, self.units(p))
 
-    def workspace_bytes(self, p: Problem, grid: int) -> int:
-        """Per call: A's int8 values [K/32][tokens][32] and half-scales [K/32][tokens], the CTAs' flags
-        (to 256 bytes) and their partial tiles [grid][tokens][16 g] float32."""
-        flags = -(-grid * 4 // 256) * 256
-        return self.tokens * p.k + self.tokens * p.blocks * 4 + flags + grid * self.tokens * self.rows * 4
+    def workspace_offsets(self, p: Problem, grid: int) -> tuple[int, int, int, int]:
+        """The per-call workspace, in bytes from its start: (A's half-scales, the CTAs' flags, their
+        partial tiles, the end). A's int8 values [K/32][tokens][32] come first, then the half-scales
+        [K/32][tokens] float32, the flags [grid] u32 (to 256 bytes) and the partials [grid][tokens][16 g]
+        float32."""
+        scales = self.tokens * p.k
+        flags = scales + self.tokens * p.blocks * 4
+        part = flags + -(-grid * 4 // 256) * 256
+        return scales, flags, part, part + grid * self.tokens * self.rows * 4
 
     def check(self) -> None:
         rules = [

@@ -84,7 +84,7 @@ def gemm_a4w4_stream(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, 
     """The streaming GEMM's launches (M <= params.tokens; ``a`` bf16, fp16 or float32 [M, Ka],
     read as [M, K] with zero blocks past Ka; out float32 for ``params.out_f32``, else bf16): two
     launches on the current stream, A quantized into a workspace allocated for the call
-    (``params.workspace_bytes``: A's operand, the CTAs' flags and partial tiles; freed with it), then
+    (``params.workspace_offsets``: A's operand, the CTAs' flags and partial tiles; freed with it), then
     the GEMM, which starts streaming the weight before A is ready."""
     m, ka = a.shape
     n, k = data.shape[0], 2 * data.shape[1]
@@ -92,12 +92,10 @@ def gemm_a4w4_stream(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, 
     pw, ps, ldsc = _weight(data, scales)
     pc, ldc = _out(out, params, 2, 8, "an even row stride and an 8-byte aligned start")
     device = a.device
-    quant, quant_cfg, kernel, kernel_cfg, grid, ws_bytes = runtime.stream_launch(params, n, k, a.dtype, device)
-    ws = torch.empty(ws_bytes, dtype=torch.uint8, device=device)
+    quant, quant_cfg, kernel, kernel_cfg, grid, offsets = runtime.stream_launch(params, n, k, a.dtype, device)
+    ws = torch.empty(offsets[3], dtype=torch.uint8, device=device)
     qa = ws.data_ptr()
-    qs = qa + params.tokens * k
-    flags = qs + params.tokens * (k // 32) * 4
-    part = flags + -(-grid * 4 // 256) * 256
+    qs, flags, part = (qa + o for o in offsets[:3])
     runtime.launch(quant, quant_cfg, device, pa, lda, m, ka, k, qa, qs, params.tokens, flags, grid)
     runtime.launch(kernel, kernel_cfg, device, qa, qs, pw, ps, ldsc, pc, ldc, m, n, k, part, flags)
     return out

@@ -317,14 +317,14 @@ def quantizer_defines(dtype: torch.dtype) -> dict[str, int] | None:
 
 
 _stream: dict[tuple, tuple] = {}
-"""(params, n, k, A's dtype, device index) -> (quant, config, gemm, config, grid, workspace bytes)."""
+"""(params, n, k, A's dtype, device index) -> (quant, config, gemm, config, grid, workspace offsets)."""
 
 
 def stream_launch(params, n: int, k: int, dtype: torch.dtype, device: torch.device):
     """The streaming GEMM of ``params`` (A's token rows quantized from ``dtype`` by
     ``mxfp4_quantize_tokens``, then ``mxfp4_gemm_stream`` as its programmatic dependent), their launch
-    configurations for N = n, K = k, the GEMM's grid and the call's workspace bytes, looked up once
-    per shape."""
+    configurations for N = n, K = k, the GEMM's grid and the call's workspace layout
+    (``StreamParams.workspace_offsets``), looked up once per shape."""
     key = (params, n, k, dtype, device.index)
     hit = _stream.get(key)
     if hit is None:
@@ -336,7 +336,7 @@ def stream_launch(params, n: int, k: int, dtype: torch.dtype, device: torch.devi
         items = max(params.tokens * (k // 32) * 4, grid)  # one thread a quarter block; every flag zeroed
         hit = _stream[key] = (quant, config((-(-items // 256), 1, 1), 256, 0, None), gemm,
                               config((grid, 1, 1), params.threads, smem, None, dependent=True), grid,
-                              params.workspace_bytes(p, grid))
+                              params.workspace_offsets(p, grid))
     return hit
 
 
