@@ -16,7 +16,35 @@ def test_cpu_bench_says_which_path_and_is_exact(tmp_path):
     text = harness.run(parse_shapes(["4,64,128"]), tmp_path / "r.csv", progress=lines.append)
     assert "CPU reference path" in lines[0]
     assert "| 4x64x128 |" in text and "100.0000%" in text
+    assert "| roofline us | x roofline |" in text
     assert (tmp_path / "r.csv").read_text().count("\n") == 2
+
+
+def test_roofline_is_the_int8_compute_term_or_the_stream_floor():
+    from mxfp4.bench.shapes import make_shape
+
+    assert harness.INT8_PEAK == 1934e12
+    big = make_shape(4096, 7168, 7168)
+    compute_us = 2 * 4096 * 7168 * 7168 / 1934e12 * 1e6  # 217.6 us
+    assert harness.roofline_us(big, 20.0) == pytest.approx(compute_us) == harness.roofline_us(big)
+    small = make_shape(16, 2112, 7168)
+    assert harness.roofline_us(small, 9.5) == 9.5 and harness.roofline_us(small) < 1
+
+
+def test_record_keeps_an_older_csv_under_its_columns(tmp_path):
+    """A CSV an older bench wrote (fewer columns) is rewritten once under the union: old rows stay under their names."""
+    import csv
+
+    record = tmp_path / "r.csv"
+    record.write_text("date,device,commit,shape,mxfp4_us,old_only\n2026-12-01,H200,abc,4x64x128,9.5,x\n")
+    harness.append_rows(record, [{"date": "d", "device": "cpu", "commit": "c", "shape": "1x16x64", "mxfp4_us": 1.0,
+                                  "roofline_us": 0.5}])
+    harness.append_rows(record, [{"date": "d", "device": "cpu", "commit": "c", "shape": "2x16x64", "mxfp4_us": 2.0}])
+    with record.open() as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["shape"], r["mxfp4_us"], r["roofline_us"], r["old_only"]) for r in rows] == [
+        ("4x64x128", "9.5", "", "x"), ("1x16x64", "1.0", "0.5", ""), ("2x16x64", "2.0", "", "")]
+    assert record.read_text().count("date,") == 1
 
 
 def test_cli_errors_are_clean(capsys):

@@ -5,7 +5,8 @@ Per shape and data set (``data.py``: the task's randn inputs, or model-like ones
 ``MXFP4Linear`` (the weight prepared once at construction) and ``torch.mm`` on bf16 operands
 (cuBLAS), each timed with L2 flushed before every call (``timing.ColdTimer``); the stream floor (one
 launch that only reads the weight's bytes once and writes C, ``cuda.ops.stream_floor``, fastest of
-``FLOOR_GRIDS``) and our time as a multiple of it; the host time of
+``FLOOR_GRIDS``) and our time as a multiple of it; the roofline (:func:`roofline_us`: that floor or the
+int8 compute term, whichever is longer) and our time as a multiple of it; the host time of
 one eager call of each; the bytes each path keeps per weight; and the exactness of both mxfp4
 outputs against the float64 oracle. On a machine without a usable GPU the same shapes run the
 CPU reference path, timed by wall clock, and the table says so.
@@ -28,8 +29,28 @@ from .data import task_data
 from .shapes import Shape
 from .timing import ColdTimer, geomean
 
-COLUMNS = ("shape", "data", "mxfp4_us", "prepared_us", "cublas_bf16_us", "ratio", "floor_us", "x_floor", "tflops", "host_us", "host_prepared_us",
-           "host_mm_us", "kept_bytes", "bitident", "violations")
+COLUMNS = ("shape", "data", "mxfp4_us", "prepared_us", "cublas_bf16_us", "ratio", "floor_us", "x_floor", "roofline_us",
+           "x_roofline", "tflops", "host_us", "host_prepared_us", "host_mm_us", "kept_bytes", "bitident", "violations")
+
+INT8_PEAK = 1934e12
+"""The H200's int8 tensor-core rate, ops/s: wgmma m64n256k32 (s8.s8.s32) on shared-memory operands, one CTA an
+SM, measured at 1931-1942 TOPS on an H200 on 2026-12-01 (../shared/bench/README.md). The kernels multiply the
+e2m1 codes as int8 on it, so 2*M*N*K / INT8_PEAK is the compute time no launch of ours can beat."""
+
+
+TIMED_COLUMNS = (("custom_kernel us", "mxfp4_us", ".2f"), ("prepared (MXFP4Linear) us", "prepared_us", ".2f"),
+                 ("cuBLAS bf16 us", "cublas_bf16_us", ".2f"), ("ratio", "ratio", ".2f"),
+                 ("floor us", "floor_us", ".2f"), ("x floor", "x_floor", ".2f"),
+                 ("roofline us", "roofline_us", ".2f"), ("x roofline", "x_roofline", ".2f"))
+"""The GPU table's timed columns after shape and data: header, the row's key, format; the geomean row has each."""
+
+
+def roofline_us(shape: Shape, floor_us: float | None = None) -> float:
+    """The time ``shape`` cannot beat on the H200: ``max(2*M*N*K / INT8_PEAK, floor_us)``, the int8 compute
+    term or the measured stream floor (one launch that reads the weight once and writes C), whichever is
+    longer; the compute term alone where no floor was measured (``floor_us`` None: the CPU path)."""
+    compute_us = shape.flops / INT8_PEAK * 1e6
+    return compute_us if floor_us is None else max(compute_us, floor_us)
 
 
 
@@ -77,6 +98,8 @@ def bench_gpu(shapes: tuple[Shape, ...], progress=print, data_set: str = "randn"
         }
         row["ratio"] = row["mxfp4_us"] / row["cublas_bf16_us"]
         row["x_floor"] = row["mxfp4_us"] / floor
+        row["roofline_us"] = roofline_us(s, floor)
+        row["x_roofline"] = row["mxfp4_us"] / row["roofline_us"]
         row["tflops"] = s.flops / row["mxfp4_us"] / 1e6
         rows.append(row)
         progress(f"[{i + 1}/{len(shapes)}] {s.label} {data_set}: {row['mxfp4_us']:.2f} us (cuBLAS bf16 "
@@ -93,7 +116,8 @@ def bench_cpu(shapes: tuple[Shape, ...], progress=print) -> list[dict]:
         wall = (time.perf_counter() - start) * 1e6
         w = MXFP4Tensor(data[3], data[4], (s.n, s.k), Layout.AITER_SHUFFLED)
         report = testing.check_gemm(out, data[0], w, testing.sample_rows(s.m))
-        rows.append({"shape": s.label, "data": "randn", "mxfp4_us": wall, "bitident": report.identical_fraction,
+        rows.append({"shape": s.label, "data": "randn", "mxfp4_us": wall, "roofline_us": roofline_us(s),
+                     "x_roofline": wall / roofline_us(s), "bitident": report.identical_fraction,
                      "violations": report.violations + report.nonfinite_mismatch})
         progress(f"[{i + 1}/{len(shapes)}] {s.label}: reference path {wall / 1e3:.1f} ms")
     return rows
@@ -101,26 +125,26 @@ def bench_cpu(shapes: tuple[Shape, ...], progress=print) -> list[dict]:
 
 def format_table(rows: list[dict], gpu: bool) -> str:
     if not gpu:
-        lines = ["| shape | CPU reference (ms, wall) | bit-identical | bound violations |", "|---|---|---|---|"]
-        lines += [f"| {r['shape']} | {r['mxfp4_us'] / 1e3:.1f} | {r['bitident']:.4%} | {r['violations']} |"
-                  for r in rows]
+        lines = ["| shape | CPU reference (ms, wall) | roofline us | x roofline | bit-identical | bound violations |",
+                 "|---|---|---|---|---|---|"]
+        lines += [f"| {r['shape']} | {r['mxfp4_us'] / 1e3:.1f} | {r['roofline_us']:.3g} | {r['x_roofline']:.3g} | "
+                  f"{r['bitident']:.4%} | {r['violations']} |" for r in rows]
+        lines.append("\nroofline us: the H200's int8 compute term 2*M*N*K / INT8_PEAK alone (on the GPU, the larger of "
+                     "it and the stream floor measured in the run); x roofline: the CPU wall time over it")
         return "\n".join(lines)
-    lines = ["| shape | data | custom_kernel us | prepared (MXFP4Linear) us | cuBLAS bf16 us | ratio | floor us | "
-             "x floor | TFLOP/s | host us (custom / prepared / torch.mm) | bytes kept per weight | bit-identical | "
-             "violations |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    timed = TIMED_COLUMNS
+    head = ["shape", "data", *(h for h, _, _ in timed), "TFLOP/s", "host us (custom / prepared / torch.mm)",
+            "bytes kept per weight", "bit-identical", "violations"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        lines.append(f"| {r['shape']} | {r['data']} | {r['mxfp4_us']:.2f} | {r['prepared_us']:.2f} | "
-                     f"{r['cublas_bf16_us']:.2f} | {r['ratio']:.2f} | {r['floor_us']:.2f} | {r['x_floor']:.2f} | "
-                     f"{r['tflops']:.1f} | {r['host_us']:.1f} / {r['host_prepared_us']:.1f} / "
-                     f"{r['host_mm_us']:.1f} | {r['kept_bytes']:,} | {r['bitident']:.4%} | {r['violations']} |")
+        cells = [r["shape"], r["data"], *(format(r[key], f) for _, key, f in timed), f"{r['tflops']:.1f}",
+                 f"{r['host_us']:.1f} / {r['host_prepared_us']:.1f} / {r['host_mm_us']:.1f}", f"{r['kept_bytes']:,}",
+                 f"{r['bitident']:.4%}", str(r["violations"])]
+        lines.append("| " + " | ".join(cells) + " |")
     for data_set in dict.fromkeys(r["data"] for r in rows):
         sel = [r for r in rows if r["data"] == data_set]
-        lines.append(f"| geomean | {data_set} | {geomean([r['mxfp4_us'] for r in sel]):.2f} | "
-                     f"{geomean([r['prepared_us'] for r in sel]):.2f} | "
-                     f"{geomean([r['cublas_bf16_us'] for r in sel]):.2f} | "
-                     f"{geomean([r['ratio'] for r in sel]):.2f} | {geomean([r['floor_us'] for r in sel]):.2f} | "
-                     f"{geomean([r['x_floor'] for r in sel]):.2f} | | | | | |")
+        cells = ["geomean", data_set, *(format(geomean([r[key] for r in sel]), f) for _, key, f in timed)]
+        lines.append("| " + " | ".join(cells) + " |" + " |" * (len(head) - len(cells)))
     return "\n".join(lines)
 
 
@@ -174,12 +198,30 @@ def run(shapes: tuple[Shape, ...], record: pathlib.Path | None = None, progress=
                  f"{tops:.0f} TOPS; the rows with M >= 512 run at {min(r['tflops'] for r in big) / tops:.0%} to "
                  f"{max(r['tflops'] for r in big) / tops:.0%} of it\n")
     if record is not None:
-        record.parent.mkdir(parents=True, exist_ok=True)
-        new = not record.exists()
-        with record.open("a", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=("date", "device", "commit") + COLUMNS, extrasaction="ignore")
-            if new:
-                writer.writeheader()
-            for r in rows:
-                writer.writerow({"date": env["date"], "device": env["device"], "commit": env["commit"], **r})
+        stamp = {"date": env["date"], "device": env["device"], "commit": env["commit"]}
+        append_rows(record, [{**stamp, **r} for r in rows])
     return text
+
+
+def append_rows(record: pathlib.Path, rows: list[dict]) -> None:
+    """Appends ``rows`` to the CSV ``record`` under the header ``("date", "device", "commit") + COLUMNS``. A file
+    whose header lacks some of these (an older bench's) is rewritten once under the union of both, its rows
+    kept, so no row lands under another column's name."""
+    fields = ("date", "device", "commit") + COLUMNS
+    record.parent.mkdir(parents=True, exist_ok=True)
+    kept = []
+    mode = "w"
+    if record.exists() and record.stat().st_size:
+        with record.open(newline="") as f:
+            reader = csv.DictReader(f)
+            old = tuple(reader.fieldnames or ())
+            if set(fields) <= set(old):
+                fields, mode = old, "a"
+            else:
+                kept = list(reader)
+                fields += tuple(k for k in old if k not in fields)
+    with record.open(mode, newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        if mode == "w":
+            writer.writeheader()
+        writer.writerows(kept + rows)
