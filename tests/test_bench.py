@@ -219,3 +219,104 @@ def test_bench_output_paths_are_checked_before_any_shape_runs(tmp_path, capsys, 
                            (str(tmp_path / "file" / "x.png"), "is a file, so the file cannot be made under it")):
         assert cli.main(["bench", "--shapes", "1,16,64", option, value]) == 2
         assert message in capsys.readouterr().err
+
+
+def _weight(n: int, k: int, seed: int = 0):
+    """A plain MXFP4 weight [n, k] of random codes whose scales hold every e8m0 byte (0, 127, 254, 255: NaN)."""
+    import torch
+
+    from mxfp4.tensor import MXFP4Tensor
+
+    g = torch.Generator().manual_seed(seed)
+    codes = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, generator=g)
+    scales = (torch.randperm(n * k // 32, generator=g) % 256).to(torch.uint8).reshape(n, k // 32)
+    return MXFP4Tensor(codes, scales, (n, k))
+
+
+def _decode_humming(weight, weight_scale):
+    """humming's "mxfp4" schema decoded on its own terms: element 2j in byte j's low nibble, e8m0 scales read as
+    torch.float8_e8m0fnu (humming views them so), one per 32 elements."""
+    import torch
+
+    lut = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0],
+                       dtype=torch.float64)
+    nibbles = torch.stack([weight & 0xF, weight >> 4], dim=-1).reshape(weight.shape[0], -1).long()
+    scale = weight_scale.view(torch.float8_e8m0fnu).double().repeat_interleave(32, dim=-1)
+    return lut[nibbles] * scale
+
+
+@pytest.mark.parametrize("n, k", [(256, 128), (48, 7168), (100, 96)])
+def test_weights_convert_to_hummings_schema_exactly(n, k):
+    """Our shuffled weight (aiter's layout, padded where N % 16 or K % 64) -> humming's mxfp4 schema: the same
+    values (NaN blocks included), the plain bytes back, and shuffled again the same shuffled bytes."""
+    import torch
+
+    from mxfp4.bench.peers import humming_tensors
+    from mxfp4.tensor import Layout, MXFP4Tensor, dequantize
+
+    plain = _weight(n, k)
+    shuffled = plain.to_layout(Layout.AITER_SHUFFLED)
+    h = humming_tensors(shuffled)
+    assert set(h) == {"weight", "weight_scale"}
+    assert h["weight"].dtype == h["weight_scale"].dtype == torch.uint8
+    assert h["weight"].shape == (n, k // 2) and h["weight_scale"].shape == (n, k // 32)
+    assert h["weight"].is_contiguous() and h["weight_scale"].is_contiguous()
+    ours, theirs = dequantize(shuffled, torch.float64), _decode_humming(h["weight"], h["weight_scale"])
+    assert torch.isnan(ours).any() and torch.equal(torch.isnan(ours), torch.isnan(theirs))
+    assert torch.equal(ours.nan_to_num(), theirs.nan_to_num())
+    assert torch.equal(h["weight"], plain.data) and torch.equal(h["weight_scale"], plain.scales)
+    back = MXFP4Tensor(h["weight"], h["weight_scale"], (n, k), Layout.PLAIN).to_layout(Layout.AITER_SHUFFLED)
+    assert torch.equal(back.data, shuffled.data) and torch.equal(back.scales, shuffled.scales)
+
+
+def test_humming_driver_builds_one_layer_a_mode_on_our_weights(monkeypatch):
+    """The driver against a stand-in for humming's API (the GPU runs the real one): each mode's layer gets the
+    converted tensors and its input config, the tuning config for the benchmarked M reaches every call, and N
+    is padded to 128 only where humming's heuristics find no tile (bf16 A at N % 128 != 0)."""
+    import json
+
+    import torch
+
+    from mxfp4.bench import peers
+    from mxfp4.tensor import Layout
+
+    built = []
+
+    class Layer:
+        def __init__(self, **kw):
+            self.kw, self.humming_config = kw, (kw["input_config"]["dtype"], kw["pad_n_to_multiple"])
+            built.append(self)
+
+        def to(self, device):
+            return self
+
+        def load_from_tensors(self, tensors):
+            self.tensors = tensors
+
+        def transform(self):
+            pass
+
+        def __call__(self, a, tuning_config):
+            return self, a, json.loads(tuning_config)
+
+    def heuristics(config, shape_m, device):
+        dtype, pad = config
+        assert not (dtype == "bfloat16" and pad == 1 and n % 128)  # as sm_90's build_sm90_seed_config asserts
+        return {"block_m": shape_m, "pad": pad}
+
+    driver = peers.Humming.__new__(peers.Humming)
+    driver._layer, driver._heuristics = Layer, heuristics
+    for n, pads in ((256, {"w4a8": 1, "w4a16": 1}), (2112, {"w4a8": 1, "w4a16": 128})):
+        built.clear()
+        w = _weight(n, 64).to_layout(Layout.AITER_SHUFFLED)
+        calls = driver.calls(w, 16)
+        assert set(calls) == {"w4a8", "w4a16"}
+        for mode, call in calls.items():
+            layer, a, tuning = call("A")
+            assert a == "A" and tuning == {"block_m": 16, "pad": pads[mode]}
+            assert layer.kw["pad_n_to_multiple"] == pads[mode] and layer.kw["shape_n"] == n
+            assert layer.kw["weight_config"] == {"quant_method": "mxfp4"} and layer.kw["torch_dtype"] is torch.bfloat16
+            assert layer.kw["input_config"] == {"quant_method": "humming", **peers.HUMMING_MODES[mode]}
+            assert torch.equal(layer.tensors["weight"], peers.humming_tensors(w)["weight"])
+        assert len(built) == 2 + (n % 128 != 0)
+
