@@ -269,6 +269,25 @@ def test_weights_convert_to_hummings_schema_exactly(n, k):
     assert torch.equal(back.data, shuffled.data) and torch.equal(back.scales, shuffled.scales)
 
 
+def test_peer_humming_without_the_package_says_how_to_install_it(monkeypatch, tmp_path, capsys):
+    import sys
+
+    from mxfp4.bench import peers
+
+    monkeypatch.setitem(sys.modules, "humming", None)  # not importable, whether or not it is installed
+    monkeypatch.setattr(harness, "bench_gpu", lambda *a, **k: pytest.fail("the benchmark ran"))
+    monkeypatch.setattr(harness, "bench_cpu", lambda *a, **k: pytest.fail("the benchmark ran"))
+    with pytest.raises(ImportError, match=r"humming-kernels 0\.1\.19 .*pip install humming_kernels-0\.1\.19-"):
+        harness.run(parse_shapes(["4,64,128"]), peer="humming")
+    assert cli.main(["bench", "--shapes", "4,64,128", "--peer", "humming", "--record", str(tmp_path / "r.csv")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "mxfp4 bench: --peer humming needs the package humming-kernels 0.1.19" in err
+    assert f"pip install {peers.HUMMING_WHEEL}" in err
+    assert not (tmp_path / "r.csv").exists()
+    with pytest.raises(ValueError, match="unknown peer 'marlin'"):
+        peers.load("marlin")
+
+
 def test_humming_driver_builds_one_layer_a_mode_on_our_weights(monkeypatch):
     """The driver against a stand-in for humming's API (the GPU runs the real one): each mode's layer gets the
     converted tensors and its input config, the tuning config for the benchmarked M reaches every call, and N
@@ -320,3 +339,20 @@ def test_humming_driver_builds_one_layer_a_mode_on_our_weights(monkeypatch):
             assert torch.equal(layer.tensors["weight"], peers.humming_tensors(w)["weight"])
         assert len(built) == 2 + (n % 128 != 0)
 
+
+def test_gpu_table_adds_the_humming_columns_only_with_the_peer():
+    row = {"shape": "16x2112x7168", "data": "randn", "mxfp4_us": 20.0, "prepared_us": 19.0, "cublas_bf16_us": 18.0,
+           "ratio": 1.11, "floor_us": 10.0, "x_floor": 2.0, "roofline_us": 10.0, "x_roofline": 2.0, "tflops": 24.2,
+           "host_us": 80.0, "host_prepared_us": 90.0, "host_mm_us": 20.0, "kept_bytes": 8_000_000, "bitident": 1.0,
+           "violations": 0}
+    plain = harness.format_table([row], gpu=True)
+    assert "| roofline us | x roofline |" in plain and "| 10.00 | 2.00 | 24.2 |" in plain
+    assert "humming" not in plain
+    peer = {**row, "humming_w4a8_us": 16.0, "humming_w4a16_us": 12.5, "x_humming_w4a8": 1.25, "humming_w4a16_err": 6e-3}
+    text = harness.format_table([peer], gpu=True)
+    assert "| x roofline | humming W4A8 us | humming W4A16 us | ours / humming W4A8 | TFLOP/s |" in text
+    assert "| 2.00 | 16.00 | 12.50 | 1.25 | 24.2 |" in text
+    assert "| geomean | randn | 20.00 |" in text and "| 16.00 | 12.50 | 1.25 |" in text.splitlines()[3]
+    assert "error up to 6.0e-03" in text
+    head, sep = text.splitlines()[:2]
+    assert head.count("|") == sep.count("|") == text.splitlines()[2].count("|") == text.splitlines()[3].count("|")

@@ -84,6 +84,15 @@ def _bench(args) -> int:
             import matplotlib  # noqa: F401 - checked before the benchmark runs, not after
         except ImportError:
             raise UsageError("--plot needs matplotlib: pip install matplotlib") from None
+    if args.peer is not None:
+        if args.host:
+            raise UsageError("--peer goes without --host (it times the GEMMs, not the host)")
+        from .bench import peers
+
+        try:
+            peers.load(args.peer)  # checked before the benchmark runs, not after
+        except ImportError as e:
+            raise UsageError(str(e)) from None
     if args.host:
         from .bench import host
 
@@ -91,7 +100,7 @@ def _bench(args) -> int:
     else:
         rows = []
         data_sets = ("randn", "model") if args.data == "both" else (args.data,)
-        text = harness.run(_shapes(args), record, data_sets=data_sets, rows=rows)
+        text = harness.run(_shapes(args), record, data_sets=data_sets, rows=rows, peer=args.peer)
         if args.plot:
             from .bench import plot
 
@@ -234,6 +243,8 @@ def _parser():
                         "outlier channels (bench/data.py)")
     b.add_argument("--plot", metavar="FILE.png", help="also draw time per shape beside cuBLAS bf16 and the stream "
                    "floor, and the ratio (needs matplotlib)")
+    b.add_argument("--peer", choices=("humming",), help="also time a third-party library on the same weights in "
+                   "the same run: humming (humming-kernels 0.1.19: W4A8 with fp8 activations and W4A16, GPU only)")
     b.add_argument("--host", action="store_true", help="instead: host (CPU) time per eager call of every entry point "
                    "beside torch.mm and nn.Linear at M = 1, 16, 256, 1024 (N, K of the shapes given, by default "
                    "the task's distinct N x K)")

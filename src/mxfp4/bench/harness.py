@@ -8,8 +8,9 @@ launch that only reads the weight's bytes once and writes C, ``cuda.ops.stream_f
 ``FLOOR_GRIDS``) and our time as a multiple of it; the roofline (:func:`roofline_us`: that floor or the
 int8 compute term, whichever is longer) and our time as a multiple of it; the host time of
 one eager call of each; the bytes each path keeps per weight; and the exactness of both mxfp4
-outputs against the float64 oracle. On a machine without a usable GPU the same shapes run the
-CPU reference path, timed by wall clock, and the table says so.
+outputs against the float64 oracle. With a peer (``--peer humming``, :mod:`.peers`): humming-kernels' W4A8 and
+W4A16 layers on the same weights, timed the same way in the same run, and ours over its W4A8. On a machine
+without a usable GPU the same shapes run the CPU reference path, timed by wall clock, and the table says so.
 """
 from __future__ import annotations
 
@@ -25,12 +26,14 @@ from .. import task, testing
 from ..device import cuda_supported
 from ..nn import MXFP4Linear
 from ..tensor import Layout, MXFP4Tensor
+from . import peers
 from .data import task_data
 from .shapes import Shape
 from .timing import ColdTimer, geomean
 
 COLUMNS = ("shape", "data", "mxfp4_us", "prepared_us", "cublas_bf16_us", "ratio", "floor_us", "x_floor", "roofline_us",
-           "x_roofline", "tflops", "host_us", "host_prepared_us", "host_mm_us", "kept_bytes", "bitident", "violations")
+           "x_roofline", "tflops", "host_us", "host_prepared_us", "host_mm_us", "kept_bytes", "bitident", "violations",
+           "humming_w4a8_us", "humming_w4a16_us", "x_humming_w4a8", "humming_w4a16_err")
 
 INT8_PEAK = 1934e12
 """The H200's int8 tensor-core rate, ops/s: wgmma m64n256k32 (s8.s8.s32) on shared-memory operands, one CTA an
@@ -43,6 +46,10 @@ TIMED_COLUMNS = (("custom_kernel us", "mxfp4_us", ".2f"), ("prepared (MXFP4Linea
                  ("floor us", "floor_us", ".2f"), ("x floor", "x_floor", ".2f"),
                  ("roofline us", "roofline_us", ".2f"), ("x roofline", "x_roofline", ".2f"))
 """The GPU table's timed columns after shape and data: header, the row's key, format; the geomean row has each."""
+
+PEER_COLUMNS = (("humming W4A8 us", "humming_w4a8_us", ".2f"), ("humming W4A16 us", "humming_w4a16_us", ".2f"),
+                ("ours / humming W4A8", "x_humming_w4a8", ".2f"))
+"""The timed columns a run with ``--peer humming`` adds after :data:`TIMED_COLUMNS`."""
 
 
 def roofline_us(shape: Shape, floor_us: float | None = None) -> float:
@@ -66,7 +73,8 @@ def _host_us(fn, calls: int = 50) -> float:
     return elapsed / calls * 1e6
 
 
-def bench_gpu(shapes: tuple[Shape, ...], progress=print, data_set: str = "randn") -> list[dict]:
+def bench_gpu(shapes: tuple[Shape, ...], progress=print, data_set: str = "randn",
+              peer: peers.Humming | None = None) -> list[dict]:
     from ..cuda import ops as cuda_ops
 
     timer = ColdTimer()
@@ -101,9 +109,18 @@ def bench_gpu(shapes: tuple[Shape, ...], progress=print, data_set: str = "randn"
         row["roofline_us"] = roofline_us(s, floor)
         row["x_roofline"] = row["mxfp4_us"] / row["roofline_us"]
         row["tflops"] = s.flops / row["mxfp4_us"] / 1e6
+        peer_note = ""
+        if peer is not None:
+            calls = peer.calls(w, s.m)  # the first call of each compiles its kernel (seconds)
+            row["humming_w4a16_err"] = peers.w4a16_error(calls["w4a16"](a), a, w, testing.sample_rows(s.m))
+            row["humming_w4a8_us"] = timer.time(lambda: calls["w4a8"](a)).mean_us
+            row["humming_w4a16_us"] = timer.time(lambda: calls["w4a16"](a)).mean_us
+            row["x_humming_w4a8"] = row["mxfp4_us"] / row["humming_w4a8_us"]
+            peer_note = (f", humming W4A8 {row['humming_w4a8_us']:.2f}, W4A16 {row['humming_w4a16_us']:.2f} "
+                         f"(error {row['humming_w4a16_err']:.1e})")
         rows.append(row)
         progress(f"[{i + 1}/{len(shapes)}] {s.label} {data_set}: {row['mxfp4_us']:.2f} us (cuBLAS bf16 "
-                 f"{row['cublas_bf16_us']:.2f}, floor {floor:.2f})")
+                 f"{row['cublas_bf16_us']:.2f}, floor {floor:.2f}{peer_note})")
     return rows
 
 
@@ -132,7 +149,7 @@ def format_table(rows: list[dict], gpu: bool) -> str:
         lines.append("\nroofline us: the H200's int8 compute term 2*M*N*K / INT8_PEAK alone (on the GPU, the larger of "
                      "it and the stream floor measured in the run); x roofline: the CPU wall time over it")
         return "\n".join(lines)
-    timed = TIMED_COLUMNS
+    timed = TIMED_COLUMNS + (PEER_COLUMNS if any("humming_w4a8_us" in r for r in rows) else ())
     head = ["shape", "data", *(h for h, _, _ in timed), "TFLOP/s", "host us (custom / prepared / torch.mm)",
             "bytes kept per weight", "bit-identical", "violations"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -145,6 +162,12 @@ def format_table(rows: list[dict], gpu: bool) -> str:
         sel = [r for r in rows if r["data"] == data_set]
         cells = ["geomean", data_set, *(format(geomean([r[key] for r in sel]), f) for _, key, f in timed)]
         lines.append("| " + " | ".join(cells) + " |" + " |" * (len(head) - len(cells)))
+    if any("humming_w4a8_us" in r for r in rows):
+        worst = max(r["humming_w4a16_err"] for r in rows)
+        lines.append(f"\nhumming: its layer(a) on our weights; W4A8: A to fp8 e4m3 by its own per-row quantizer (a "
+                     f"second launch, timed), W4A16: A in bf16; neither quantizes A to MXFP4 as ours does. W4A16 "
+                     f"against float64 A @ W^T: error up to {worst:.1e} of the largest output (bf16 rounding: a few "
+                     f"1e-3)")
     return "\n".join(lines)
 
 
@@ -176,15 +199,24 @@ def environment() -> dict:
 
 
 def run(shapes: tuple[Shape, ...], record: pathlib.Path | None = None, progress=print,
-        data_sets: tuple[str, ...] = ("randn",), rows: list[dict] | None = None) -> str:
+        data_sets: tuple[str, ...] = ("randn",), rows: list[dict] | None = None, peer: str | None = None) -> str:
     """Benchmark ``shapes`` on each of ``data_sets`` ('randn', 'model'; GPU only: the CPU path runs the
     task's randn data); returns the report (markdown). ``record`` appends the rows to a CSV;
-    ``rows``, a list, receives them (for :mod:`mxfp4.bench.plot`)."""
+    ``rows``, a list, receives them (for :mod:`mxfp4.bench.plot`). ``peer`` ('humming', GPU only) times that
+    library beside ours (ImportError saying how to install it where it does not import)."""
     out_rows = rows
+    driver = peers.load(peer) if peer is not None else None
     gpu = torch.cuda.is_available() and cuda_supported(torch.device("cuda"))
+    if driver is not None and not gpu:
+        raise ValueError(f"--peer {peer} times on a Hopper GPU; this machine runs the CPU reference path")
     env = environment()
+    if driver is not None:
+        env[f"{driver.name}-kernels"] = driver.version
     progress(f"mxfp4 bench on {'the GPU (' + env['device'] + ')' if gpu else 'the CPU reference path (no Hopper GPU)'}")
-    rows = [r for d in data_sets for r in bench_gpu(shapes, progress, d)] if gpu else bench_cpu(shapes, progress)
+    if gpu:
+        rows = [r for d in data_sets for r in bench_gpu(shapes, progress, d, driver)]
+    else:
+        rows = bench_cpu(shapes, progress)
     if out_rows is not None:
         out_rows.extend(rows)
     head = ", ".join(f"{k} {v}" for k, v in env.items())

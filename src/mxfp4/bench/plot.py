@@ -1,10 +1,10 @@
 """The benchmark as a picture (``mxfp4 bench --plot FILE.png``): time per shape beside cuBLAS bf16
 and the stream floor, and the ratio to cuBLAS, readable without the table.
 
-Reads the harness's rows: ``shape`` and ``mxfp4_us`` always; ``cublas_bf16_us`` and
-``floor_us`` (the time the bytes take at the measured stream bandwidth) where the run has them. A
-CPU run (the reference path, no cuBLAS column) plots its wall times alone. matplotlib is optional:
-without it, :func:`write` raises ImportError saying how to install it.
+Reads the harness's rows: ``shape`` and ``mxfp4_us`` always; ``cublas_bf16_us``, ``humming_w4a8_us``
+(``--peer humming``) and ``floor_us`` (the time the bytes take at the measured stream bandwidth) where the run
+has them. A CPU run (the reference path, no cuBLAS column) plots its wall times alone. matplotlib is
+optional: without it, :func:`write` raises ImportError saying how to install it.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import math
 import pathlib
 
 SERIES = (("mxfp4_us", "mxfp4 (custom_kernel)", "#1f77b4"), ("cublas_bf16_us", "cuBLAS bf16", "#7f7f7f"),
-          ("floor_us", "stream floor", "#2ca02c"))
+          ("humming_w4a8_us", "humming W4A8", "#ff7f0e"), ("floor_us", "stream floor", "#2ca02c"))
 
 
 def _pyplot():
