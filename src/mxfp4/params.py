@@ -201,7 +201,8 @@ class StreamParams:
     sign_split: the weight codes' signs split over two MMAs (the positive codes' magnitudes
     and the negative ones', each one byte-permute for 4 codes) instead of one MMA on codes converted
     to signed int8 (three byte-permutes and three more integer instructions for 4 codes). out_f32:
-    the output is the float32 total unrounded (a row-parallel partial)."""
+    the output is the float32 total unrounded (a row-parallel partial). one_token: M = 1 (mt 1), so
+    only the MMAs' even columns are scaled and summed (half the float work a block)."""
 
     source = "gemm_stream.cu"
 
@@ -212,10 +213,11 @@ class StreamParams:
     stages: int = 6
     sign_split: bool = False
     out_f32: bool = False
+    one_token: bool = False
 
     def defines(self) -> dict[str, int]:
         defines = dict(MT=self.mt, G=self.g, KW=self.kw, KS=self.ks, STAGES=self.stages,
-                       SIGN_SPLIT=int(self.sign_split))
+                       SIGN_SPLIT=int(self.sign_split), ONE_TOKEN=int(self.one_token))
         return _with_output(defines, self.out_f32)
 
     @property
@@ -266,6 +268,7 @@ class StreamParams:
             (self.kw >= 1 and self.ks % 8 == 0 and self.ks > 0 and self.ks % (4 * self.kw) == 0,
              "ks must be a positive multiple of 8 and of 4 kw (a warp's blocks of a unit, in rounds of 4)"),
             (self.stages >= 2, "stages must be at least 2"),
+            (not self.one_token or self.mt == 1, "one_token needs mt 1"),
             (self.threads <= 1024, "g * kw + 1 warps must be at most 32"),
             (self.smem_bytes() <= SMEM_LIMIT, f"shared memory {self.smem_bytes()} > {SMEM_LIMIT}"),
         ]
@@ -274,7 +277,7 @@ class StreamParams:
                 raise ValueError(f"StreamParams {self}: {rule}")
 
     def fits(self, p: Problem) -> bool:
-        return p.m <= self.tokens
+        return p.m <= self.tokens and (p.m == 1 or not self.one_token)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -95,12 +95,12 @@ STREAM_MAX_M = 32
 large-M kernels' 34.0, H200)."""
 
 
-def stream_params(mt: int, g: int, kw: int, ks: int, sign_split: bool = False) -> StreamParams:
+def stream_params(mt: int, g: int, kw: int, ks: int, sign_split: bool = False, one_token: bool = False) -> StreamParams:
     """The streaming GEMM with the deepest ring that fits (up to ``STREAM_RING_WEIGHT_BYTES`` of weight)."""
     stages = max(2, min(16, STREAM_RING_WEIGHT_BYTES // (256 * g * ks)))
     while stages > 2 and StreamParams(mt, g, kw, ks, stages, sign_split=sign_split).smem_bytes() > SMEM_LIMIT:
         stages -= 1
-    return StreamParams(mt, g, kw, ks, stages, sign_split=sign_split)
+    return StreamParams(mt, g, kw, ks, stages, sign_split=sign_split, one_token=one_token)
 
 
 def stream_heuristic(p: Problem, sm_count: int = 132) -> StreamParams | None:
@@ -117,9 +117,9 @@ def stream_heuristic(p: Problem, sm_count: int = 132) -> StreamParams | None:
     if p.m > STREAM_MAX_M:
         return None
     mt = next(t for t in (1, 2, 4) if 8 * t >= p.m)
-    split = mt <= 2
-    wide, narrow, short = (stream_params(mt, 8, 2, 32, split), stream_params(mt, 4, 4, 32, split),
-                           stream_params(mt, 4, 4, 16, split))
+    split, one = mt <= 2, p.m == 1
+    wide, narrow, short = (stream_params(mt, 8, 2, 32, split, one), stream_params(mt, 4, 4, 32, split, one),
+                           stream_params(mt, 4, 4, 16, split, one))
 
     def loss(params: StreamParams) -> float:
         units, grid = params.units(p), params.grid(p, sm_count)

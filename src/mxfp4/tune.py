@@ -38,11 +38,11 @@ def candidates(p: plan.Problem, sm_count: int = 132) -> list[plan.KernelParams]:
 def stream_candidates(p: plan.Problem) -> list[plan.StreamParams]:
     """The streaming GEMM for ``p`` (up to ``plan.STREAM_MAX_M`` rows): tiles of 128 rows on two warps a
     group and of 64 rows on four, units of 16 and 32 blocks, the deepest ring that fits, the codes'
-    signs split or not (the heuristic splits them up to 16 rows)."""
+    signs split or not (the heuristic splits them up to 16 rows); at one row the one-token variant."""
     if p.m > plan.STREAM_MAX_M:
         return []
     mt = next(t for t in (1, 2, 4) if 8 * t >= p.m)
-    out = [plan.stream_params(mt, g, kw, ks, split) for g, kw in ((8, 2), (4, 4)) for ks in (16, 32)
+    out = [plan.stream_params(mt, g, kw, ks, split, p.m == 1) for g, kw in ((8, 2), (4, 4)) for ks in (16, 32)
            for split in (False, True)]
     return [c for c in out if plan.valid(c)]
 

@@ -83,15 +83,6 @@ __device__ __forceinline__ void st_cluster_f32(void *p, u32 rank, float x) {
   asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(x) : "memory");
 }
 
-// mma.sync m16n8k32 s8 with the accumulator of row g starting at c0 and of row g + 8 at c1.
-__device__ __forceinline__ void mma_s8_rows(int (&d)[4], const u32 (&a)[4], u32 b0, u32 b1, u32 c0, u32 c1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%10,%10,%11,%11};"
-      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c0), "r"(c1));
-}
-
 // A warp's KBW blocks: per block its two words of codes to int8, MT MMAs, each block sum scaled into
 // the totals. FOLD (every scale byte e <= 232): the weight row's half-scale sw = 2**(e - 128) is folded
 // into the accumulator's start, the bits of 1.5 * 2**23 * sw (a normal float), so d's bits are those
@@ -113,15 +104,15 @@ __device__ __forceinline__ void warp_blocks(float (&acc)[MT][4], const u8 *w_t, 
     af[3] = mx::e2m1x4_to_s8x4(whi >> 16);
     const u8 *sc = s_t + (cb >> 3) * 256;
     const u32 e0 = sc[mx::shuffled_scale_offset(na & 31, cb)], e1 = sc[mx::shuffled_scale_offset((na + 8) & 31, cb)];
-    const u32 c0 = FOLD ? ((e0 + 22u) << 23) | 0x400000u : 0x4B400000u;  // rows na, na + 8
-    const u32 c1 = FOLD ? ((e1 + 22u) << 23) | 0x400000u : 0x4B400000u;
+    const u32 c0 = FOLD ? mx::fold_start(e0) : 0x4B400000u;  // rows na, na + 8
+    const u32 c1 = FOLD ? mx::fold_start(e1) : 0x4B400000u;
     const float sw0 = mx::half_scale(e0), sw1 = mx::half_scale(e1);
 #pragma unroll
     for (int j = 0; j < MT; ++j) {
       const uint2 bv = *(const uint2 *)(a_t + (cb * TOK + j * 8) * 32);
       const float2 sav = *(const float2 *)(sa_t + cb * TOK + j * 8);
       int d[4];
-      mma_s8_rows(d, af, bv.x, bv.y, c0, c1);
+      mx::mma_s8_rows(d, af, bv.x, bv.y, c0, c1);
       if (FOLD) {
         acc[j][0] = fmaf(__int_as_float(d[0]) - __uint_as_float(c0), sav.x, acc[j][0]);
         acc[j][1] = fmaf(__int_as_float(d[1]) - __uint_as_float(c0), sav.y, acc[j][1]);

@@ -16,11 +16,12 @@
 // mbarrier; every consumer thread releases its own reads of a stage. The weight copies of the first
 // STAGES units go out before the producer waits for the quantizer.
 // Consumer warp (gi, kw) takes row group gi and the blocks kw, kw + KW, ... of each unit: the four
-// lanes of a row pair decode four blocks' weight half-scales and share them by shuffles; the codes
-// to int8 (SIGN_SPLIT: one byte-permute a 4 codes for the positive codes' magnitudes and one for the
-// negative ones', two MMAs; else three byte-permutes a 4 codes, one MMA), mma.sync m16n8k32 s8 (W
-// the row operand, A the column operand, exact int32 block sums), each sum times both half-scales
-// added to a float32 total.
+// lanes of a row pair decode four blocks' weight scales (as accumulator starts, mx::fold_start) and
+// share them by shuffles; the codes to int8 (SIGN_SPLIT: one byte-permute a 4 codes for the positive
+// codes' magnitudes and one for the negative ones', two MMAs; else three byte-permutes a 4 codes, one
+// MMA), mma.sync m16n8k32 s8 (W the row operand, A the column operand, exact int32 block sums), each
+// sum put into its start's mantissa (the sum times the weight's half-scale, exactly) and added times
+// A's half-scale to a float32 total.
 // At a tile's end the KW warps' totals are added in warp order through shared memory; a tile the
 // CTA holds whole is rounded once and stored. A tile split between CTAs (at most the first and the
 // last of a CTA's range) is summed by the CTA holding its last unit (the owner): the others store
@@ -39,6 +40,9 @@
 #ifndef SIGN_SPLIT
 #define SIGN_SPLIT 0  // 1: the codes' signs split over two MMAs (fewer integer instructions, twice the MMAs)
 #endif
+#ifndef ONE_TOKEN
+#define ONE_TOKEN 0  // 1: M = 1, so only the MMAs' even columns (tokens 0, 2, 4, 6; rows 1.. are zeros) are summed
+#endif
 
 namespace {
 
@@ -54,6 +58,7 @@ static_assert(G % 2 == 0 && G >= 2, "G must be even: a tile holds whole 32-row s
 static_assert(KS % 8 == 0 && KS % (4 * KW) == 0,
               "KS must be a multiple of 8 (a scale chunk) and of 4 KW (a warp's blocks of a unit in rounds of 4)");
 static_assert(STAGES >= 2, "at least two stages");
+static_assert(!ONE_TOKEN || MT == 1, "ONE_TOKEN is a one-token-tile variant");
 static_assert(THREADS <= 1024, "at most 1024 threads");
 static_assert(G + G / 2 <= 30, "the producer warp's lanes 0 .. 1.5 G - 1 issue a unit's weight copies, 30 and 31 A's");
 
@@ -85,10 +90,75 @@ __device__ __forceinline__ int cta_of(long long u, long long units, int grid) {
   return (int)(((u + 1) * grid + units - 1) / units) - 1;
 }
 
-// Adds one unit's blocks [kw, kw + KW, ... < nb) of row group gi into acc. FULL: nb == KS (no tests);
-// there the four lanes of a row pair decode the weight half-scales of four blocks, one each, and
-// pass them round by shuffles (each scale decoded once a warp, not four times).
-template <bool FULL>
+// One block of a row group: its codes to int8, MT MMAs, each block sum scaled into acc. The sums come
+// from MMAs on a zero accumulator; one integer add puts a sum s (|s| < 2**22) into the mantissa of the
+// start c0 (row g) or c1 (row g + 8), and the float difference with the start is s times the start's
+// unit in the last place, exactly. FOLD: the starts hold the rows' half-scales (mx::fold_start), so a
+// product is that and an fma with A's half-scale; else they are 1.5 * 2**23 and each sum is scaled by
+// both half-scales sw0, sw1 (NaN included). Within the domain both give the same bits. tab: the
+// byte-permute table's low word, 0x03020100, held in a thread register (mx::thread_register).
+template <bool FOLD>
+__device__ __forceinline__ void block_sums(const u8 *wb, const u8 *ab, const float *sab, u32 c0, u32 c1, float sw0,
+                                           float sw1, u32 tab, float (&acc)[MT][4]) {
+  const u32 l = *(const u32 *)wb, h = *(const u32 *)(wb + 128);
+#if SIGN_SPLIT
+  // The positive and the negative codes' magnitudes, two MMAs: the difference of their sums is the
+  // block sum (7 integer instructions for 8 codes, not 13).
+  const u32 nl = l ^ 0x88888888u, nh = h ^ 0x88888888u;
+  const u32 ap[4] = {mx::e2m1x4_positive(l, tab), mx::e2m1x4_positive(h, tab), mx::e2m1x4_positive(l >> 16, tab),
+                     mx::e2m1x4_positive(h >> 16, tab)};
+  const u32 an[4] = {mx::e2m1x4_positive(nl, tab), mx::e2m1x4_positive(nh, tab),
+                     mx::e2m1x4_positive(nl >> 16, tab), mx::e2m1x4_positive(nh >> 16, tab)};
+#else
+  const u32 af[4] = {mx::e2m1x4_to_s8x4(l), mx::e2m1x4_to_s8x4(h), mx::e2m1x4_to_s8x4(l >> 16),
+                     mx::e2m1x4_to_s8x4(h >> 16)};
+#endif
+#pragma unroll
+  for (int j = 0; j < MT; ++j) {
+    const uint2 bv = *(const uint2 *)(ab + j * 8 * 32);
+    const float2 sav = *(const float2 *)(sab + j * 8);
+    int d[4];
+    float v[4];
+#if SIGN_SPLIT
+    int e[4];
+    mx::mma_s8_zero(d, ap, bv.x, bv.y);
+    mx::mma_s8_zero(e, an, bv.x, bv.y);
+#pragma unroll
+    for (int q = 0; q < 4; q += 1 + ONE_TOKEN) {
+      const u32 c = q < 2 ? c0 : c1;
+      v[q] = __int_as_float(d[q] - e[q] + (int)c) - __uint_as_float(c);
+    }
+#else
+    mx::mma_s8_zero(d, af, bv.x, bv.y);
+#pragma unroll
+    for (int q = 0; q < 4; q += 1 + ONE_TOKEN) {
+      const u32 c = q < 2 ? c0 : c1;
+      v[q] = __int_as_float(d[q] + (int)c) - __uint_as_float(c);
+    }
+#endif
+    if (FOLD) {
+      acc[j][0] = fmaf(v[0], sav.x, acc[j][0]);
+      acc[j][2] = fmaf(v[2], sav.x, acc[j][2]);
+      if (!ONE_TOKEN) {
+        acc[j][1] = fmaf(v[1], sav.y, acc[j][1]);
+        acc[j][3] = fmaf(v[3], sav.y, acc[j][3]);
+      }
+    } else {
+      acc[j][0] = fmaf(v[0], sw0 * sav.x, acc[j][0]);
+      acc[j][2] = fmaf(v[2], sw1 * sav.x, acc[j][2]);
+      if (!ONE_TOKEN) {
+        acc[j][1] = fmaf(v[1], sw0 * sav.y, acc[j][1]);
+        acc[j][3] = fmaf(v[3], sw1 * sav.y, acc[j][3]);
+      }
+    }
+  }
+}
+
+// Adds one unit's blocks [kw, kw + KW, ... < nb) of row group gi into acc. A whole unit (nb == KS) whose
+// warp's weight scale bytes are all <= 232 takes the fold: the four lanes of a row pair decode the
+// accumulator starts of four blocks, one each, and pass them round by shuffles (each scale decoded once
+// a warp, not four times). Otherwise (a unit's last blocks, or a scale of 2**105 and up, or NaN) the
+// blocks one by one, each lane decoding its rows' half-scales.
 __device__ __forceinline__ void unit_blocks(const u8 *stage, int gi, int kw, int nb, float (&acc)[MT][4]) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const u8 *wst = stage + gi * KS * 256 + g * 16 + t * 4;         // this lane's fragment bytes of block 0
@@ -97,62 +167,37 @@ __device__ __forceinline__ void unit_blocks(const u8 *stage, int gi, int kw, int
   const float *sast = (const float *)(stage + Smem::W + Smem::SC + Smem::A8) + 2 * t;
   // offset of block b's scale bytes in a row's 32-row unit: mx::shuffled_scale_offset's column part
   auto scale_off = [](int b) { return (b >> 3) * 256 + 2 * ((b & 7) >> 2) + 64 * (b & 3); };
-  auto block = [&](int b, float sw0, float sw1) {
-    const u32 l = *(const u32 *)(wst + b * 256), h = *(const u32 *)(wst + b * 256 + 128);
-#if SIGN_SPLIT
-    // The positive and the negative codes' magnitudes, two MMAs from 1.5 * 2**23 each: the difference
-    // of their float views is the block sum, exactly (7 integer instructions for 8 codes, not 13).
-    const u32 nl = l ^ 0x88888888u, nh = h ^ 0x88888888u;
-    const u32 ap[4] = {mx::e2m1x4_positive(l), mx::e2m1x4_positive(h), mx::e2m1x4_positive(l >> 16),
-                       mx::e2m1x4_positive(h >> 16)};
-    const u32 an[4] = {mx::e2m1x4_positive(nl), mx::e2m1x4_positive(nh), mx::e2m1x4_positive(nl >> 16),
-                       mx::e2m1x4_positive(nh >> 16)};
-#else
-    u32 af[4];
-    af[0] = mx::e2m1x4_to_s8x4(l);
-    af[1] = mx::e2m1x4_to_s8x4(h);
-    af[2] = mx::e2m1x4_to_s8x4(l >> 16);
-    af[3] = mx::e2m1x4_to_s8x4(h >> 16);
-#endif
+  const u32 tab = mx::thread_register(0x03020100u);
+  if (nb == KS) {
+    constexpr int R = KS / KW / 4;  // rounds of four blocks
+    u32 e0[R], e1[R];
+    bool big = false;
 #pragma unroll
-    for (int j = 0; j < MT; ++j) {
-      const uint2 bv = *(const uint2 *)(ast + (b * TOK + j * 8) * 32);
-      const float2 sav = *(const float2 *)(sast + b * TOK + j * 8);
-      int d[4];
-#if SIGN_SPLIT
-      int e[4];
-      mx::mma_s8(d, ap, bv.x, bv.y, 0x4B400000);  // 1.5 * 2**23 + the positive codes' sum, as float bits
-      mx::mma_s8(e, an, bv.x, bv.y, 0x4B400000);  // ... and the negative codes' magnitudes
-      float v[4];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) v[q] = __int_as_float(d[q]) - __int_as_float(e[q]);
-#else
-      mx::mma_s8(d, af, bv.x, bv.y, 0x4B400000);  // 1.5 * 2**23 + the block sum, as float bits
-      float v[4];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) v[q] = __int_as_float(d[q]) - 12582912.0f;
-#endif
-      acc[j][0] = fmaf(v[0], sw0 * sav.x, acc[j][0]);
-      acc[j][1] = fmaf(v[1], sw0 * sav.y, acc[j][1]);
-      acc[j][2] = fmaf(v[2], sw1 * sav.x, acc[j][2]);
-      acc[j][3] = fmaf(v[3], sw1 * sav.y, acc[j][3]);
+    for (int r = 0; r < R; ++r) {  // lane t: the scale bytes of the round's block t
+      const int so = scale_off(kw + (4 * r + t) * KW);
+      e0[r] = sst[so];
+      e1[r] = sst[so + 32];
+      big |= max(e0[r], e1[r]) > 232u;
     }
-  };
-  if (FULL) {
+    if (!__any_sync(0xffffffffu, big)) {
 #pragma unroll
-    for (int q0 = 0; q0 < KS / KW; q0 += 4) {
-      const int so = scale_off(kw + (q0 + t) * KW);  // lane t decodes the round's block t
-      const float my0 = mx::half_scale(sst[so]), my1 = mx::half_scale(sst[so + 32]);
+      for (int r = 0; r < R; ++r) {
+        const u32 c0 = mx::fold_start(e0[r]), c1 = mx::fold_start(e1[r]);
 #pragma unroll
-      for (int q = 0; q < 4; ++q)
-        block(kw + (q0 + q) * KW, __shfl_sync(0xffffffffu, my0, (lane & ~3) | q),
-              __shfl_sync(0xffffffffu, my1, (lane & ~3) | q));
+        for (int q = 0; q < 4; ++q) {
+          const int b = kw + (4 * r + q) * KW;
+          block_sums<true>(wst + b * 256, ast + b * TOK * 32, sast + b * TOK,
+                           __shfl_sync(0xffffffffu, c0, (lane & ~3) | q), __shfl_sync(0xffffffffu, c1, (lane & ~3) | q),
+                           0.0f, 0.0f, tab, acc);
+        }
+      }
+      return;
     }
-  } else {
-#pragma unroll 1
-    for (int b = kw; b < nb; b += KW)
-      block(b, mx::half_scale(sst[scale_off(b)]), mx::half_scale(sst[scale_off(b) + 32]));
   }
+#pragma unroll 1
+  for (int b = kw; b < nb; b += KW)
+    block_sums<false>(wst + b * 256, ast + b * TOK * 32, sast + b * TOK, 0x4B400000u, 0x4B400000u,
+                      mx::half_scale(sst[scale_off(b)]), mx::half_scale(sst[scale_off(b) + 32]), tab, acc);
 }
 
 __device__ __forceinline__ void consumer_sync() { mx::named_barrier(1, CTHREADS); }
@@ -256,12 +301,7 @@ mxfp4_gemm_stream(const u8 *__restrict__ qa, const float *__restrict__ qs, const
       const int s = i % STAGES;
       mx::mbar_wait(&full[s], (i / STAGES) & 1);
       const int nb = min(KS, nblk - (int)(u - t0) * KS);
-      if (live) {
-        if (nb == KS)
-          unit_blocks<true>(ring + s * Smem::STAGE, gi, kw, nb, acc);
-        else
-          unit_blocks<false>(ring + s * Smem::STAGE, gi, kw, nb, acc);
-      }
+      if (live) unit_blocks(ring + s * Smem::STAGE, gi, kw, nb, acc);
       mx::mbar_arrive(&empty[s]);
     }
 

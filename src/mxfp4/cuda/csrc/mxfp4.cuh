@@ -179,9 +179,9 @@ __device__ __forceinline__ u32 e2m1x4_to_s8x4(u32 c) {
 // 0 for the negative ones: one byte-permute whose selector nibbles are the codes themselves (a set
 // bit 3, the sign, replicates the sign of a positive table byte: 0). With c ^ 0x8888 the same gives
 // the negative codes' magnitudes: the two halves of a sign-split MMA (gemm_stream.cu).
-__device__ __forceinline__ u32 e2m1x4_positive(u32 c) {
+__device__ __forceinline__ u32 e2m1x4_positive(u32 c, u32 lo = 0x03020100u) {
   u32 r;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(0x03020100u), "r"(0x0C080604u), "r"(c));
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(0x0C080604u), "r"(c));
   return r;
 }
 
@@ -339,5 +339,37 @@ __device__ __forceinline__ void mma_s8(int (&d)[4], const u32 (&a)[4], u32 b0, u
       : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c));
 }
+
+// D = A (16x32 s8, row) * B (32x8 s8, col), int32 (C = 0: no accumulator registers to set up).
+__device__ __forceinline__ void mma_s8_zero(int (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%10,%10,%10};"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
+}
+
+// x in a register of each thread: the compiler can neither fold it to a constant nor hold it in a
+// uniform register (a byte-permute's first source must be a thread register; a constant there is
+// otherwise copied from a uniform register before every use).
+__device__ __forceinline__ u32 thread_register(u32 x) {
+  u32 z = threadIdx.x;
+  asm volatile("" : "+r"(z));
+  return x | (z & 0x80000000u);  // z < 1024: x itself
+}
+
+// mma.sync m16n8k32 s8 with the accumulator of row g starting at c0 and of row g + 8 at c1.
+__device__ __forceinline__ void mma_s8_rows(int (&d)[4], const u32 (&a)[4], u32 b0, u32 b1, u32 c0, u32 c1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%10,%11,%11};"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c0), "r"(c1));
+}
+
+// The weight's half-scale folded into an int32 MMA's accumulator start: for a scale byte e <= 232 the
+// bits of 1.5 * 2**23 * 2**(e - 128) (a normal float whose unit in the last place is the half-scale),
+// so an int32 sum s (|s| < 2**22) added to them gives the bits of start + s * 2**(e - 128), exactly.
+__device__ __forceinline__ u32 fold_start(u32 e) { return ((e + 22u) << 23) | 0x400000u; }
 
 }  // namespace mx
