@@ -3,6 +3,7 @@ kernel states it, its stream-K split and sign-split conversion emulated exactly 
 heuristic; on a Hopper GPU (marker gpu) the kernel against the exact oracle."""
 import random
 
+import numpy as np
 import pytest
 import torch
 
@@ -22,7 +23,8 @@ def stream_variants():
 STREAM = [plan.StreamParams(1, 8, 2, 16, 5, sign_split=True), plan.StreamParams(2, 4, 4, 16, 7, sign_split=True),
           plan.StreamParams(4, 8, 2, 16, 3), plan.StreamParams(1, 2, 1, 8, 3),
           plan.StreamParams(2, 2, 2, 8, 4, sign_split=True),
-          plan.StreamParams(4, 4, 2, 16, 2)]
+          plan.StreamParams(4, 4, 2, 16, 2), plan.StreamParams(1, 8, 2, 32, 2, sign_split=True, one_token=True),
+          plan.StreamParams(1, 4, 4, 16, 5, one_token=True)]
 
 
 def test_shared_memory_is_the_kernels():
@@ -98,12 +100,24 @@ def test_sign_split_gives_the_signed_codes():
         assert [p - q for p, q in zip(pos, neg)] == [doubled[(c >> (4 * i)) & 0xF] for i in range(4)]
 
 
+def test_fold_start_gives_the_scaled_sum():
+    """mx::fold_start: an int32 sum s added to the start's bits, the float difference with the start is
+    s times the half-scale 2**(e - 128), exactly, for every scale byte e <= 232 and |s| < 2**22."""
+    sums = np.array([-(2**22) + 1, -4608, -13, -1, 0, 1, 7, 4608, 2**21 + 3, 2**22 - 1], dtype=np.int64)
+    for e in range(233):
+        start = ((e + 22) << 23) | 0x400000
+        moved = (start + sums).astype(np.uint32).view(np.float32)
+        got = moved - np.array([start], dtype=np.uint32).view(np.float32)
+        assert [float(x) for x in got] == [float(s) * 2.0 ** (e - 128) for s in sums], e
+
+
 @pytest.mark.parametrize("m, n, k", [(1, 57344, 8192), (16, 2112, 7168), (32, 2880, 4096), (7, 16, 64),
-                                     (1, 2304, 16384)])
+                                     (1, 2304, 16384), (2, 8192, 8192)])
 def test_heuristic(m, n, k):
     p = plan.stream_heuristic(plan.Problem(m, n, k))
     p.check()
     assert p.fits(plan.Problem(m, n, k)) and p.tokens >= m and p.sign_split == (m <= 16)
+    assert p.one_token == (m == 1) and not p.fits(plan.Problem(m + 1, n, k)) if m == 1 else not p.one_token
     assert 1 <= p.grid(plan.Problem(m, n, k), 132) <= p.units(plan.Problem(m, n, k))
     assert plan.stream_heuristic(plan.Problem(33, n, k)) is None
 
@@ -111,7 +125,8 @@ def test_heuristic(m, n, k):
 def test_bad_params_name_the_rule():
     for bad, rule in ((plan.StreamParams(3), "mt must be"), (plan.StreamParams(g=3), "g must be even"),
                       (plan.StreamParams(ks=12), "ks must be"),
-                      (plan.StreamParams(2, 8, 2, 16, 8), "shared memory")):
+                      (plan.StreamParams(2, 8, 2, 16, 8), "shared memory"),
+                      (plan.StreamParams(2, one_token=True), "one_token needs mt 1")):
         with pytest.raises(ValueError, match=rule):
             bad.check()
 
