@@ -11,7 +11,8 @@ from mxfp4.bench.data import shuffled_weight, task_data
 from mxfp4.nn import MXFP4Linear
 from mxfp4.tensor import Layout, MXFP4Tensor
 
-from .cases import CASES, Case, exact_bf16, kernel_domain, large_m_operands, make_case
+from .cases import (CASES, exact_bf16, kernel_domain, kernel_meets_the_contract, large_m_operands, make_case, same_bits,
+                    variants_meet_special_values)
 
 pytestmark = pytest.mark.gpu
 
@@ -52,23 +53,6 @@ def test_task_shapes_exact_and_deterministic(m, n, k, seed):
     assert all(torch.equal(out, task.custom_kernel(data)) for _ in range(100))
 
 
-def _same_bits(x: torch.Tensor, y: torch.Tensor) -> bool:
-    return bool(((x.view(torch.int16) == y.view(torch.int16)) | (torch.isnan(x) & torch.isnan(y))).all())
-
-
-def _kernel_meets_the_contract(a, w, params, min_identical: float, repeats: int = 1) -> None:
-    """gemm_a4w4 of the CPU operands ``a``, ``w`` on the GPU with ``params``: inside the kernels' bound
-    with NaN / Inf where the exact product has them, at least ``min_identical`` of the outputs
-    bit-identical to it, and the same bits on ``repeats`` more calls."""
-    wd = mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout)
-    out = mxfp4.gemm_a4w4(a.cuda(), wd, params=params)
-    report = testing.check_gemm(out.cpu(), a, w)
-    assert report.violations == 0 and report.nonfinite_mismatch == 0, report
-    assert report.identical_fraction >= min_identical, report
-    for _ in range(repeats):
-        assert _same_bits(out, mxfp4.gemm_a4w4(a.cuda(), wd, params=params))
-
-
 LARGE_M = [plan.WgmmaParams(64, 3), plan.WgmmaParams(128, 4), plan.WgmmaParams(128, 3, True), plan.WgmmaParams(64, 3, split=3),
            plan.WgmmaParams(128, 4, split=2)]
 
@@ -81,7 +65,7 @@ def test_large_m_kernel_meets_the_contract(params, m, n, k, kind):
     if not params.fits(plan.Problem(m, n, k)):
         pytest.skip(f"{params} does not take {m}x{n}x{k}")
     a, w = large_m_operands(m, n, k, kind)
-    _kernel_meets_the_contract(a, w, params, 0.999 if kind != "spread" else 0.98)
+    kernel_meets_the_contract(a, w, params, 0.999 if kind != "spread" else 0.98)
 
 
 @pytest.mark.parametrize("split", [2, 4, 6])
@@ -90,7 +74,7 @@ def test_large_m_k_split_runs_of_one_segment(split):
     rank's partial goes in its drained ring of codes while its converted tiles may still be read, on
     data whose warpgroups take different paths."""
     data = task_data(256, 1024, 1536, 5, "model", "cpu")  # weights with outlier columns: per-group paths
-    _kernel_meets_the_contract(data[0], shuffled_weight(data), plan.WgmmaParams(64, 3, split=split), 0.999, repeats=3)
+    kernel_meets_the_contract(data[0], shuffled_weight(data), plan.WgmmaParams(64, 3, split=split), 0.999, repeats=3)
 
 
 DECODE = [plan.DecodeParams(1, 4, 4, 8, 3), plan.DecodeParams(2, 2, 4, 16, 3), plan.DecodeParams(4, 4, 2, 8, 12),
@@ -108,7 +92,7 @@ def test_decode_kernels_meet_the_contract(params, m, n, k, kind):
         pytest.skip(f"{params} does not take {m}x{n}x{k}")
     a, w = large_m_operands(m, n, k, kind)
     # the first 7 rows of "mixed" are spread too: at M <= 7 every row is (wide-range data, 98% is the bar)
-    _kernel_meets_the_contract(a, w, params, 0.999 if kind == "randn" or (kind == "mixed" and m > 7) else 0.98)
+    kernel_meets_the_contract(a, w, params, 0.999 if kind == "randn" or (kind == "mixed" and m > 7) else 0.98)
 
 
 SMALL = [plan.SmallParams(2, 4, 1, 16, 2), plan.SmallParams(2, 4, 4, 16, 8), plan.SmallParams(4, 2, 4, 16, 8),
@@ -125,7 +109,7 @@ def test_short_k_kernel_meets_the_contract(params, m, n, kind):
     if not params.fits(plan.Problem(m, n, k)):
         pytest.skip(f"{params} does not take {m}x{n}x{k}")
     a, w = large_m_operands(m, n, k, kind)
-    _kernel_meets_the_contract(a, w, params, 0.999 if kind == "randn" or (kind == "mixed" and m > 7) else 0.98, repeats=2)
+    kernel_meets_the_contract(a, w, params, 0.999 if kind == "randn" or (kind == "mixed" and m > 7) else 0.98, repeats=2)
 
 
 TILED = [plan.SmallParams(4, 3, 4, 48, 8), plan.SmallParams(4, 4, 4, 16, 2), plan.SmallParams(8, 2, 8, 48, 8),
@@ -139,7 +123,7 @@ def test_short_k_kernel_tiles_of_tokens(params, m, n, kind):
     """M in tiles of 8 mt tokens along the grid's y (a partial last tile, CTAs past N, one tile below
     it): the contract holds, the same bits call after call."""
     a, w = large_m_operands(m, n, 32 * params.kb, kind)
-    _kernel_meets_the_contract(a, w, params, 0.999 if kind == "randn" or (kind == "mixed" and m > 7) else 0.98, repeats=2)
+    kernel_meets_the_contract(a, w, params, 0.999 if kind == "randn" or (kind == "mixed" and m > 7) else 0.98, repeats=2)
 
 
 @pytest.mark.parametrize("params", [plan.SmallParams(2, 4, 1, 16, 2), plan.SmallParams(2, 4, 4, 16, 8)],
@@ -158,23 +142,13 @@ def test_short_k_kernel_unfolded_path(params):
     w = mxfp4.prepare(mxfp4.quantize(b.to(torch.bfloat16)))
     scales = w.scales.flatten()
     assert 232 < int(scales[scales != 255].max()) and (scales == 255).any()
-    _kernel_meets_the_contract(a, w, params, 0.999, repeats=1)
+    kernel_meets_the_contract(a, w, params, 0.999, repeats=1)
 
 
 @pytest.mark.parametrize("kind", ["wide", "special"])
 @pytest.mark.parametrize("m, variants", [(7, DECODE + SMALL), (100, LARGE_M)], ids=["small_m", "large_m"])
 def test_kernel_variants_on_special_values(kind, m, variants):
-    a, w = make_case(Case(kind, m, 32, 512, kind), "cpu")
-    want = exact_bf16(a, w)
-    domain = kernel_domain(a, w)
-    exact, mag = testing.exact_product(a, w)
-    wd = mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout)
-    for params in (p for p in variants if p.fits(plan.Problem(m, 32, 512))):
-        out = mxfp4.gemm_a4w4(a.cuda(), wd, params=params).cpu()
-        assert torch.equal(torch.isnan(out)[domain], torch.isnan(want)[domain])
-        assert torch.equal(torch.isinf(out)[domain], torch.isinf(want)[domain])
-        ok = torch.isfinite(want.double()) & torch.isfinite(out.double()) & domain
-        assert ((out.double() - exact).abs()[ok] <= testing.kernel_bound(exact, mag, 512)[ok]).all()
+    variants_meet_special_values(kind, m, variants)
 
 
 @pytest.mark.parametrize("m, n, k, kind", [(8192, 8192, 8192, "randn"), (4096, 7168, 7168, "randn"),
@@ -191,7 +165,7 @@ def test_large_m_exact_at_prefill_sizes(m, n, k, kind):
     report = testing.check_gemm(out, a, w, testing.sample_rows(m))
     assert report.violations == 0 and report.nonfinite_mismatch == 0, report
     assert report.identical_fraction >= (0.98 if kind == "spread" else 0.999), report
-    assert _same_bits(out, mxfp4.gemm_a4w4(a, w))  # bitwise deterministic
+    assert same_bits(out, mxfp4.gemm_a4w4(a, w))  # bitwise deterministic
 
 
 @pytest.mark.parametrize("m, n, k", [(16, 2112, 7168), (256, 3072, 1536), (4096, 7168, 7168)])

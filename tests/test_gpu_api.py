@@ -9,20 +9,15 @@ import mxfp4
 from mxfp4 import formats, plan, reference, testing
 from mxfp4.nn import MXFP4Linear
 
+from .cases import cuda_operands
+
 pytestmark = pytest.mark.gpu
-
-
-def _operands(m, n, k, seed=0, dtype=torch.bfloat16):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    a = torch.randn(m, k, generator=g, device="cuda", dtype=torch.float32).to(dtype)
-    w = mxfp4.quantize(torch.randn(n, k, generator=g, device="cuda", dtype=torch.bfloat16))
-    return a, w
 
 
 @pytest.mark.parametrize("m, n, k", [(32, 1000, 512), (7, 40, 96), (1, 7, 32), (100, 300, 160), (333, 1000, 544),
                                      (16, 2112, 7136), (64, 2050, 2048)])
 def test_any_n_and_k_run_on_the_kernels_exactly(m, n, k):
-    a, plain = _operands(m, n, k)
+    a, plain = cuda_operands(m, n, k)
     w = mxfp4.prepare(plain)
     torch.full((m, -(-n // 16) * 16), float("nan"), dtype=torch.bfloat16, device="cuda")  # poison the next block
     out = mxfp4.gemm_a4w4(a, w, backend="cuda")
@@ -42,7 +37,7 @@ def test_any_n_and_k_run_on_the_kernels_exactly(m, n, k):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
 @pytest.mark.parametrize("m, n, k", [(16, 2112, 7168), (256, 3072, 1536), (5, 40, 96)])
 def test_fp16_and_fp32_activations_run_on_the_kernels(dtype, m, n, k):
-    a, plain = _operands(m, n, k, dtype=dtype)
+    a, plain = cuda_operands(m, n, k, dtype=dtype)
     w = mxfp4.prepare(plain)
     out = mxfp4.gemm_a4w4(a, w, backend="cuda")  # no warning (a warning from mxfp4 fails the test)
     report = testing.check_gemm(out, a, plain)
@@ -53,7 +48,7 @@ def test_fp16_and_fp32_activations_run_on_the_kernels(dtype, m, n, k):
 
 
 def test_fp32_block_at_the_limit_runs_on_the_reference():
-    a, plain = _operands(4, 64, 128, dtype=torch.float32)
+    a, plain = cuda_operands(4, 64, 128, dtype=torch.float32)
     a[2, 40] = 3.4e38  # >= 1.75 * 2**127: quantizes to 2**128, which bf16 cannot hold
     w = mxfp4.prepare(plain)
     with pytest.raises(ValueError, match="1.75 \\* 2\\*\\*127"):
@@ -65,7 +60,7 @@ def test_fp32_block_at_the_limit_runs_on_the_reference():
 
 
 def test_gradient_on_the_kernels_and_compile_with_grad():
-    a, plain = _operands(16, 256, 512)
+    a, plain = cuda_operands(16, 256, 512)
     layer = MXFP4Linear.from_mxfp4(plain)
     x = a.clone().requires_grad_()
     y = layer(x)
@@ -81,7 +76,7 @@ def test_gradient_on_the_kernels_and_compile_with_grad():
 
 @pytest.mark.parametrize("m", [1, 16, 256])
 def test_graph_capture_of_the_driver_launch(m):
-    a, plain = _operands(m, 2112, 7168)
+    a, plain = cuda_operands(m, 2112, 7168)
     w = mxfp4.prepare(plain)
     want = mxfp4.gemm_a4w4(a, w)
     static = a.clone()
@@ -94,7 +89,7 @@ def test_graph_capture_of_the_driver_launch(m):
     with torch.cuda.graph(graph):
         out = mxfp4.gemm_a4w4(static, w)
     for seed in range(3):
-        new, _ = _operands(m, 2112, 7168, seed=seed + 10)
+        new, _ = cuda_operands(m, 2112, 7168, seed=seed + 10)
         static.copy_(new)
         graph.replay()
         torch.cuda.synchronize()
@@ -119,7 +114,7 @@ def test_model_follows_half_and_float():
 def test_plan_is_remembered_per_shape():
     from mxfp4 import ops
 
-    a, plain = _operands(16, 2112, 7168)
+    a, plain = cuda_operands(16, 2112, 7168)
     w = mxfp4.prepare(plain)
     mxfp4.gemm_a4w4(a, w)
     ops.gemm_a4w4_partial(a, w)
@@ -133,7 +128,7 @@ def test_plan_is_remembered_per_shape():
 def test_float32_partial_of_the_kernels_is_within_the_bound(m, n, k):
     from mxfp4 import ops
 
-    a, plain = _operands(m, n, k, seed=m)
+    a, plain = cuda_operands(m, n, k, seed=m)
     w = mxfp4.prepare(plain)
     torch.full((m, -(-n // 16) * 16), float("nan"), dtype=torch.float32, device="cuda")  # poison the next block
     out = ops.gemm_a4w4_partial(a, w)
@@ -157,7 +152,7 @@ def test_float32_partial_of_the_kernels_is_within_the_bound(m, n, k):
 def test_bias_on_the_kernels_is_added_to_the_float32_total_and_rounded_once(m, n, k):
     from mxfp4 import ops
 
-    a, plain = _operands(m, n, k, seed=m + 1)
+    a, plain = cuda_operands(m, n, k, seed=m + 1)
     w = mxfp4.prepare(plain)
     bias = torch.randn(n, device="cuda").bfloat16()
     out = mxfp4.gemm_a4w4(a, w, bias=bias)
@@ -185,7 +180,7 @@ def test_row_parallel_on_the_kernels_within_the_bound_of_the_one_process_layer(w
     from mxfp4 import distributed as tp, ops
 
     n, k = 2112, 2880
-    a, plain = _operands(m, n, k, seed=world * 1000 + m)
+    a, plain = cuda_operands(m, n, k, seed=world * 1000 + m)
     layer = MXFP4Linear.from_mxfp4(plain)
     one = layer(a)
     if world == 1:
