@@ -12,6 +12,7 @@ from mxfp4.tensor import Layout, MXFP4Tensor
 
 from .cases import (CASES, exact_bf16, kernel_domain, kernel_meets_the_contract, large_m_operands, make_case,
                     variants_meet_special_values)
+from .test_decode import DECODE
 
 pytestmark = pytest.mark.gpu
 
@@ -50,24 +51,6 @@ def test_task_shapes_exact_and_deterministic(m, n, k, seed):
     report = testing.check_gemm(out, data[0], w)
     assert report.passed, report
     assert all(torch.equal(out, task.custom_kernel(data)) for _ in range(100))
-
-
-DECODE = [plan.DecodeParams(1, 4, 4, 8, 3), plan.DecodeParams(2, 2, 4, 16, 3), plan.DecodeParams(4, 4, 2, 8, 12),
-          plan.DecodeParams(8, 2, 4, 8, 2), plan.DecodeParams(4, 16, 1, 8, 1),
-          plan.DecodeParams(2, 2, 4, 16, 3, smem_weight=True), plan.DecodeParams(1, 8, 2, 8, 5, smem_weight=True)]
-
-
-@pytest.mark.parametrize("params", DECODE,
-                         ids=lambda p: f"mt{p.mt}g{p.g}kw{p.kw}d{p.depth}s{p.split}{'w' if p.smem_weight else ''}")
-@pytest.mark.parametrize("m, n, k, kind", [(1, 2112, 2880, "randn"), (7, 160, 768, "spread"), (16, 2112, 2880, "mixed"),
-                                           (32, 80, 640, "randn"), (5, 4096, 7168, "mixed"), (64, 48, 1024, "randn"),
-                                           (3, 16, 64, "randn")])
-def test_decode_kernels_meet_the_contract(params, m, n, k, kind):
-    if not params.fits(plan.Problem(m, n, k)):
-        pytest.skip(f"{params} does not take {m}x{n}x{k}")
-    a, w = large_m_operands(m, n, k, kind)
-    # the first 7 rows of "mixed" are spread too: at M <= 7 every row is (wide-range data, 98% is the bar)
-    kernel_meets_the_contract(a, w, params, 0.999 if kind == "randn" or (kind == "mixed" and m > 7) else 0.98)
 
 
 SMALL = [plan.SmallParams(2, 4, 1, 16, 2), plan.SmallParams(2, 4, 4, 16, 8), plan.SmallParams(4, 2, 4, 16, 8),
