@@ -90,18 +90,3 @@ def test_in_kernel_quantizer_formula_every_bf16_pattern():
     assert torch.equal(c[finite].to(torch.uint8), codes[finite])
     assert torch.equal((e.squeeze(-1) + 127)[finite].to(torch.uint8), scales.squeeze(-1)[finite])
     assert (scales[~finite] == 255).all()
-
-
-def test_short_k_fold_bound_every_byte():
-    """gemm_small.cu tests four scale bytes at once for one above 232 (the fold's bound):
-    ((x & 0x7f7f7f7f) + 0x17171717) & x & 0x80808080; every byte value in every position, beside
-    neighbours of every value, without carries between bytes."""
-    import numpy as np
-
-    b = np.arange(256, dtype=np.uint64)
-    for pos in range(4):
-        for other in (0, 0x7f, 0x80, 0xe8, 0xe9, 0xff):
-            fill = sum(other << (8 * q) for q in range(4) if q != pos)
-            x = (b << np.uint64(8 * pos)) | np.uint64(fill)
-            hit = (((x & 0x7F7F7F7F) + 0x17171717) & x & 0x80808080) != 0
-            assert (hit == ((b > 232) | (other > 232))).all(), (pos, other)

@@ -6,13 +6,11 @@ import pytest
 import torch
 
 import mxfp4
-from mxfp4 import formats, plan, task, testing
+from mxfp4 import formats, task, testing
 from mxfp4.nn import MXFP4Linear
 from mxfp4.tensor import Layout, MXFP4Tensor
 
-from .cases import (CASES, exact_bf16, kernel_domain, kernel_meets_the_contract, large_m_operands, make_case,
-                    variants_meet_special_values)
-from .test_decode import DECODE
+from .cases import CASES, exact_bf16, kernel_domain, make_case
 
 pytestmark = pytest.mark.gpu
 
@@ -51,62 +49,6 @@ def test_task_shapes_exact_and_deterministic(m, n, k, seed):
     report = testing.check_gemm(out, data[0], w)
     assert report.passed, report
     assert all(torch.equal(out, task.custom_kernel(data)) for _ in range(100))
-
-
-SMALL = [plan.SmallParams(2, 4, 1, 16, 2), plan.SmallParams(2, 4, 4, 16, 8), plan.SmallParams(4, 2, 4, 16, 8),
-         plan.SmallParams(1, 8, 2, 16, 1), plan.SmallParams(2, 4, 4, 20, 4), plan.SmallParams(2, 2, 1, 2, 2),
-         plan.SmallParams(2, 4, 3, 24, 1), plan.SmallParams(2, 8, 1, 128, 8), plan.SmallParams(2, 8, 2, 48, 8),
-         plan.SmallParams(4, 3, 4, 72, 8), plan.SmallParams(2, 6, 2, 90, 4), plan.SmallParams(2, 8, 4, 128, 8)]
-
-
-@pytest.mark.parametrize("params", SMALL, ids=lambda p: f"wg{p.wg}kw{p.kw}mt{p.mt}kb{p.kb}c{p.cluster}")
-@pytest.mark.parametrize("m, n, kind", [(1, 2880, "randn"), (4, 2880, "mixed"), (7, 160, "spread"), (16, 4096, "mixed"),
-                                        (32, 2880, "randn"), (24, 80, "spread"), (32, 16, "randn")])
-def test_short_k_kernel_meets_the_contract(params, m, n, kind):
-    k = 32 * params.kb
-    if not params.fits(plan.Problem(m, n, k)):
-        pytest.skip(f"{params} does not take {m}x{n}x{k}")
-    a, w = large_m_operands(m, n, k, kind)
-    kernel_meets_the_contract(a, w, params, 0.999 if kind == "randn" or (kind == "mixed" and m > 7) else 0.98, repeats=2)
-
-
-TILED = [plan.SmallParams(4, 3, 4, 48, 8), plan.SmallParams(4, 4, 4, 16, 2), plan.SmallParams(8, 2, 8, 48, 8),
-         plan.SmallParams(2, 4, 8, 16, 2)]
-
-
-@pytest.mark.parametrize("params", TILED, ids=lambda p: f"wg{p.wg}kw{p.kw}mt{p.mt}kb{p.kb}c{p.cluster}")
-@pytest.mark.parametrize("m, n, kind", [(33, 2112, "randn"), (64, 3072, "mixed"), (100, 320, "spread"),
-                                        (333, 160, "randn"), (7, 208, "mixed")])
-def test_short_k_kernel_tiles_of_tokens(params, m, n, kind):
-    """M in tiles of 8 mt tokens along the grid's y (a partial last tile, CTAs past N, one tile below
-    it): the contract holds, the same bits call after call."""
-    a, w = large_m_operands(m, n, 32 * params.kb, kind)
-    kernel_meets_the_contract(a, w, params, 0.999 if kind == "randn" or (kind == "mixed" and m > 7) else 0.98, repeats=2)
-
-
-@pytest.mark.parametrize("params", [plan.SmallParams(2, 4, 1, 16, 2), plan.SmallParams(2, 4, 4, 16, 8)],
-                         ids=["mt1c2", "mt4c8"])
-def test_short_k_kernel_unfolded_path(params):
-    """Weight scale bytes above 232 (rows times 2**110) and 255 (a NaN block) send the CTAs holding them
-    down the short-K kernel's unfolded path (the fold of the weight's half-scale needs a normal float
-    start), while the other CTAs of the launch fold: the contract holds in both, NaN where the exact
-    product has it."""
-    m, n, k = params.tokens, 256, 32 * params.kb
-    g = torch.Generator().manual_seed(5)
-    a = (torch.randn(m, k, generator=g) * 2.0 ** -20).to(torch.bfloat16)
-    b = torch.randn(n, k, generator=g)
-    b[:16] *= 2.0 ** 110  # CTA 0's rows (two 16-row groups a CTA)
-    b[40, 70] = float("nan")  # a block of CTA 1
-    w = mxfp4.prepare(mxfp4.quantize(b.to(torch.bfloat16)))
-    scales = w.scales.flatten()
-    assert 232 < int(scales[scales != 255].max()) and (scales == 255).any()
-    kernel_meets_the_contract(a, w, params, 0.999, repeats=1)
-
-
-@pytest.mark.parametrize("kind", ["wide", "special"])
-@pytest.mark.parametrize("m, variants", [(7, DECODE + SMALL)], ids=["small_m"])
-def test_kernel_variants_on_special_values(kind, m, variants):
-    variants_meet_special_values(kind, m, variants)
 
 
 @pytest.mark.parametrize("m, n, k", [(16, 2112, 7168), (256, 3072, 1536), (4096, 7168, 7168)])

@@ -143,7 +143,7 @@ def test_large_m_k_split_runs_of_one_segment(split):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["wide", "special"])
-def test_variants_on_special_values(kind):
+def test_large_m_variants_on_special_values(kind):
     variants_meet_special_values(kind, 100, LARGE_M)
 
 
