@@ -39,18 +39,6 @@ def test_graph_capture_of_the_driver_launch(m):
     assert torch.equal(out, want)
 
 
-def test_model_follows_half_and_float():
-    from torch import nn
-
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 40)).cuda()
-    mxfp4.quantize_(model)
-    for dtype in (torch.float16, torch.float32, torch.bfloat16):
-        model.to(dtype)
-        y = model(torch.randn(3, 128, device="cuda", dtype=dtype))
-        assert y.dtype == dtype and torch.isfinite(y).all()
-
-
 @pytest.mark.parametrize("world", [1, 2, 4])
 @pytest.mark.parametrize("m", [1, 16, 100, 333])
 def test_row_parallel_on_the_kernels_within_the_bound_of_the_one_process_layer(world, m):
