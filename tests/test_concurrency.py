@@ -1,7 +1,6 @@
-"""The CUDA kernels on a Hopper GPU (marker gpu): exactness against the exact oracle, specials,
-determinism, the large-M kernel on data that takes each of its paths and at prefill sizes, no memory
-kept between calls, the prepared-weight module, graphs, compile, streams, 8 host threads and 4
-streams against serial calls, and a fuzzer run on the kernels."""
+"""The launch path beyond one eager call, on a Hopper GPU (marker gpu): CUDA graph capture and replays
+with new inputs, calls on several CUDA streams and into out=, 8 host threads (the runtime's caches
+cleared, so their first calls race to load the kernels) and 4 streams against serial calls."""
 import pytest
 import torch
 
@@ -10,7 +9,34 @@ from mxfp4 import task
 from mxfp4.nn import MXFP4Linear
 from mxfp4.tensor import Layout, MXFP4Tensor
 
+from .cases import cuda_operands
+
 pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("m", [1, 16, 256])
+def test_graph_capture_of_the_driver_launch(m):
+    a, plain = cuda_operands(m, 2112, 7168)
+    w = mxfp4.prepare(plain)
+    want = mxfp4.gemm_a4w4(a, w)
+    static = a.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        mxfp4.gemm_a4w4(static, w)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = mxfp4.gemm_a4w4(static, w)
+    for seed in range(3):
+        new, _ = cuda_operands(m, 2112, 7168, seed=seed + 10)
+        static.copy_(new)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, mxfp4.gemm_a4w4(new, w))
+    static.copy_(a)
+    graph.replay()
+    assert torch.equal(out, want)
 
 
 def test_streams_and_out():
