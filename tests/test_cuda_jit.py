@@ -16,6 +16,7 @@ def shipped_variants():
     return plan.shipped_variants([(s.m, s.n, s.k) for s in shape_set("all")])
 
 
+@pytest.mark.slow
 def test_every_shipped_variant_compiles(tmp_path, monkeypatch):
     """Each distinct (source, defines) of the shipped variants and the quantizers, compiled into a fresh
     cache on a thread a core: NVRTC releases the GIL (2 cores: 61 s serially, half that on 2 threads)."""

@@ -172,8 +172,9 @@ def test_reference_cancellation_far_above_the_result():
     assert "1024 elements, 100.0000% bit-identical" in text.getvalue()
 
 
+@pytest.mark.slow
 def test_ci_run(capsys):
-    # 5,000 cases: about 30 s of CPU time, 16 s on 2 cores (the H200 runs 10**5: see README)
+    # 5,000 cases: about 100 s of CPU time, 70 s on 2 cores (the H200 runs 10**5: see README)
     text = io.StringIO()
     rc = fuzz.fuzz(5000, 2026, "auto", jobs=2, out=text)
     print(text.getvalue())
