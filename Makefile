@@ -1,4 +1,5 @@
-# Two entry points for a fresh clone:  make bench (build/bench.csv, build/bench.png)  and  make test.
+# Two entry points for a fresh clone:  make bench (build/bench.csv, build/bench.png)  and  make test
+# (the tests but those marked slow, which make test-slow runs: CI runs both).
 # Both install what is missing, then run from this checkout's src/. A python that already has
 # torch and cuda.core (a GPU box) is used directly; elsewhere .venv gets torch 2.13.0 (CPU) and
 # cuda-core with NVRTC (the kernels compile without a GPU; CI compiles every shipped variant).
@@ -30,12 +31,16 @@ $(STAMP): pyproject.toml
 endif
 RUN    := PYTHONPATH=$(CURDIR)/src $(PY)
 
-.PHONY: venv test bench check clean
+.PHONY: venv test test-slow bench check clean
 
 venv: $(STAMP)
 
 test: $(STAMP)
-	$(RUN) -m pytest -q -rs -p no:cacheprovider
+	$(RUN) -m pytest -q -rs -p no:cacheprovider -m "not slow"
+
+# the tests marked slow (over ~10 s on a 2-core machine: every shipped kernel compiled, the 5,000-case fuzz run)
+test-slow: $(STAMP)
+	$(RUN) -m pytest -q -rs -p no:cacheprovider -m slow
 
 bench: $(STAMP)
 	$(RUN) -m mxfp4 bench --record build/bench.csv --plot build/bench.png

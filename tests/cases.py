@@ -1,4 +1,5 @@
-"""One case list that every backend runs against the oracle: odd shapes and special values."""
+"""One case list that every backend runs against the oracle: odd shapes and special values; the operands
+and the contract check that the kernel tests of every family share."""
 import dataclasses
 
 import torch
@@ -118,3 +119,48 @@ def large_m_operands(m, n, k, kind, seed=0):
         a[:, 5] *= 300.0  # tile's segments fold little), the other tiles' other blocks fold
     w = mxfp4.prepare(mxfp4.quantize(b.to(torch.bfloat16)))
     return a.to(torch.bfloat16), w
+
+
+def cuda_operands(m, n, k, seed=0, dtype=torch.bfloat16):
+    """(a [m, k] of ``dtype``, w plain MXFP4 [n, k]), drawn on the GPU from ``seed``."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(m, k, generator=g, device="cuda", dtype=torch.float32).to(dtype)
+    w = mxfp4.quantize(torch.randn(n, k, generator=g, device="cuda", dtype=torch.bfloat16))
+    return a, w
+
+
+def same_bits(x: torch.Tensor, y: torch.Tensor) -> bool:
+    return bool(((x.view(torch.int16) == y.view(torch.int16)) | (torch.isnan(x) & torch.isnan(y))).all())
+
+
+def kernel_meets_the_contract(a, w, params, min_identical: float, repeats: int = 1) -> None:
+    """gemm_a4w4 of the CPU operands ``a``, ``w`` on the GPU with ``params``: inside the kernels' bound
+    with NaN / Inf where the exact product has them, at least ``min_identical`` of the outputs
+    bit-identical to it, and the same bits on ``repeats`` more calls."""
+    from mxfp4 import testing
+
+    wd = mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout)
+    out = mxfp4.gemm_a4w4(a.cuda(), wd, params=params)
+    report = testing.check_gemm(out.cpu(), a, w)
+    assert report.violations == 0 and report.nonfinite_mismatch == 0, report
+    assert report.identical_fraction >= min_identical, report
+    for _ in range(repeats):
+        assert same_bits(out, mxfp4.gemm_a4w4(a.cuda(), wd, params=params))
+
+
+def variants_meet_special_values(kind: str, m: int, variants) -> None:
+    """Every variant in ``variants`` that takes m x 32 x 512, on the "wide" or "special" case of that size:
+    NaN / Inf where the exact product has them and inside the kernels' bound, in the kernels' domain."""
+    from mxfp4 import plan, testing
+
+    a, w = make_case(Case(kind, m, 32, 512, kind), "cpu")
+    want = exact_bf16(a, w)
+    domain = kernel_domain(a, w)
+    exact, mag = testing.exact_product(a, w)
+    wd = mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout)
+    for params in (p for p in variants if p.fits(plan.Problem(m, 32, 512))):
+        out = mxfp4.gemm_a4w4(a.cuda(), wd, params=params).cpu()
+        assert torch.equal(torch.isnan(out)[domain], torch.isnan(want)[domain])
+        assert torch.equal(torch.isinf(out)[domain], torch.isinf(want)[domain])
+        ok = torch.isfinite(want.double()) & torch.isfinite(out.double()) & domain
+        assert ((out.double() - exact).abs()[ok] <= testing.kernel_bound(exact, mag, 512)[ok]).all()

@@ -1,5 +1,5 @@
 """The launch path's host side on the CPU: the driver structs' layout against cuda.bindings', and the
-argument packer's bytes (the launches themselves are tests/test_gpu.py's)."""
+argument packer's bytes (the launches themselves: the GPU tests of each kernel family's file)."""
 import ctypes
 import struct
 

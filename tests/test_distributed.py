@@ -5,6 +5,7 @@ call to call, the rank-order sum of float32 partials that this process computes 
 kernels' bound of the exact one-process product, and bit-identical to the one-process layer on
 nearly every output. The worker processes build the same weights and inputs from seeds, run the
 sharded layers and save every rank's outputs; the comparisons run here.
+On a Hopper GPU (marker gpu): the kernels' row-parallel partials, every rank in this process.
 """
 import pathlib
 
@@ -17,6 +18,8 @@ import mxfp4
 from mxfp4 import distributed as tp, formats, ops, testing
 from mxfp4.nn import MXFP4Linear
 from mxfp4.tensor import MXFP4Tensor
+
+from .cases import cuda_operands
 
 SHAPES = ((256, 256, False), (512, 512, True), (256, 1536, False), (336, 352, True), (1000, 480, False))
 """(N, K, bias): even shards, then uneven ones: N = 336 is 10.5 units of 32 rows and K = 352 is 11
@@ -336,3 +339,28 @@ def test_gpu_run_script_runs_at_world_size_one_on_the_cpu():
                           timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "all promised checks hold" in done.stdout and "bf16_tp_ms" in done.stdout and "row_vs_one" in done.stdout
+
+
+# ---- on a Hopper GPU ----------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("world", [1, 2, 4])
+@pytest.mark.parametrize("m", [1, 16, 100, 333])
+def test_row_parallel_on_the_kernels_within_the_bound_of_the_one_process_layer(world, m):
+    """What each rank of a row-parallel layer computes, all ranks in this process: the kernels' float32
+    partials of the K-shards added in rank order and rounded once (world 1: the layer itself)."""
+    n, k = 2112, 2880
+    a, plain = cuda_operands(m, n, k, seed=world * 1000 + m)
+    layer = MXFP4Linear.from_mxfp4(plain)
+    one = layer(a)
+    if world == 1:
+        row = tp.RowParallelMXFP4Linear.from_layer(layer, rank=0, world_size=1)
+        assert torch.equal(row(a), one)
+        return
+    parts = [ops.gemm_a4w4_partial(tp.shard_input(a, r, world), tp.shard_rows(plain, r, world)) for r in range(world)]
+    y = tp.sum_in_rank_order(parts).to(torch.bfloat16)
+    report = testing.check_gemm(y, a, plain)
+    assert report.violations == 0 and report.nonfinite_mismatch == 0, report
+    assert (y == one).double().mean().item() >= 0.999
+    again = [ops.gemm_a4w4_partial(tp.shard_input(a, r, world), tp.shard_rows(plain, r, world)) for r in range(world)]
+    assert torch.equal(tp.sum_in_rank_order(again).to(torch.bfloat16), y)

@@ -1,5 +1,6 @@
 """The fuzzer: its oracle against rational arithmetic and the library's quantizer, its sensitivity to
-a planted one-ulp error, replay of one case, and a CI-sized run on this machine's backend."""
+a planted one-ulp error, replay of one case, and a CI-sized run on this machine's backend; on a Hopper GPU
+(marker gpu) runs on the kernels, the large-M kernel's cases too."""
 import io
 import math
 from fractions import Fraction
@@ -171,8 +172,9 @@ def test_reference_cancellation_far_above_the_result():
     assert "1024 elements, 100.0000% bit-identical" in text.getvalue()
 
 
+@pytest.mark.slow
 def test_ci_run(capsys):
-    # 5,000 cases: about 30 s of CPU time, 16 s on 2 cores (the H200 runs 10**5: see README)
+    # 5,000 cases: about 100 s of CPU time, 70 s on 2 cores (the H200 runs 10**5: see README)
     text = io.StringIO()
     rc = fuzz.fuzz(5000, 2026, "auto", jobs=2, out=text)
     print(text.getvalue())
@@ -204,3 +206,16 @@ def test_large_m_run_on_this_machine():
     rc = fuzz.fuzz(24, 5, "auto", jobs=1, out=text, large_m=True)
     assert rc == 0, text.getvalue()
     assert "24 cases drawn for the large-M kernel" in text.getvalue() and " 0 failed cases" in text.getvalue()
+
+# ---- on a Hopper GPU ----------------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_fuzz_on_the_kernels():
+    text = io.StringIO()
+    rc = fuzz.fuzz(3000, 31, "cuda", jobs=1, out=text)
+    print(text.getvalue())
+    assert rc == 0, text.getvalue()
+    text = io.StringIO()
+    rc = fuzz.fuzz(1000, 32, "cuda", jobs=1, out=text, large_m=True)
+    print(text.getvalue())
+    assert rc == 0 and "1000 cases drawn for the large-M kernel (0 that" in text.getvalue(), text.getvalue()

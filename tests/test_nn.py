@@ -1,12 +1,14 @@
-"""MXFP4Linear on the CPU: construction errors, forward equals the reference, bytes kept."""
+"""MXFP4Linear on the CPU: construction errors, forward equals the reference, bytes kept; on a Hopper GPU
+(marker gpu) no memory kept between calls, graphs and torch.compile of the layer, a model following
+half() and float()."""
 import pytest
 import torch
 from torch import nn
 
 import mxfp4
-from mxfp4 import reference
+from mxfp4 import reference, task
 from mxfp4.nn import MXFP4Linear
-from mxfp4.tensor import LAYER_DTYPES
+from mxfp4.tensor import LAYER_DTYPES, Layout, MXFP4Tensor
 
 
 def test_forward_matches_reference_and_keeps_only_mxfp4_bytes():
@@ -166,3 +168,52 @@ def test_every_dtype_of_to_and_type_is_taken_or_refused_before_a_change(name):
     assert all(torch.equal(layer.state_dict()[k], v) for k, v in bytes_before.items())
     with pytest.raises(TypeError, match=rf"{name}'s dtype \(its output's and bias's\) must be one of"):
         layer.double()
+
+# ---- on a Hopper GPU ----------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m, n, k", [(16, 2112, 7168), (256, 3072, 1536), (4096, 7168, 7168)])
+def test_nothing_kept_between_calls(m, n, k):
+    data = task.generate_input(m, n, k, 1, "cuda")
+    layer = MXFP4Linear.from_mxfp4(MXFP4Tensor(data[3], data[4], (n, k), Layout.AITER_SHUFFLED))
+    outs = [task.custom_kernel(data), layer(data[0])]
+    torch.cuda.synchronize()
+    for fn in (lambda: task.custom_kernel(data), lambda: layer(data[0])):
+        for _ in range(3):
+            before = torch.cuda.memory_allocated()
+            outs.append(fn())
+            torch.cuda.synchronize()
+            assert torch.cuda.memory_allocated() - before == m * n * 2  # the output alone
+    assert layer.kept_bytes() == data[3].numel() + data[4].numel()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [32, 256])  # the mma.sync kernel, the large-M kernel (two launches, a tensor map)
+def test_prepared_module_graph_and_compile(m):
+    data = task.generate_input(m, 3072, 1536, 45, "cuda")
+    layer = MXFP4Linear.from_mxfp4(MXFP4Tensor(data[3], data[4], (3072, 1536), Layout.AITER_SHUFFLED))
+    a = data[0]
+    want = task.custom_kernel(data)
+    assert torch.equal(layer(a), want)
+    assert torch.equal(torch.compile(layer, fullgraph=True)(a), want)
+    static = a.clone()
+    layer(static)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = layer(static)
+    static.copy_(a)
+    g.replay()
+    assert torch.equal(out, want)
+
+
+@pytest.mark.gpu
+def test_model_follows_half_and_float():
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 40)).cuda()
+    mxfp4.quantize_(model)
+    for dtype in (torch.float16, torch.float32, torch.bfloat16):
+        model.to(dtype)
+        y = model(torch.randn(3, 128, device="cuda", dtype=dtype))
+        assert y.dtype == dtype and torch.isfinite(y).all()

@@ -1,9 +1,16 @@
-"""mxfp4.gemm_a4w4: argument checks, backend choice and the torch op (CPU)."""
+"""mxfp4.gemm_a4w4 (ops.py): argument checks, backend choice, the torch op, gradients and the kernel path's
+logic on the CPU; on a Hopper GPU (marker gpu) the case list against the exact oracle, any N and K, fp16 /
+float32 activations, gradients, the plan kept per shape, the float32 partial and the bias. Host time per
+eager call and the padded shapes' times are benchmarks (``mxfp4 bench --host``, BENCHMARKS.md), not tests."""
 import pytest
 import torch
 
 import mxfp4
-from mxfp4 import ops, reference, testing
+from mxfp4 import formats, ops, plan, reference, testing
+from mxfp4.nn import MXFP4Linear
+from mxfp4.tensor import MXFP4Tensor
+
+from .cases import CASES, cuda_operands, exact_bf16, kernel_domain, make_case
 
 
 def operands(m=4, n=32, k=128):
@@ -275,3 +282,147 @@ def test_kernel_path_logic_on_the_cpu(monkeypatch, n, k, dtype):
         assert torch.equal(got, reference.gemm_a4w4(a, plain)) and len(launched) == 14
         with pytest.raises(ValueError, match="1.75 \\* 2\\*\\*127"):
             mxfp4.gemm_a4w4(a, w, backend="cuda")
+
+
+# ---- on a Hopper GPU ----------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_gemm_cases_against_exact(case):
+    a, w = make_case(case, "cuda")
+    out = mxfp4.gemm_a4w4(a, w).cpu()
+    want = exact_bf16(a, w)
+    domain = kernel_domain(a, w)
+    assert domain.all() or case.kind == "special"  # only the special case leaves it (row 4: 1e38 blocks)
+    same = (out.view(torch.int16) == want.view(torch.int16)) | (torch.isnan(out) & torch.isnan(want))
+    # within the bound on every element (magnitudes from float64: no cancellation in sum |a w|)
+    _, mag = testing.exact_product(a.cpu(), MXFP4Tensor(w.data.cpu(), w.scales.cpu(), w.shape, w.layout))
+    exact = want.double()
+    ok = torch.isfinite(exact) & torch.isfinite(out.double()) & domain
+    bound = testing.ulp_bf16(exact) + testing.kernel_bound(exact, mag, case.k)  # want is rounded: one more ulp
+    assert ((out.double() - exact).abs()[ok] <= bound[ok]).all()
+    assert torch.equal(torch.isnan(out)[domain], torch.isnan(want)[domain])
+    assert torch.equal(torch.isinf(out)[domain], torch.isinf(want)[domain])
+    assert same[domain].double().mean().item() >= (1.0 if case.kind == "randn" else 0.98)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m, n, k", [(32, 1000, 512), (7, 40, 96), (1, 7, 32), (100, 300, 160), (333, 1000, 544),
+                                     (16, 2112, 7136), (64, 2050, 2048)])
+def test_any_n_and_k_run_on_the_kernels_exactly(m, n, k):
+    a, plain = cuda_operands(m, n, k)
+    w = mxfp4.prepare(plain)
+    torch.full((m, -(-n // 16) * 16), float("nan"), dtype=torch.bfloat16, device="cuda")  # poison the next block
+    out = mxfp4.gemm_a4w4(a, w, backend="cuda")
+    assert out.shape == (m, n)
+    report = testing.check_gemm(out, a, plain)
+    assert report.passed and report.identical_fraction == 1.0, report
+    assert torch.equal(out.cpu(), reference.gemm_a4w4(a.cpu(), mxfp4.MXFP4Tensor(
+        plain.data.cpu(), plain.scales.cpu(), plain.shape)))
+    into = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    assert mxfp4.gemm_a4w4(a, w, into) is into and torch.equal(into, out)
+    layer = MXFP4Linear.from_mxfp4(plain)
+    y = layer(a)
+    assert y.is_contiguous() and torch.equal(y, out)
+    assert torch.equal(torch.ops.mxfp4.gemm_a4w4(a, w.data, w.scales, n, k, True, False), out)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("m, n, k", [(16, 2112, 7168), (256, 3072, 1536), (5, 40, 96)])
+def test_fp16_and_fp32_activations_run_on_the_kernels(dtype, m, n, k):
+    a, plain = cuda_operands(m, n, k, dtype=dtype)
+    w = mxfp4.prepare(plain)
+    out = mxfp4.gemm_a4w4(a, w, backend="cuda")  # no warning (a warning from mxfp4 fails the test)
+    report = testing.check_gemm(out, a, plain)
+    assert report.passed and report.identical_fraction == 1.0, report
+    values = formats.quantized_values_bf16(a)
+    assert torch.equal(out, mxfp4.gemm_a4w4(values, w))  # the same product as a's values in bf16
+    assert torch.equal(mxfp4.gemm_a4w4(a, w, out_dtype=dtype), out.to(dtype))
+
+
+@pytest.mark.gpu
+def test_fp32_block_at_the_limit_runs_on_the_reference():
+    a, plain = cuda_operands(4, 64, 128, dtype=torch.float32)
+    a[2, 40] = 3.4e38  # >= 1.75 * 2**127: quantizes to 2**128, which bf16 cannot hold
+    w = mxfp4.prepare(plain)
+    with pytest.raises(ValueError, match="1.75 \\* 2\\*\\*127"):
+        mxfp4.gemm_a4w4(a, w, backend="cuda")
+    with pytest.warns(RuntimeWarning, match="1.75 \\* 2\\*\\*127"):
+        out = mxfp4.gemm_a4w4(a, w)
+    assert torch.equal(out.cpu(), reference.gemm_a4w4(a.cpu(), mxfp4.MXFP4Tensor(
+        plain.data.cpu(), plain.scales.cpu(), plain.shape)))
+
+
+@pytest.mark.gpu
+def test_gradient_on_the_kernels_and_compile_with_grad():
+    a, plain = cuda_operands(16, 256, 512)
+    layer = MXFP4Linear.from_mxfp4(plain)
+    x = a.clone().requires_grad_()
+    y = layer(x)
+    g = torch.randn_like(y)
+    (grad,) = torch.autograd.grad(y, x, g)
+    assert torch.equal(grad, (g.float() @ mxfp4.dequantize(layer.weight)).bfloat16())
+    model = torch.nn.Sequential(layer, torch.nn.Linear(256, 8, device="cuda", dtype=torch.bfloat16))
+    x2 = a.clone().requires_grad_()
+    loss = torch.compile(model, fullgraph=True)(x2).float().square().sum()
+    loss.backward()
+    assert x2.grad is not None and torch.isfinite(x2.grad).all()
+
+
+@pytest.mark.gpu
+def test_plan_is_remembered_per_shape():
+    a, plain = cuda_operands(16, 2112, 7168)
+    w = mxfp4.prepare(plain)
+    mxfp4.gemm_a4w4(a, w)
+    ops.gemm_a4w4_partial(a, w)
+    params = ops.params_for(plan.Problem(16, 2112, 7168), a.device)
+    assert ops._chosen[(16, 2112, 7168, a.device.index, False)] == params
+    assert ops._chosen[(16, 2112, 7168, a.device.index, True)] == plan.float32_output(params)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n, k", [(2112, 2880), (1000, 544)])  # the second: N % 16 == 8, K % 64 == 32 (padded)
+@pytest.mark.parametrize("m", [1, 7, 16, 100, 333])  # the small-M kernel, the register and int8-weight kernels
+def test_float32_partial_of_the_kernels_is_within_the_bound(m, n, k):
+    a, plain = cuda_operands(m, n, k, seed=m)
+    w = mxfp4.prepare(plain)
+    torch.full((m, -(-n // 16) * 16), float("nan"), dtype=torch.float32, device="cuda")  # poison the next block
+    out = ops.gemm_a4w4_partial(a, w)
+    assert out.dtype == torch.float32 and out.shape == (m, n)
+    exact, mag = testing.exact_product(a, plain)
+    # unrounded: the float32 part of the kernels' bound alone (2**-149: float32's subnormal spacing)
+    bound = (k // 32) * 2.0 ** -24 * mag + 2.0 ** -149
+    assert ((out.double() - exact).abs() <= bound).all()
+    assert torch.equal(out, ops.gemm_a4w4_partial(a, w))
+    rounded = out.to(torch.bfloat16)
+    assert testing.check_gemm(rounded, a, plain).passed
+    one = mxfp4.gemm_a4w4(a, w)
+    if m >= plan.WGMMA_MIN_M:  # the same float32 total the bf16 epilogue rounds
+        assert torch.equal(rounded, one)
+    else:  # the float64 total through float32 to bf16, against once to bf16: equal but where a float32 ulp decides
+        assert (rounded == one).double().mean().item() >= 0.999
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n, k", [(2112, 2880), (1000, 544)])
+@pytest.mark.parametrize("m", [1, 7, 16, 100, 333])
+def test_bias_on_the_kernels_is_added_to_the_float32_total_and_rounded_once(m, n, k):
+    a, plain = cuda_operands(m, n, k, seed=m + 1)
+    w = mxfp4.prepare(plain)
+    bias = torch.randn(n, device="cuda").bfloat16()
+    out = mxfp4.gemm_a4w4(a, w, bias=bias)
+    assert out.dtype is torch.bfloat16 and torch.equal(out, ops.add_bias(ops.gemm_a4w4_partial(a, w), bias,
+                                                                           torch.bfloat16))
+    exact, mag = testing.exact_product(a, plain)
+    biased = exact + bias.double()
+    assert ((out.double() - biased).abs() <= testing.biased_bound(biased, mag, k)).all()
+    assert (out == reference.round_to_bf16(biased)).double().mean().item() >= 0.999
+    layer = MXFP4Linear.from_mxfp4(plain, bias)
+    assert torch.equal(layer.cuda()(a), out)
+    ws = [plain, mxfp4.quantize(torch.randn(n, k, device="cuda").bfloat16())]
+    biases = torch.stack([bias, torch.randn(n, device="cuda").bfloat16()])
+    offsets = torch.tensor([m // 2, m], dtype=torch.int32, device="cuda")
+    grouped = mxfp4.grouped_gemm_a4w4(a, mxfp4.ExpertWeights.stack(ws), offsets, bias=biases)
+    for e, (r0, r1) in enumerate(((0, m // 2), (m // 2, m))):
+        assert torch.equal(grouped[r0:r1], mxfp4.gemm_a4w4(a[r0:r1], mxfp4.prepare(ws[e]), bias=biases[e]))

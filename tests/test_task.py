@@ -1,4 +1,5 @@
-"""The competition interface on the CPU: inputs, layouts and errors."""
+"""The competition interface on the CPU: inputs, layouts and errors; on a Hopper GPU (marker gpu) every
+test and benchmark shape exact and the same bits on 100 more calls."""
 import pytest
 import torch
 
@@ -33,3 +34,15 @@ def test_generate_input_without_cuda_says_so():
         pytest.skip("this machine has CUDA")
     with pytest.raises(RuntimeError, match="CUDA"):
         task.generate_input(8, 64, 128, 1)
+
+# ---- on a Hopper GPU ----------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m, n, k, seed", task.TEST_SHAPES + task.BENCHMARK_SHAPES)
+def test_task_shapes_exact_and_deterministic(m, n, k, seed):
+    data = task.generate_input(m, n, k, seed, "cuda")
+    out = task.custom_kernel(data)
+    w = MXFP4Tensor(data[3], data[4], (n, k), Layout.AITER_SHUFFLED)
+    report = testing.check_gemm(out, data[0], w)
+    assert report.passed, report
+    assert all(torch.equal(out, task.custom_kernel(data)) for _ in range(100))

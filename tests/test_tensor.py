@@ -1,9 +1,10 @@
-"""MXFP4Tensor, quantize / dequantize and prepare: validation and round trips."""
+"""MXFP4Tensor, quantize / dequantize and prepare: validation and round trips; on a Hopper GPU (marker
+gpu) the quantize kernel on every bf16 pattern."""
 import pytest
 import torch
 
 import mxfp4
-from mxfp4 import Layout
+from mxfp4 import Layout, formats
 
 
 def test_to_layout_rejects_non_layouts():
@@ -66,3 +67,12 @@ def test_the_fast_check_takes_only_exact_int_shapes_of_the_right_sizes():
         mxfp4.MXFP4Tensor(p.data.view(torch.int8), p.scales, (64, 128), Layout.AITER_SHUFFLED)
     t = mxfp4.MXFP4Tensor(p.data, p.scales, [64, 128], Layout.AITER_SHUFFLED)  # a list becomes a tuple
     assert t.shape == (64, 128) and type(t.shape) is tuple
+
+# ---- on a Hopper GPU ----------------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_quantize_kernel_every_bf16_pattern():
+    x = torch.arange(0, 65536, dtype=torch.int32, device="cuda").to(torch.int16).view(torch.bfloat16).reshape(-1, 64)
+    q = mxfp4.quantize(x)
+    codes, scales = formats.quantize_codes(x)
+    assert torch.equal(q.data, formats.pack_codes(codes)) and torch.equal(q.scales, scales)

@@ -1,0 +1,165 @@
+"""The large-M kernels (cuda/csrc/gemm_wgmma.cu, plan.WgmmaParams, M >= 33): their integer and float
+tricks emulated exactly on the CPU (the packed int8 shift, the biased accumulator start, the converter's
+codes and multipliers); on a Hopper GPU (marker gpu) every variant against the exact oracle on data that
+takes each of its paths, the K split over a cluster, special values and prefill sizes."""
+import pytest
+import torch
+
+import mxfp4
+from mxfp4 import plan, task, testing
+from mxfp4.bench.data import shuffled_weight, task_data
+from mxfp4.formats import E2M1_VALUES
+from mxfp4.tensor import Layout, MXFP4Tensor
+
+from .cases import kernel_meets_the_contract, large_m_operands, same_bits, variants_meet_special_values
+
+
+# ---- emulation of gemm_wgmma.cu's integer and float tricks ----------------------------------------
+
+def shl_s8x4(x: int, s: int) -> int:
+    return ((x << s) & 0xFFFFFFFF) & (0x01010101 * ((0xFF << s) & 0xFF))
+
+
+def test_packed_int8_shift_every_value_and_shift():
+    """shl_s8x4 shifts four packed int8 (twice e2m1 values, |v| <= 12) by 0..3, no carry between them."""
+    import itertools
+
+    values = [int(2 * v) for v in E2M1_VALUES]
+    for s in range(4):
+        for quad in itertools.product(values, repeat=4):
+            word = int.from_bytes(bytes(v & 0xFF for v in quad), "little")
+            got = shl_s8x4(word, s).to_bytes(4, "little")
+            assert [int.from_bytes(got[j:j + 1], "little", signed=True) for j in range(4)] == [v << s for v in quad]
+
+
+def test_biased_accumulator_start_gives_the_scaled_sum_exactly():
+    """The fast path starts the int32 accumulator at the bits of 1.5 * 2**23 * 2**(e - 128) (e <= 232,
+    the prep's fold bound); after the int32 sum i is added, float(bits) - start is i * 2**(e - 128),
+    exactly, for every |i| < 2**22 (a folded segment's sum is at most 256 * 96 * 96)."""
+    import numpy as np
+
+    e = np.arange(0, 233, dtype=np.int64)[:, None]
+    i = np.array([0, 1, -1, 3, -7, 12345, -98765, 2 ** 21 + 17, -(2 ** 22 - 1), 2 ** 22 - 1], dtype=np.int64)[None, :]
+    start = (0x4B400000 + (e - 128) * (1 << 23)).astype(np.uint32)
+    x = (start.astype(np.int64) + i).astype(np.uint32).view(np.float32)
+    got = x.astype(np.float64) - start.view(np.float32).astype(np.float64)
+    assert ((got.astype(np.float32) - got) == 0).all()  # the float32 subtraction is exact
+    assert (got == i * np.ldexp(1.0, (e - 128).astype(np.int32))).all()
+    assert 256 * 96 * 96 < 2 ** 22
+    assert ((((e + 22) << 23) | 0x400000).astype(np.uint32) == start).all()  # gemm_small.cu's form of the start
+
+
+def prmt(a, b, sel):
+    """PTX prmt.b32 (default mode) on numpy uint64 arrays: output byte i is byte (nibble i & 7) of b:a,
+    or that byte's top bit replicated when nibble i has bit 3 set."""
+    import numpy as np
+
+    out = np.zeros(np.broadcast(a, b, sel).shape, dtype=np.uint64)
+    for i in range(4):
+        n = (sel >> np.uint64(4 * i)) & np.uint64(0xF)
+        j = n & np.uint64(7)
+        src = np.where(j < 4, a, b)
+        byte = (src >> (np.uint64(8) * (j & np.uint64(3)))) & np.uint64(0xFF)
+        byte = np.where(n & np.uint64(8), np.where(byte & np.uint64(0x80), np.uint64(0xFF), np.uint64(0)), byte)
+        out |= byte << np.uint64(8 * i)
+    return out
+
+
+def test_converter_codes_to_int8_every_code_and_shift():
+    """mxfp4_gemm_cv's cvt8: eight codes of a word to int8, twice the e2m1 value shifted left by the
+    row's band shift s (0..3) through shifted tables, the negatives chosen by byte masks of the codes'
+    signs (prmt's sign-replicating selectors). Every 4-code pattern in each half of the word, beside
+    every other pattern's first code in the other half."""
+    import numpy as np
+
+    u = np.uint64
+    quads = np.arange(1 << 16, dtype=np.uint64)
+    doubled = np.array([int(2 * v) for v in E2M1_VALUES], dtype=np.int64)  # code 8 + i: -(code i)
+    for s in range(4):
+        keep = u(0x01010101 * ((0xFF << s) & 0xFF))
+        pl, ph = u((0x03020100 << s) & 0xFFFFFFFF), u((0x0C080604 << s) & 0xFFFFFFFF)
+        nl, nh = u((0xFDFEFF00 << s) & 0xFFFFFFFF) & keep, u((0xF4F8FAFC << s) & 0xFFFFFFFF) & keep
+        for other in (0, 0x8, 0x7, 0xF, 0xA):
+            for c in (quads | (u(other * 0x1111) << u(16)), (quads << u(16)) | u(other * 0x1111)):
+                idx = c & u(0x77777777)
+                c4 = (c << u(4)) & u(0xFFFFFFFF)
+                mlo, mhi = prmt(c4, c, u(0xD9C8)), prmt(c4, c, u(0xFBEA))
+                lo = (prmt(pl, ph, idx) & ~mlo & u(0xFFFFFFFF)) | (prmt(nl, nh, idx) & mlo)
+                hi = (prmt(pl, ph, idx >> u(16)) & ~mhi & u(0xFFFFFFFF)) | (prmt(nl, nh, idx >> u(16)) & mhi)
+                for j in range(8):
+                    word = lo if j < 4 else hi
+                    got = ((word >> u(8 * (j % 4))) & u(0xFF)).astype(np.int64)
+                    got = np.where(got >= 128, got - 256, got)
+                    code = ((c >> u(4 * j)) & u(0xF)).astype(np.int64)
+                    assert (got == doubled[code] << s).all(), (s, other, j)
+
+
+def test_converter_multiplier_bits_of_normal_exponents():
+    """mxfp4_gemm_cv's converter writes a block's multiplier 2**(e - 128) as the float bits
+    e * 2**23 - 2**23 when all eight exponent bytes of the row's segment lie in 2..254 (the byte
+    compares against 0x02 and 0xFE), mx::half_scale otherwise: the two agree on every such byte, and
+    the test admits exactly 2..254."""
+    import struct
+
+    def bits_to_float(b: int) -> float:
+        return struct.unpack("<f", struct.pack("<I", b & 0xFFFFFFFF))[0]
+
+    normal = [e for e in range(256) if e >= 0x02 and e <= 0xFE]
+    assert normal == list(range(2, 255))
+    for e in normal:
+        assert bits_to_float(e * (1 << 23) - (1 << 23)) == 2.0 ** (e - 128), e
+    # the excluded bytes are the ones the shortcut gets wrong: 0 and 1 (subnormal halves), 255 (NaN)
+    assert bits_to_float(1 * (1 << 23) - (1 << 23)) != 2.0 ** -127
+    assert bits_to_float(255 * (1 << 23) - (1 << 23)) == 2.0 ** 127  # not NaN
+
+
+# ---- on a Hopper GPU ----------------------------------------------------------------------------
+
+LARGE_M = [plan.WgmmaParams(64, 3), plan.WgmmaParams(128, 4), plan.WgmmaParams(128, 3, True), plan.WgmmaParams(64, 3, split=3),
+           plan.WgmmaParams(128, 4, split=2)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("params", LARGE_M, ids=["tn64", "tn128", "i8", "tn64s3", "tn128s2"])
+@pytest.mark.parametrize("m, n, k, kind", [(333, 2112, 2880, "randn"), (333, 2112, 2880, "mixed"),
+                                           (200, 160, 768, "spread"), (65, 128, 256, "randn"),
+                                           (33, 2112, 2880, "mixed"), (333, 80, 640, "randn")])
+def test_large_m_kernel_meets_the_contract(params, m, n, k, kind):
+    if not params.fits(plan.Problem(m, n, k)):
+        pytest.skip(f"{params} does not take {m}x{n}x{k}")
+    a, w = large_m_operands(m, n, k, kind)
+    kernel_meets_the_contract(a, w, params, 0.999 if kind != "spread" else 0.98)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("split", [2, 4, 6])
+def test_large_m_k_split_runs_of_one_segment(split):
+    """K split over a cluster with runs of 1 or 2 segments (6 segments over 4 CTAs: 1, 2, 1, 2): a
+    rank's partial goes in its drained ring of codes while its converted tiles may still be read, on
+    data whose warpgroups take different paths."""
+    data = task_data(256, 1024, 1536, 5, "model", "cpu")  # weights with outlier columns: per-group paths
+    kernel_meets_the_contract(data[0], shuffled_weight(data), plan.WgmmaParams(64, 3, split=split), 0.999, repeats=3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["wide", "special"])
+def test_large_m_variants_on_special_values(kind):
+    variants_meet_special_values(kind, 100, LARGE_M)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m, n, k, kind", [(8192, 8192, 8192, "randn"), (4096, 7168, 7168, "randn"),
+                                           (2048, 4608, 7168, "mixed"), (1024, 2880, 2880, "spread")])
+def test_large_m_exact_at_prefill_sizes(m, n, k, kind):
+    torch.manual_seed(0)
+    a, w = large_m_operands(m, n, k, kind) if m <= 2048 else (None, None)
+    if a is None:  # the big ones are drawn on the GPU (the task's generator)
+        data = task.generate_input(m, n, k, 7, "cuda")
+        a, w = data[0], MXFP4Tensor(data[3], data[4], (n, k), Layout.AITER_SHUFFLED)
+    else:
+        a, w = a.cuda(), mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout)
+    out = mxfp4.gemm_a4w4(a, w)
+    report = testing.check_gemm(out, a, w, testing.sample_rows(m))
+    assert report.violations == 0 and report.nonfinite_mismatch == 0, report
+    assert report.identical_fraction >= (0.98 if kind == "spread" else 0.999), report
+    assert same_bits(out, mxfp4.gemm_a4w4(a, w))  # bitwise deterministic
