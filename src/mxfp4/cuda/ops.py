@@ -7,6 +7,10 @@ from .. import formats, plan
 from . import runtime
 
 _QUANT_THREADS = 256
+_P, _I, _I64 = runtime.Param.PTR, runtime.Param.I32, runtime.Param.I64
+QUANTIZE = runtime.Signature("mxfp4_quantize", A=_P, lda=_I, codes=_P, scales=_P, M=_I, K=_I)
+STREAM_FLOOR = runtime.Signature("mxfp4_stream_floor", w=_P, w16=_I64, s=_P, s16=_I64, c=_P, c4=_I64)
+WGMMA_PEAK = runtime.Signature("mxfp4_wgmma_peak", iters=_I, out=_P)
 _quant_configs: dict[int, runtime.LaunchConfig] = {}  # grid -> the quantize kernel's launch configuration
 
 
@@ -160,7 +164,7 @@ def stream_floor(data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, ct
     """One launch that reads the weight's bytes (codes and scales) once and writes ``out`` (C's size):
     the floor a GEMM launch on this backend cannot beat. ``out``'s contents are meaningless."""
     _weight(data, scales)
-    k_ = runtime.kernel("stream_floor.cu", "mxfp4_stream_floor", None, out.device)
+    k_ = runtime.kernel("stream_floor.cu", STREAM_FLOOR, None, out.device)
     config = runtime.config((ctas, 1, 1), 256, 0, None)
     runtime.launch(k_, config, out.device, data.data_ptr(), data.numel() // 16, scales.data_ptr(),
                    scales.numel() // 16, out.data_ptr(), out.numel() * out.element_size() // 4)
@@ -176,7 +180,7 @@ def int8_wgmma_tops(device: torch.device) -> float:
     if device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
     params = plan.WgmmaParams(128, 3, True)  # a shipped variant: its cubin holds the peak kernel too
-    k_ = runtime.kernel(params.source, "mxfp4_wgmma_peak", params.defines(), device)
+    k_ = runtime.kernel(params.source, WGMMA_PEAK, params.defines(), device)
     sms = torch.cuda.get_device_properties(device).multi_processor_count
     out = torch.empty(sms * 256, dtype=torch.int32, device=device)
     config = runtime.config((sms, 1, 1), 256, 32768 + 1024, None)
@@ -254,7 +258,7 @@ def quantize(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     codes = torch.empty((m, k // 2), dtype=torch.uint8, device=a.device)
     scales = torch.empty((m, k // 32), dtype=torch.uint8, device=a.device)
     if m:
-        k_ = runtime.kernel("quantize.cu", "mxfp4_quantize", None, a.device)
+        k_ = runtime.kernel("quantize.cu", QUANTIZE, None, a.device)
         grid = -(-m * (k // 8) // _QUANT_THREADS)
         config = _quant_configs.get(grid)
         if config is None:

@@ -10,6 +10,7 @@ nanoseconds of packing.
 from __future__ import annotations
 
 import ctypes
+import enum
 import struct
 import threading
 
@@ -80,25 +81,60 @@ def _error(rc: int, what: str) -> RuntimeError:
 
 # ---- kernels and launch configurations -------------------------------------------------------------
 
+class Param(enum.Enum):
+    """A kind of kernel parameter: the C type of a prototype, its declaration in NVRTC's PTX (which
+    tests/test_launch.py compares with every shipped kernel's) and its slot's ``struct`` format in the
+    argument buffer. A scalar fills an 8-byte slot, of which the driver copies the parameter's own size
+    (an int32 its low 4 bytes); a tensor map 128 bytes at a 64-byte boundary."""
+
+    PTR = ("T *", ".u64", "Q")
+    I64 = ("long long", ".u64", "q")
+    I32 = ("int", ".u32", "i4x")
+    TMAP = ("const __grid_constant__ CUtensorMap", ".align 64 .b8 [128]", "128x")
+
+    def __init__(self, c_type: str, ptx: str, fmt: str) -> None:
+        self.c_type, self.ptx, self.fmt = c_type, ptx, fmt
+
+
+class Signature:
+    """A kernel's name and its parameters in the prototype's order, each a name (the prototype's) and a
+    :class:`Param`: ``Signature("mxfp4_quantize", A=Param.PTR, lda=Param.I32, ...)``."""
+
+    __slots__ = ("name", "names", "kinds")
+
+    def __init__(self, name: str, **params: Param) -> None:
+        self.name, self.names, self.kinds = name, tuple(params), tuple(params.values())
+
+    @property
+    def ptx(self) -> tuple[str, ...]:
+        """The parameters' declarations as :func:`jit.entry_params` reads them from the kernel's PTX."""
+        return tuple(kind.ptx for kind in self.kinds)
+
+    def __repr__(self) -> str:
+        return f"{self.name}({', '.join(f'{k.c_type} {n}' for n, k in zip(self.names, self.kinds))})"
+
+
 class Kernel:
-    """A kernel loaded on one device: its CUfunction, for ``cuLaunchKernelEx``, and the packer of its
-    arguments (made at its first launch: a kernel's argument kinds never change)."""
+    """A kernel loaded on one device: its signature, its CUfunction, for ``cuLaunchKernelEx``, and the
+    argument buffer laid out for the signature."""
 
-    __slots__ = ("name", "function", "module", "packer")
+    __slots__ = ("name", "signature", "function", "module", "packer")
 
-    def __init__(self, name: str, function: int, module) -> None:
-        self.name, self.function, self.module = name, function, module  # module: keeps the code loaded
-        self.packer: _Packer | None = None
+    def __init__(self, signature: Signature, function: int, module) -> None:
+        self.name, self.signature = signature.name, signature
+        self.function, self.module = function, module  # module: keeps the code loaded
+        self.packer = _Packer(signature.kinds)
 
 
-def kernel(source: str, name: str, defines: dict[str, int] | None, device: torch.device,
+def kernel(source: str, signature: Signature, defines: dict[str, int] | None, device: torch.device,
            smem_bytes: int = 0) -> Kernel:
-    """The kernel ``name`` of ``csrc/<source>`` built with ``defines``, loaded on ``device``.
+    """The kernel ``signature.name`` of ``csrc/<source>`` built with ``defines``, loaded on ``device``.
 
     Compiled (or read from the disk cache) and loaded once per process and device; ``smem_bytes``
     above 48 KiB is allowed on the kernel as it loads.
     """
     index = device.index if device.index is not None else torch.cuda.current_device()
+    name = signature.name
     key = (source, name, tuple(sorted((defines or {}).items())), index)
     k = _kernels.get(key)
     if k is not None:
@@ -121,7 +157,7 @@ def kernel(source: str, name: str, defines: dict[str, int] | None, device: torch
             err, function = driver.cuKernelGetFunction(handle)  # in the current (primary) context
             if err != driver.CUresult.CUDA_SUCCESS:
                 raise RuntimeError(f"cannot get the function of {name}: {err}")
-            k = _kernels[key] = Kernel(name, int(function), module)
+            k = _kernels[key] = Kernel(signature, int(function), module)
     return k
 
 
@@ -173,27 +209,19 @@ class TensorMap:
 
 
 class _Packer:
-    """The argument buffer for one signature (the kinds of the arguments, in order): a ``struct``
-    format for the integers, 64-byte aligned 128-byte slots for tensor maps, and the array of slot
-    addresses that ``cuLaunchKernelEx`` reads. Every integer (a pointer, a size, an int32) fills an
-    8-byte little-endian slot: the driver copies a parameter's own size from its slot, so an int32
-    reads the low 4 bytes (the value, two's complement), and no call site marks its kinds (wrapping
-    six int32s a launch took 1.1 us, CPU)."""
+    """The argument buffer of one signature (the :class:`Param` of each argument, in order): one ``struct``
+    format for the scalars, 64-byte aligned 128-byte slots for tensor maps, and the array of slot
+    addresses that ``cuLaunchKernelEx`` reads."""
 
-    def __init__(self, kinds: tuple[type, ...]) -> None:
+    def __init__(self, kinds: tuple[Param, ...]) -> None:
         fmt, offsets, maps, off = "<", [], [], 0
         for kind in kinds:
-            if kind is TensorMap:
+            if kind is Param.TMAP:
                 pad = -off % 64
-                fmt, off = fmt + f"{pad}x128x", off + pad
+                fmt, off = fmt + f"{pad}x", off + pad
                 maps.append(len(offsets))
-                size = 128
-            elif issubclass(kind, int) and kind is not bool:
-                fmt, size = fmt + "q", 8
-            else:
-                raise TypeError(f"kernel arguments must be integers (pointers, sizes, int32s) or TensorMap, got {kind}")
             offsets.append(off)
-            off += size
+            fmt, off = fmt + kind.fmt, off + (128 if kind is Param.TMAP else 8)
         self.struct = struct.Struct(fmt)
         self.count = len(kinds)
         self._buf = ctypes.create_string_buffer(off + 64)
@@ -214,17 +242,17 @@ class _Packer:
 
 
 def launch(k: Kernel, cfg: LaunchConfig, device: torch.device, *args) -> None:
-    """Launches ``k`` with ``cfg`` on the current stream of ``device``; ``args`` in the kernel's order:
-    pointers and integers as ``int`` (an int32 parameter must hold a value in its range), tensor maps
-    as :class:`TensorMap` (the kinds of its first launch: the packer is the kernel's from then on)."""
+    """Launches ``k`` with ``cfg`` on the current stream of ``device``; ``args`` in its signature's order:
+    pointers and integers as ``int``, each in its parameter's range, tensor maps as :class:`TensorMap`."""
     packer = k.packer
-    if packer is None:
-        packer = k.packer = _Packer(tuple(map(type, args)))
     if len(args) != packer.count:
-        raise TypeError(f"{k.name} takes {packer.count} arguments, got {len(args)}")
+        raise TypeError(f"{k.signature} takes {packer.count} arguments, got {len(args)}")
     stream = torch._C._cuda_getCurrentRawStream(device.index)
     with _launch_lock:  # the buffer and the config's stream field are shared by every thread
-        packer.pack(args)
+        try:
+            packer.pack(args)
+        except struct.error as e:  # a value out of its parameter's range, or not an integer
+            raise TypeError(f"{k.signature}: {e}: {args}") from None
         cfg.struct.stream = stream
         rc = _driver().cuLaunchKernelEx(cfg.address, k.function, packer.params_address, None)
     if rc:
@@ -232,6 +260,23 @@ def launch(k: Kernel, cfg: LaunchConfig, device: torch.device, *args) -> None:
 
 
 # ---- the GEMMs' launches, looked up once per shape ---------------------------------------------------
+
+_P, _I, _TMAP = Param.PTR, Param.I32, Param.TMAP
+GEMM_SMALL = Signature("mxfp4_gemm_small", A=_P, lda=_I, W=_P, Wsc=_P, ldsc=_I, C=_P, ldc=_I, M=_I, N=_I, K=_I)
+DECODE_QUANT = Signature("mxfp4_decode_quant", A=_P, lda=_I, M=_I, K=_I, as8=_P, sa=_P, rows=_I)
+GEMM_DECODE = Signature("mxfp4_gemm_decode", qa=_P, qs=_P, W=_P, Wsc=_P, ldsc=_I, C=_P, ldc=_I, M=_I, N=_I, K=_I)
+GEMM_GROUPED = Signature("mxfp4_gemm_grouped", qa=_P, qs=_P, T=_I, offsets=_P, off64=_I, E=_I, W=_P, Wsc=_P, ldsc=_I,
+                         w_stride=Param.I64, s_stride=Param.I64, C=_P, ldc=_I, N=_I, K=_I)
+QUANTIZE_TOKENS = Signature("mxfp4_quantize_tokens", A=_P, lda=_I, M=_I, Ka=_I, K=_I, as8=_P, sa=_P, rows=_I,
+                            flags=_P, nflags=_I)
+GEMM_STREAM = Signature("mxfp4_gemm_stream", qa=_P, qs=_P, W=_P, Wsc=_P, ldsc=_I, C=_P, ldc=_I, M=_I, N=_I, K=_I,
+                        part=_P, flags=_P)
+WGMMA_PREP = Signature("mxfp4_wgmma_prep", A=_P, lda=_I, M=_I, K=_I, W=_P, Wsc=_P, ldsc=_I, N=_I, ablob=_P,
+                       wblob=_P, ntile=_I, a_ctas=_I)
+GEMM_I8 = Signature("mxfp4_gemm_i8", ablob=_P, wblob=_P, C=_P, ldc=_I, M=_I, N=_I, K=_I, ntile=_I, nwt=_I)
+GEMM_CV = Signature("mxfp4_gemm_cv", ablob=_P, Wsc=_P, ldsc=_I, wmap=_TMAP, C=_P, ldc=_I, M=_I, N=_I, K=_I,
+                    ntile=_I, nwt=_I)
+
 
 def _cluster(split: int) -> tuple[int, int, int] | None:
     """The cluster of a launch whose K is split over ``split`` CTAs; none (no launch attribute) for one
@@ -251,7 +296,7 @@ def small_launch(params, n: int, m: int, device: torch.device) -> tuple[Kernel, 
     hit = _small.get(key)
     if hit is None:
         smem = params.smem_bytes()
-        k = kernel(params.source, "mxfp4_gemm_small", params.defines(), device, smem)
+        k = kernel(params.source, GEMM_SMALL, params.defines(), device, smem)
         cluster = (params.cluster, 1, 1) if params.cluster > 1 else None
         hit = _small[key] = (k, config((params.grid(n), tiles, 1), params.threads, smem, cluster))
     return hit
@@ -269,9 +314,9 @@ def decode_launch(params, n: int, k: int, device: torch.device):
     if hit is None:
         defines = params.defines()
         smem = params.smem_bytes(k)
-        quant = kernel(params.source, "mxfp4_decode_quant", defines, device)
+        quant = kernel(params.source, DECODE_QUANT, defines, device)
         # The variant's shared memory grows with K / split: allow the most once, whatever shape loads it first.
-        gemm = kernel(params.source, "mxfp4_gemm_decode", defines, device, SMEM_LIMIT)
+        gemm = kernel(params.source, GEMM_DECODE, defines, device, SMEM_LIMIT)
         if params.split > 8:
             _allow_large_cluster(gemm, device)
         items = params.tokens * (k // 32) * 4  # one thread a quarter block
@@ -294,9 +339,9 @@ def grouped_launch(params, t: int, e: int, n: int, k: int, device: torch.device)
     if hit is None:
         defines = params.defines()
         tile = params.tile
-        quant = kernel(params.source, "mxfp4_decode_quant", defines, device)
+        quant = kernel(params.source, DECODE_QUANT, defines, device)
         # the most dynamic shared memory any shape may ask, beside the item search's static bytes
-        gemm = kernel(params.source, "mxfp4_gemm_grouped", defines, device, SMEM_LIMIT - GROUPED_STATIC_SMEM)
+        gemm = kernel(params.source, GEMM_GROUPED, defines, device, SMEM_LIMIT - GROUPED_STATIC_SMEM)
         if tile.split > 8:
             _allow_large_cluster(gemm, device)
         items = t * (k // 32) * 4  # one thread a quarter block
@@ -330,9 +375,9 @@ def stream_launch(params, n: int, k: int, dtype: torch.dtype, device: torch.devi
     if hit is None:
         p = Problem(params.tokens, n, k)
         grid = params.grid(p, sm_count(device.index))
-        quant = kernel("quantize.cu", "mxfp4_quantize_tokens", quantizer_defines(dtype), device)
+        quant = kernel("quantize.cu", QUANTIZE_TOKENS, quantizer_defines(dtype), device)
         smem = params.smem_bytes()
-        gemm = kernel(params.source, "mxfp4_gemm_stream", params.defines(), device, smem)
+        gemm = kernel(params.source, GEMM_STREAM, params.defines(), device, smem)
         items = max(params.tokens * (k // 32) * 4, grid)  # one thread a quarter block; every flag zeroed
         hit = _stream[key] = (quant, config((-(-items // 256), 1, 1), 256, 0, None), gemm,
                               config((grid, 1, 1), params.threads, smem, None, dependent=True), grid,
@@ -372,10 +417,10 @@ def wgmma_launch(params, m: int, n: int, k: int, device: torch.device):
     if hit is None:
         defines = params.defines()
         smem = params.smem_bytes()
-        prep = kernel(params.source, "mxfp4_wgmma_prep", defines, device)
+        prep = kernel(params.source, WGMMA_PREP, defines, device)
         if not params.int8_weight:
             _prefer_shared(prep)
-        gemm = kernel(params.source, params.gemm_name, defines, device, smem)
+        gemm = kernel(params.source, GEMM_I8 if params.int8_weight else GEMM_CV, defines, device, smem)
         g = wgmma_geometry(params, m, n, k)
         hit = _wgmma[key] = (prep, config((g["a_ctas"] + g["w_ctas"], 1, 1), PREP_THREADS, 0, None),
                              gemm, config((g["ntile"] * g["nwt"], 1, params.split), params.threads, smem,
