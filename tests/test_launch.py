@@ -16,7 +16,8 @@ from mxfp4.bench.shapes import shape_set
 
 jit = pytest.importorskip("mxfp4.cuda.jit")
 runtime = pytest.importorskip("mxfp4.cuda.runtime")
-from mxfp4.cuda import ops as cuda_ops  # noqa: E402
+from mxfp4.cuda import launch, ops as cuda_ops  # noqa: E402
+from mxfp4.cuda.launch import stream, wgmma  # noqa: E402
 
 PTR, I32, I64, TMAP = runtime.Param.PTR, runtime.Param.I32, runtime.Param.I64, runtime.Param.TMAP
 
@@ -40,7 +41,7 @@ def test_packer_lays_out_each_kind():
     k = runtime.Kernel(sig, 1, None)
     k.packer.pack((0x1122334455667788, -3, tmap, 7, -(2 ** 40)))
     slots = [k.packer.params[i] for i in range(5)]
-    assert slots[0] == k.packer.base and slots[1] == k.packer.base + 8 and slots[2] % 64 == 0 and slots[3] == slots[2] + 128
+    assert slots[:2] == [k.packer.base, k.packer.base + 8] and slots[2] % 64 == 0 and slots[3] == slots[2] + 128
     assert struct.unpack("<Q", ctypes.string_at(slots[0], 8))[0] == 0x1122334455667788
     assert struct.unpack("<i", ctypes.string_at(slots[1], 4))[0] == -3  # an int32 parameter: the low 4 bytes
     assert ctypes.string_at(slots[2], 128) == bytes(range(128))
@@ -111,12 +112,17 @@ class Recorder:
         self.kernels, self.builds, self.launches, self.allocated = {}, {}, [], []
         monkeypatch.setattr(runtime, "kernel", self.kernel)
         monkeypatch.setattr(runtime, "_driver", lambda: self)
-        monkeypatch.setattr(runtime, "_prefer_shared", lambda k: None)
-        monkeypatch.setattr(runtime, "_allow_large_cluster", lambda k, device: None)
-        monkeypatch.setattr(runtime, "sm_count", lambda index: 132)
+        monkeypatch.setattr(runtime, "prefer_shared", lambda k: None)
+        monkeypatch.setattr(runtime, "allow_large_cluster", lambda k: None)
+        monkeypatch.setattr(stream, "sm_count", lambda index: 132)
         monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 0x5000, raising=False)
         empty = torch.empty
-        monkeypatch.setattr(torch, "empty", lambda *a, **kw: self.allocated.append(empty(*a, **kw)) or self.allocated[-1])
+
+        def recorded_empty(*args, **kwargs):  # what a call allocates: its workspace
+            self.allocated.append(empty(*args, **kwargs))
+            return self.allocated[-1]
+
+        monkeypatch.setattr(torch, "empty", recorded_empty)
 
     def kernel(self, source, signature, defines, device, smem_bytes=0):
         k = runtime.Kernel(signature, 0x1000 + len(self.kernels), None)
@@ -129,9 +135,12 @@ class Recorder:
         c = runtime._LaunchConfig.from_address(cfg)
         slots = (ctypes.c_void_p * k.packer.count).from_address(params)
         values = {}
-        for name, kind, slot in zip(k.signature.names, k.signature.kinds, slots):
-            values[name] = (ctypes.string_at(slot, 128) if kind is TMAP else
-                            struct.unpack({PTR: "<Q", I64: "<q", I32: "<i"}[kind], ctypes.string_at(slot, 8 if kind is not I32 else 4))[0])
+        for name, kind, slot in zip(k.signature.names, k.signature.kinds, slots):  # each parameter's own size
+            if kind is TMAP:
+                values[name] = ctypes.string_at(slot, 128)
+            else:
+                fmt = {PTR: "<Q", I64: "<q", I32: "<i"}[kind]
+                values[name] = struct.unpack(fmt, ctypes.string_at(slot, struct.calcsize(fmt)))[0]
         attrs = (runtime._LaunchAttribute * c.num_attrs).from_address(c.attrs) if c.num_attrs else ()
         cluster = next((tuple(a.value[:3]) for a in attrs if a.id == runtime._CLUSTER_DIMENSION), (1, 1, 1))
         self.launches.append((k, source, smem, tuple(c.grid), c.shmem, cluster, values))
@@ -143,10 +152,11 @@ class Recorder:
 
 
 def check_launches(rec, start, known, expected):
-    """The launches since ``start``: every argument a kernel's source names as ``expected`` has says
-    carries that value; every other pointer points into one of the ``known`` tensors or into what the
-    call allocated (its workspace; or just past its end, where its part is empty); dynamic shared memory within what the kernel allows; the grid
-    whole clusters."""
+    """The launches since ``start``: an argument whose name is in ``expected`` carries that value (the same
+    name means the same value in every kernel's prototype: M, N, K, A, lda, W, Wsc, ldsc, C, ldc, ...);
+    every other pointer points into one of the ``known`` tensors or what the call allocated (its
+    workspace; or just past its end, where a part of it is empty); dynamic shared memory within what
+    the kernel allows; the grid whole clusters."""
     spans = [(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in known + rec.allocated]
     for k, source, smem, grid, shmem, cluster, values in rec.launches[start:]:
         assert shmem <= max(smem, 48 * 1024) and smem <= plan.SMEM_LIMIT, k.name
@@ -214,7 +224,7 @@ def test_every_shipped_launch_matches_its_kernels_prototype(tmp_path, monkeypatc
     check_launches(rec, start, [a, data, scales, out],
                    {**names, "w": data.data_ptr(), "s": scales.data_ptr(), "c": out.data_ptr()})
     rec.builds.setdefault((plan.WGMMA_INT8.source, tuple(sorted(plan.WGMMA_INT8.defines().items()))),
-                          set()).add(cuda_ops.WGMMA_PEAK)  # int8_wgmma_tops: timed on a GPU only
+                          set()).add(wgmma.PEAK)  # int8_wgmma_tops: timed on a GPU only
 
     builds = sorted(rec.builds)
     assert {source for source, _ in builds} == {"gemm_small.cu", "gemm_decode.cu", "gemm_stream.cu", "gemm_wgmma.cu",
@@ -229,3 +239,29 @@ def test_every_shipped_launch_matches_its_kernels_prototype(tmp_path, monkeypatc
             assert declared[sig.name] == list(zip(sig.names, sig.kinds)), (source, sig)
         assert jit.compile_cubin(source, dict(defines) or None)[:4] == b"\x7fELF"  # the compile's, from the cache
     assert len(list(tmp_path.iterdir())) == len(builds)  # one cache file a build: split is a launch choice
+
+
+def test_one_launch_a_family_and_shape(monkeypatch):
+    """Every dense parameter set has its family's launch, built once per the part of the shape it depends
+    on; the streaming GEMM reads fp16 and float32 A as they are, the others bf16."""
+    rec = Recorder(monkeypatch)
+    monkeypatch.setattr(cuda_ops, "_launches", {})
+    assert set(cuda_ops.FAMILIES) == set(plan.KERNEL_PARAMS)
+    cpu = torch.device("cpu")
+    small = plan.SmallParams(2, 4, 1, 16, 2)
+    one = cuda_ops.launch_for(small, 1, 4096, 512, torch.bfloat16, cpu)
+    assert cuda_ops.launch_for(small, 8, 4096, 512, torch.bfloat16, cpu) is one  # one tile of 8 rows
+    assert cuda_ops.launch_for(small, 9, 4096, 512, torch.bfloat16, cpu) is not one
+    assert one.workspace_bytes == 0 and tuple(one.configs[0].grid) == (small.grid(4096), 1, 1)
+    sp = plan.StreamParams(1, 4, 2, 16, 3)
+    bf16 = cuda_ops.launch_for(sp, 1, 2112, 7168, torch.bfloat16, cpu)
+    assert cuda_ops.launch_for(sp, 8, 2112, 7168, torch.bfloat16, cpu) is bf16
+    assert cuda_ops.launch_for(sp, 8, 2112, 7168, torch.float32, cpu) is not bf16  # its quantizer reads the dtype
+    assert bf16.workspace_bytes == sp.workspace_offsets(plan.Problem(8, 2112, 7168), bf16.grid)[3]
+    assert [cuda_ops.reads_as_given(p, torch.float32) for p in (small, sp, plan.DecodeParams(), plan.WGMMA_TN64)] == [
+        False, True, False, False]
+    assert len(rec.kernels) == 2 + 2 * 2  # each launch built once: its kernels asked for once
+    a = torch.empty(3, 96, dtype=torch.float16)
+    assert cuda_ops.FAMILIES[plan.StreamParams].operand(a, 128) is a  # as given: dtype and K
+    b = cuda_ops.FAMILIES[plan.SmallParams].operand(a, 128)
+    assert b.dtype is torch.bfloat16 and b.shape == (3, 128) and launch.rows_ok(b)
