@@ -48,7 +48,7 @@ def test_packer_lays_out_each_kind():
     assert struct.unpack("<i", ctypes.string_at(slots[3], 4))[0] == 7
     assert struct.unpack("<q", ctypes.string_at(slots[4], 8))[0] == -(2 ** 40)
     assert sig.ptx == (".u64", ".u32", ".align 64 .b8 [128]", ".u32", ".u64")
-    assert repr(sig).startswith("k(T * p, int i, const __grid_constant__ CUtensorMap m")
+    assert repr(sig).startswith("k(T * p, int i, const __grid_constant__ TensorMap m")
 
 
 def test_a_launch_takes_its_signatures_arguments(monkeypatch):

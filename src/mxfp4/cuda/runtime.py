@@ -86,7 +86,7 @@ class Param(enum.Enum):
     PTR = ("T *", ".u64", "Q")
     I64 = ("long long", ".u64", "q")
     I32 = ("int", ".u32", "i4x")
-    TMAP = ("const __grid_constant__ CUtensorMap", ".align 64 .b8 [128]", "128x")
+    TMAP = ("const __grid_constant__ TensorMap", ".align 64 .b8 [128]", "128x")  # a CUtensorMap by value
 
     def __init__(self, c_type: str, ptx: str, fmt: str) -> None:
         self.c_type, self.ptx, self.fmt = c_type, ptx, fmt
