@@ -87,12 +87,10 @@ def _concurrent_work(shared):
 
 def _clear_runtime_caches():
     """Forget the loaded kernels and cached launch objects, so the first calls race to load them."""
-    from mxfp4.cuda import runtime
+    from mxfp4.cuda import ops as cuda_ops, runtime
 
-    for name in ("_kernels", "_streams", "_gemm"):
-        cache = getattr(runtime, name, None)
-        if isinstance(cache, dict):
-            cache.clear()
+    runtime._kernels.clear()
+    cuda_ops._launches.clear()
 
 
 @pytest.mark.parametrize("own_streams", [False, True], ids=["default_stream", "stream_per_thread"])

@@ -211,6 +211,7 @@ def test_kernel_path_logic_on_the_cpu(monkeypatch, n, k, dtype):
     import dataclasses
 
     from mxfp4 import plan
+    from mxfp4.cuda import launch
     from mxfp4.cuda import ops as cuda_ops
     from mxfp4.tensor import Layout, MXFP4Tensor
 
@@ -220,7 +221,7 @@ def test_kernel_path_logic_on_the_cpu(monkeypatch, n, k, dtype):
         n16, k64 = data.shape[0], 2 * data.shape[1]
         assert a2.dtype == torch.bfloat16 and a2.shape[1] == k64 and tuple(out.shape) == (a2.shape[0], n16)
         assert out.dtype == (torch.float32 if params.out_f32 else torch.bfloat16)
-        assert out.stride(1) == 1 and cuda_ops._rows_ok(a2)
+        assert out.stride(1) == 1 and launch.rows_ok(a2)
         out.copy_(torch.full_like(out, float("nan")))  # poison, then write
         padded = MXFP4Tensor(data, scales, (n16, k64), Layout.AITER_SHUFFLED)
         out.copy_(reference.gemm_a4w4(a2, padded, out_dtype=None if params.out_f32 else torch.bfloat16))
@@ -229,7 +230,7 @@ def test_kernel_path_logic_on_the_cpu(monkeypatch, n, k, dtype):
     def stream(a2, data, scales, out, params):  # reads A as given: its dtype, its K (zero blocks to K64)
         n16, k64 = data.shape[0], 2 * data.shape[1]
         assert isinstance(params, plan.StreamParams) and a2.dtype == dtype and a2.shape[1] == k <= k64
-        assert out.dtype == (torch.float32 if params.out_f32 else torch.bfloat16) and cuda_ops._rows_ok(a2)
+        assert out.dtype == (torch.float32 if params.out_f32 else torch.bfloat16) and launch.rows_ok(a2)
         out.copy_(torch.full_like(out, float("nan")))
         padded = MXFP4Tensor(data, scales, (n16, k64), Layout.AITER_SHUFFLED)
         a_pad = torch.nn.functional.pad(a2, (0, k64 - a2.shape[1]))
@@ -239,9 +240,12 @@ def test_kernel_path_logic_on_the_cpu(monkeypatch, n, k, dtype):
     g = torch.Generator().manual_seed(n + k)
     plain = mxfp4.quantize(torch.randn(n, k, generator=g).bfloat16())
     w = mxfp4.prepare(plain)
-    for family in ("gemm_a4w4_small", "gemm_a4w4_decode", "gemm_a4w4_wgmma"):  # cuda_ops.gemm dispatches to them
-        monkeypatch.setattr(cuda_ops, family, kernel)
-    monkeypatch.setattr(cuda_ops, "gemm_a4w4_stream", stream)
+    def launch_for(params, m, n16, k64, dtype, device):  # cuda_ops.gemm's: A as the family reads it, the reference
+        fake = stream if isinstance(params, plan.StreamParams) else kernel
+        operand = cuda_ops.FAMILIES[type(params)].operand
+        return lambda a, data, scales, out: fake(operand(a, k64), data, scales, out, params)
+
+    monkeypatch.setattr(cuda_ops, "launch_for", launch_for)
     monkeypatch.setattr(ops, "cuda_supported", lambda device: True)
     monkeypatch.setattr(ops, "_params", lambda m, n, k, index, out_f32=False: dataclasses.replace(
         plan.heuristic(plan.Problem(m, n, k)), out_f32=out_f32))

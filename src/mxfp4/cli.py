@@ -177,11 +177,12 @@ def _compile(args) -> int:
     """Compiles every shipped kernel variant for sm_90a into the disk cache (no GPU needed)."""
     from . import plan
     from .bench.shapes import shape_set
-    from .cuda import jit, runtime
+    from .cuda import jit
+    from .cuda.launch import stream
 
     variants = plan.shipped_variants([(s.m, s.n, s.k) for s in shape_set("all")])
-    for dtype in runtime.A_KINDS:  # the quantizers: bf16 (and the plain layout), fp16, float32
-        jit.compile_cubin("quantize.cu", runtime.quantizer_defines(dtype))
+    for dtype in stream.A_KINDS:  # the quantizers: bf16 (and the plain layout), fp16, float32
+        jit.compile_cubin("quantize.cu", stream.quantizer_defines(dtype))
     for i, p in enumerate(variants):
         jit.compile_cubin(p.source, p.defines())
         print(f"[{i + 1}/{len(variants)}] {p}")

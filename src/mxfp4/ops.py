@@ -147,7 +147,7 @@ def _reads_float32(a: torch.Tensor, w: MXFP4Tensor) -> bool:
     GEMM), so that no value of it passes through bf16."""
     n16, k2 = w.data.shape
     m = a.numel() // max(a.shape[-1], 1)
-    return m > 0 and isinstance(_params(m, n16, 2 * k2, a.get_device()), plan.StreamParams)
+    return m > 0 and _cuda_ops().reads_as_given(_params(m, n16, 2 * k2, a.get_device()), torch.float32)
 
 
 def _beyond_bf16(a: torch.Tensor) -> bool:
@@ -307,7 +307,7 @@ def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_d
         if params is None:
             params = _params(m, n16, k64, a.get_device(), unrounded)
         if user_params:
-            if a.dtype is torch.float32 and not isinstance(params, plan.StreamParams) and _beyond_bf16(a):
+            if a.dtype is torch.float32 and not cuda_ops.reads_as_given(params, a.dtype) and _beyond_bf16(a):
                 raise ValueError(f"params {params} read float32 a through bf16, and a holds a finite value of "
                                  "magnitude >= 1.75 * 2**127 (quantized to 2**128, beyond bf16): pass StreamParams "
                                  "or backend='reference'")

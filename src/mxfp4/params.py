@@ -304,10 +304,6 @@ class WgmmaParams:
         return _with_output(dict(TN=self.tn, STAGES=self.stages), self.out_f32)
 
     @property
-    def gemm_name(self) -> str:
-        return "mxfp4_gemm_i8" if self.int8_weight else "mxfp4_gemm_cv"
-
-    @property
     def threads(self) -> int:
         """The GEMM's: a producer warpgroup, two consumer warpgroups, and mxfp4_gemm_cv's converter."""
         return 384 if self.int8_weight else 512

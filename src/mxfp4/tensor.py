@@ -168,8 +168,7 @@ def quantize(x: torch.Tensor, scale_rule: ScaleRule = ScaleRule.AITER) -> MXFP4T
             and cuda_supported(x.device)):
         from .cuda import ops as cuda_ops
 
-        x2 = cuda_ops.rows_for_kernel(x.reshape(-1, x.shape[-1]))
-        data, scales = cuda_ops.quantize(x2)
+        data, scales = cuda_ops.quantize(x.reshape(-1, x.shape[-1]))
         return MXFP4Tensor(data.reshape(*x.shape[:-1], -1), scales.reshape(*x.shape[:-1], -1), tuple(x.shape),
                            Layout.PLAIN, scale_rule)
     codes, scales = formats.quantize_codes(x, scale_rule)

@@ -1,2 +1,3 @@
 """The CUDA backend: kernel sources (csrc/), NVRTC compilation with a disk cache (jit), loading and
-launching through cuda.core (runtime), and the launches behind the public ops (ops)."""
+launching through the driver with typed kernel signatures (runtime), one launch object per GEMM family
+(launch/), and the entry points behind the public ops (ops)."""

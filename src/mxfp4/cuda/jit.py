@@ -116,15 +116,36 @@ def _ptx(nvrtc, prog) -> bytes:
 
 def compile_cubin(source_name: str, defines: dict[str, int] | None = None) -> bytes:
     """The sm_90a cubin of ``csrc/<source_name>`` with ``-D`` defines, from the cache or NVRTC."""
-    source = (CSRC / source_name).read_text()
-    options = _options(defines)
-    key = _key(source, options)
-    path = cache_dir() / f"{pathlib.Path(source_name).stem}-{key}.cubin"
+    source, options, path = _target(source_name, defines)
     try:
         return path.read_bytes()
     except OSError:
-        pass
-    cubin = _compiled(source_name, source, options, _cubin)
+        return _build(source_name, source, options, path)[0]
+
+
+def entry_params(source_name: str, defines: dict[str, int] | None = None) -> dict[str, tuple[str, ...]]:
+    """Every kernel of ``csrc/<source_name>`` built with ``defines``, by name: its parameters' declarations
+    in order, as NVRTC's PTX states them without their names (``.u64``, ``.u32``, ``.align 64 .b8 [128]``),
+    the prototype a launch's arguments must match (``runtime.Param``). Compiled anew, with the options of
+    :func:`compile_cubin`, whose cache the compile's cubin goes to."""
+    import re
+
+    ptx = _build(source_name, *_target(source_name, defines))[1]
+    return {name: tuple(" ".join(re.sub(rf"{name}_param_\d+", " ", d).split()).removeprefix(".param ")
+                        for d in params.split(",") if d.strip())
+            for name, params in re.findall(r"\.entry (\w+)\(([^)]*)\)", ptx)}
+
+
+def _target(source_name: str, defines: dict[str, int] | None) -> tuple[str, tuple[str, ...], pathlib.Path]:
+    """The source text, NVRTC's options and the cache file of ``csrc/<source_name>`` with ``defines``."""
+    source = (CSRC / source_name).read_text()
+    options = _options(defines)
+    return source, options, cache_dir() / f"{pathlib.Path(source_name).stem}-{_key(source, options)}.cubin"
+
+
+def _build(source_name: str, source: str, options: tuple[str, ...], path: pathlib.Path) -> tuple[bytes, str]:
+    """NVRTC's cubin and PTX of one compile; the cubin is stored at ``path``."""
+    cubin, ptx = _compiled(source_name, source, options, lambda nvrtc, prog: (_cubin(nvrtc, prog), _ptx(nvrtc, prog)))
     try:  # atomic: a reader sees a whole file or none
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
@@ -133,7 +154,7 @@ def compile_cubin(source_name: str, defines: dict[str, int] | None = None) -> by
         os.replace(tmp, path)
     except OSError:
         pass  # a read-only cache only costs a compile next time
-    return cubin
+    return cubin, ptx.decode(errors="replace")
 
 
 def exported_constant(source_name: str, defines: dict[str, int] | None, name: str) -> int:

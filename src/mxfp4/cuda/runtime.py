@@ -5,22 +5,19 @@ Kernels load through cuda.core (once per kernel and device). Launches go straigh
 arguments packed by one ``struct`` call into a reusable buffer. cuda.core's per-call launch
 objects, its stream wrapper and ``torch.cuda.current_stream()`` were most of the 44-49 us of host
 time a small-M call took at e77225e on the H200; this path is a ctypes call and a few hundred
-nanoseconds of packing.
+nanoseconds of packing. Each kernel has a typed :class:`Signature`, which lays out its argument buffer;
+what each GEMM family launches, and with which arguments, is :mod:`mxfp4.cuda.launch`'s.
 """
 from __future__ import annotations
 
 import ctypes
+import enum
 import struct
 import threading
 
 import torch
 
-from ..device import sm_count
-from ..params import GROUPED_STATIC_SMEM, SEGMENT_BLOCKS, SMEM_LIMIT, Problem
 from . import jit
-
-PREP_THREADS = 256
-"""Threads of a large-M prep CTA (PREP_THREADS in gemm_wgmma.cu)."""
 
 _lock = threading.Lock()  # loading a kernel
 _launch_lock = threading.Lock()  # a launch's shared argument buffer and config stream field (not held while loading)
@@ -80,25 +77,60 @@ def _error(rc: int, what: str) -> RuntimeError:
 
 # ---- kernels and launch configurations -------------------------------------------------------------
 
+class Param(enum.Enum):
+    """A kind of kernel parameter: the C type of a prototype, its declaration in NVRTC's PTX (which
+    tests/test_launch.py compares with every shipped kernel's) and its slot's ``struct`` format in the
+    argument buffer. A scalar fills an 8-byte slot, of which the driver copies the parameter's own size
+    (an int32 its low 4 bytes); a tensor map 128 bytes at a 64-byte boundary."""
+
+    PTR = ("T *", ".u64", "Q")
+    I64 = ("long long", ".u64", "q")
+    I32 = ("int", ".u32", "i4x")
+    TMAP = ("const __grid_constant__ TensorMap", ".align 64 .b8 [128]", "128x")  # a CUtensorMap by value
+
+    def __init__(self, c_type: str, ptx: str, fmt: str) -> None:
+        self.c_type, self.ptx, self.fmt = c_type, ptx, fmt
+
+
+class Signature:
+    """A kernel's name and its parameters in the prototype's order, each a name (the prototype's) and a
+    :class:`Param`: ``Signature("mxfp4_quantize", A=Param.PTR, lda=Param.I32, ...)``."""
+
+    __slots__ = ("name", "names", "kinds")
+
+    def __init__(self, name: str, **params: Param) -> None:
+        self.name, self.names, self.kinds = name, tuple(params), tuple(params.values())
+
+    @property
+    def ptx(self) -> tuple[str, ...]:
+        """The parameters' declarations as :func:`jit.entry_params` reads them from the kernel's PTX."""
+        return tuple(kind.ptx for kind in self.kinds)
+
+    def __repr__(self) -> str:
+        return f"{self.name}({', '.join(f'{k.c_type} {n}' for n, k in zip(self.names, self.kinds))})"
+
+
 class Kernel:
-    """A kernel loaded on one device: its CUfunction, for ``cuLaunchKernelEx``, and the packer of its
-    arguments (made at its first launch: a kernel's argument kinds never change)."""
+    """A kernel loaded on one device: its signature, its CUfunction, for ``cuLaunchKernelEx``, and the
+    argument buffer laid out for the signature."""
 
-    __slots__ = ("name", "function", "module", "packer")
+    __slots__ = ("name", "signature", "function", "module", "packer")
 
-    def __init__(self, name: str, function: int, module) -> None:
-        self.name, self.function, self.module = name, function, module  # module: keeps the code loaded
-        self.packer: _Packer | None = None
+    def __init__(self, signature: Signature, function: int, module) -> None:
+        self.name, self.signature = signature.name, signature
+        self.function, self.module = function, module  # module: keeps the code loaded
+        self.packer = _Packer(signature.kinds)
 
 
-def kernel(source: str, name: str, defines: dict[str, int] | None, device: torch.device,
+def kernel(source: str, signature: Signature, defines: dict[str, int] | None, device: torch.device,
            smem_bytes: int = 0) -> Kernel:
-    """The kernel ``name`` of ``csrc/<source>`` built with ``defines``, loaded on ``device``.
+    """The kernel ``signature.name`` of ``csrc/<source>`` built with ``defines``, loaded on ``device``.
 
     Compiled (or read from the disk cache) and loaded once per process and device; ``smem_bytes``
     above 48 KiB is allowed on the kernel as it loads.
     """
     index = device.index if device.index is not None else torch.cuda.current_device()
+    name = signature.name
     key = (source, name, tuple(sorted((defines or {}).items())), index)
     k = _kernels.get(key)
     if k is not None:
@@ -121,7 +153,7 @@ def kernel(source: str, name: str, defines: dict[str, int] | None, device: torch
             err, function = driver.cuKernelGetFunction(handle)  # in the current (primary) context
             if err != driver.CUresult.CUDA_SUCCESS:
                 raise RuntimeError(f"cannot get the function of {name}: {err}")
-            k = _kernels[key] = Kernel(name, int(function), module)
+            k = _kernels[key] = Kernel(signature, int(function), module)
     return k
 
 
@@ -173,27 +205,19 @@ class TensorMap:
 
 
 class _Packer:
-    """The argument buffer for one signature (the kinds of the arguments, in order): a ``struct``
-    format for the integers, 64-byte aligned 128-byte slots for tensor maps, and the array of slot
-    addresses that ``cuLaunchKernelEx`` reads. Every integer (a pointer, a size, an int32) fills an
-    8-byte little-endian slot: the driver copies a parameter's own size from its slot, so an int32
-    reads the low 4 bytes (the value, two's complement), and no call site marks its kinds (wrapping
-    six int32s a launch took 1.1 us, CPU)."""
+    """The argument buffer of one signature (the :class:`Param` of each argument, in order): one ``struct``
+    format for the scalars, 64-byte aligned 128-byte slots for tensor maps, and the array of slot
+    addresses that ``cuLaunchKernelEx`` reads."""
 
-    def __init__(self, kinds: tuple[type, ...]) -> None:
+    def __init__(self, kinds: tuple[Param, ...]) -> None:
         fmt, offsets, maps, off = "<", [], [], 0
         for kind in kinds:
-            if kind is TensorMap:
+            if kind is Param.TMAP:
                 pad = -off % 64
-                fmt, off = fmt + f"{pad}x128x", off + pad
+                fmt, off = fmt + f"{pad}x", off + pad
                 maps.append(len(offsets))
-                size = 128
-            elif issubclass(kind, int) and kind is not bool:
-                fmt, size = fmt + "q", 8
-            else:
-                raise TypeError(f"kernel arguments must be integers (pointers, sizes, int32s) or TensorMap, got {kind}")
             offsets.append(off)
-            off += size
+            fmt, off = fmt + kind.fmt, off + (128 if kind is Param.TMAP else 8)
         self.struct = struct.Struct(fmt)
         self.count = len(kinds)
         self._buf = ctypes.create_string_buffer(off + 64)
@@ -214,133 +238,26 @@ class _Packer:
 
 
 def launch(k: Kernel, cfg: LaunchConfig, device: torch.device, *args) -> None:
-    """Launches ``k`` with ``cfg`` on the current stream of ``device``; ``args`` in the kernel's order:
-    pointers and integers as ``int`` (an int32 parameter must hold a value in its range), tensor maps
-    as :class:`TensorMap` (the kinds of its first launch: the packer is the kernel's from then on)."""
+    """Launches ``k`` with ``cfg`` on the current stream of ``device``; ``args`` in its signature's order:
+    pointers and integers as ``int``, each in its parameter's range, tensor maps as :class:`TensorMap`."""
     packer = k.packer
-    if packer is None:
-        packer = k.packer = _Packer(tuple(map(type, args)))
     if len(args) != packer.count:
-        raise TypeError(f"{k.name} takes {packer.count} arguments, got {len(args)}")
+        raise TypeError(f"{k.signature} takes {packer.count} arguments, got {len(args)}")
     stream = torch._C._cuda_getCurrentRawStream(device.index)
     with _launch_lock:  # the buffer and the config's stream field are shared by every thread
-        packer.pack(args)
+        try:
+            packer.pack(args)
+        except struct.error as e:  # a value out of its parameter's range, or not an integer
+            raise TypeError(f"{k.signature}: {e}: {args}") from None
         cfg.struct.stream = stream
         rc = _driver().cuLaunchKernelEx(cfg.address, k.function, packer.params_address, None)
     if rc:
         raise _error(rc, f"launching {k.name} (grid {cfg.grid}, cluster {cfg.cluster})")
 
 
-# ---- the GEMMs' launches, looked up once per shape ---------------------------------------------------
+# ---- kernel attributes and tensor maps -------------------------------------------------------------
 
-def _cluster(split: int) -> tuple[int, int, int] | None:
-    """The cluster of a launch whose K is split over ``split`` CTAs; none (no launch attribute) for one
-    CTA: every kernel reads its cluster's size and rank, which a launch without clusters gives as 1 and 0."""
-    return (1, 1, split) if split > 1 else None
-
-
-_small: dict[tuple, tuple] = {}  # (params, n, M's tiles, device index) -> (kernel, launch config)
-
-
-def small_launch(params, n: int, m: int, device: torch.device) -> tuple[Kernel, LaunchConfig]:
-    """The short-K kernel of ``params`` and its launch configuration for N = n and M = m (a CTA per
-    ``wg`` 16-row groups and tile of ``params.tokens`` rows, in clusters of ``params.cluster`` along N;
-    ``params.smem_bytes()`` of dynamic shared memory), looked up once per shape."""
-    tiles = params.m_tiles(m)
-    key = (params, n, tiles, device.index)
-    hit = _small.get(key)
-    if hit is None:
-        smem = params.smem_bytes()
-        k = kernel(params.source, "mxfp4_gemm_small", params.defines(), device, smem)
-        cluster = (params.cluster, 1, 1) if params.cluster > 1 else None
-        hit = _small[key] = (k, config((params.grid(n), tiles, 1), params.threads, smem, cluster))
-    return hit
-
-
-_decode: dict[tuple, tuple] = {}  # (params, n, k, device index) -> (quant, config, gemm, config, workspace bytes)
-
-
-def decode_launch(params, n: int, k: int, device: torch.device):
-    """The decode kernels of ``params`` (A's quantization, then the GEMM as its programmatic
-    dependent), their launch configurations for N = n, K = k and the call's workspace bytes, looked
-    up once per shape."""
-    key = (params, n, k, device.index)
-    hit = _decode.get(key)
-    if hit is None:
-        defines = params.defines()
-        smem = params.smem_bytes(k)
-        quant = kernel(params.source, "mxfp4_decode_quant", defines, device)
-        # The variant's shared memory grows with K / split: allow the most once, whatever shape loads it first.
-        gemm = kernel(params.source, "mxfp4_gemm_decode", defines, device, SMEM_LIMIT)
-        if params.split > 8:
-            _allow_large_cluster(gemm, device)
-        items = params.tokens * (k // 32) * 4  # one thread a quarter block
-        hit = _decode[key] = (quant, config((-(-items // 256), 1, 1), 256, 0, None), gemm,
-                              config((-(-n // (16 * params.g)), 1, params.split), params.threads, smem,
-                                     _cluster(params.split), dependent=True), params.workspace_bytes(k))
-    return hit
-
-
-_grouped: dict[tuple, tuple] = {}  # (params, t, e, n, k, device index) -> (quant, config, gemm, config, workspace bytes)
-
-
-def grouped_launch(params, t: int, e: int, n: int, k: int, device: torch.device):
-    """The grouped GEMM of ``params`` (A's T rows quantized once, then ``mxfp4_gemm_grouped`` as its
-    programmatic dependent) and their launch configurations for T = t rows over E = e experts of
-    N = n, K = k and the call's workspace bytes, looked up once per shape (the grid depends on T and E,
-    never on the offsets)."""
-    key = (params, t, e, n, k, device.index)
-    hit = _grouped.get(key)
-    if hit is None:
-        defines = params.defines()
-        tile = params.tile
-        quant = kernel(params.source, "mxfp4_decode_quant", defines, device)
-        # the most dynamic shared memory any shape may ask, beside the item search's static bytes
-        gemm = kernel(params.source, "mxfp4_gemm_grouped", defines, device, SMEM_LIMIT - GROUPED_STATIC_SMEM)
-        if tile.split > 8:
-            _allow_large_cluster(gemm, device)
-        items = t * (k // 32) * 4  # one thread a quarter block
-        hit = _grouped[key] = (quant, config((-(-items // 256), 1, 1), 256, 0, None), gemm,
-                               config((params.items(t, e), -(-n // (16 * tile.g)), tile.split), params.threads,
-                                      params.smem_bytes(k), _cluster(tile.split), dependent=True),
-                               params.workspace_bytes(t, k))
-    return hit
-
-
-A_KINDS = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
-"""The activations' dtypes the token quantizer reads (its A_KIND define in quantize.cu)."""
-
-def quantizer_defines(dtype: torch.dtype) -> dict[str, int] | None:
-    """The defines of quantize.cu that read ``dtype`` (none for bf16: the plain quantizer's cubin)."""
-    kind = A_KINDS[dtype]
-    return {"A_KIND": kind} if kind else None
-
-
-_stream: dict[tuple, tuple] = {}
-"""(params, n, k, A's dtype, device index) -> (quant, config, gemm, config, grid, workspace offsets)."""
-
-
-def stream_launch(params, n: int, k: int, dtype: torch.dtype, device: torch.device):
-    """The streaming GEMM of ``params`` (A's token rows quantized from ``dtype`` by
-    ``mxfp4_quantize_tokens``, then ``mxfp4_gemm_stream`` as its programmatic dependent), their launch
-    configurations for N = n, K = k, the GEMM's grid and the call's workspace layout
-    (``StreamParams.workspace_offsets``), looked up once per shape."""
-    key = (params, n, k, dtype, device.index)
-    hit = _stream.get(key)
-    if hit is None:
-        p = Problem(params.tokens, n, k)
-        grid = params.grid(p, sm_count(device.index))
-        quant = kernel("quantize.cu", "mxfp4_quantize_tokens", quantizer_defines(dtype), device)
-        smem = params.smem_bytes()
-        gemm = kernel(params.source, "mxfp4_gemm_stream", params.defines(), device, smem)
-        items = max(params.tokens * (k // 32) * 4, grid)  # one thread a quarter block; every flag zeroed
-        hit = _stream[key] = (quant, config((-(-items // 256), 1, 1), 256, 0, None), gemm,
-                              config((grid, 1, 1), params.threads, smem, None, dependent=True), grid,
-                              params.workspace_offsets(p, grid))
-    return hit
-
-
-def _prefer_shared(k: Kernel) -> None:
+def prefer_shared(k: Kernel) -> None:
     """The largest shared-memory carveout for ``k``, the one the GEMM that depends on it needs: an SM
     runs CTAs of both kernels side by side only in one configuration."""
     from cuda.bindings import driver
@@ -351,7 +268,7 @@ def _prefer_shared(k: Kernel) -> None:
         raise RuntimeError(f"cannot prefer the largest shared memory carveout for {k.name}: {err}")
 
 
-def _allow_large_cluster(k: Kernel, device: torch.device) -> None:
+def allow_large_cluster(k: Kernel) -> None:
     """Clusters of 9..16 CTAs (non-portable on Hopper) for ``k``."""
     from cuda.bindings import driver
 
@@ -361,55 +278,20 @@ def _allow_large_cluster(k: Kernel, device: torch.device) -> None:
         raise RuntimeError(f"cannot allow clusters above 8 CTAs on {k.name}: {err}")
 
 
-_wgmma: dict[tuple, tuple] = {}  # (params, token tiles, n, k, device index) -> (prep, config, gemm, config, geometry)
+_map_arrays: dict[tuple, tuple] = {}  # (dims, box) -> the encode call's dimension arrays
 
 
-def wgmma_launch(params, m: int, n: int, k: int, device: torch.device):
-    """The large-M kernels of ``params`` (prep and GEMM) and their launch configurations for a shape,
-    looked up once per parameter set, token-tile count (M enters only through it), N, K and device."""
-    key = (params, -(-m // params.tn), n, k, device.index)
-    hit = _wgmma.get(key)
-    if hit is None:
-        defines = params.defines()
-        smem = params.smem_bytes()
-        prep = kernel(params.source, "mxfp4_wgmma_prep", defines, device)
-        if not params.int8_weight:
-            _prefer_shared(prep)
-        gemm = kernel(params.source, params.gemm_name, defines, device, smem)
-        g = wgmma_geometry(params, m, n, k)
-        hit = _wgmma[key] = (prep, config((g["a_ctas"] + g["w_ctas"], 1, 1), PREP_THREADS, 0, None),
-                             gemm, config((g["ntile"] * g["nwt"], 1, params.split), params.threads, smem,
-                                          _cluster(params.split), dependent=True), g)
-    return hit
-
-
-_map_shapes: dict[tuple[int, int], tuple] = {}  # (groups, k) -> the encode call's dimension arrays
-
-
-def weight_map(address: int, groups: int, k: int) -> TensorMap:
-    """TMA tensor map over the shuffled weight's codes at ``address``, as 16-row groups of k 8-byte
-    words; a box is 8 groups x 256 words (a segment: 8 blocks of 32 elements). Encoded per call from
-    the tensor as given (a host-side call of about a microsecond; nothing is kept)."""
-    dims = _map_shapes.get((groups, k))
-    if dims is None:
-        dims = _map_shapes[(groups, k)] = (
-            (ctypes.c_uint64 * 2)(k, groups), (ctypes.c_uint64 * 1)(k * 8),
-            (ctypes.c_uint32 * 2)(32 * SEGMENT_BLOCKS, 8), (ctypes.c_uint32 * 2)(1, 1))
+def tensor_map(address: int, dims: tuple[int, int], box: tuple[int, int]) -> TensorMap:
+    """A TMA tensor map over the dense 2-D array of 8-byte words at ``address``: ``dims`` (words a row,
+    rows), read in boxes of ``box`` (words, rows); no interleave, swizzle, L2 promotion or out-of-bounds
+    fill. Encoded per call (a host-side call of about a microsecond)."""
+    arrays = _map_arrays.get((dims, box))
+    if arrays is None:
+        arrays = _map_arrays[(dims, box)] = ((ctypes.c_uint64 * 2)(*dims), (ctypes.c_uint64 * 1)(dims[0] * 8),
+                                             (ctypes.c_uint32 * 2)(*box), (ctypes.c_uint32 * 2)(1, 1))
     tmap = TensorMap()
-    rc = _driver().cuTensorMapEncodeTiled(tmap.address, _TMA_INT64, 2, address, *map(ctypes.addressof, dims),
-                                          0, 0, 0, 0)  # no interleave, swizzle, L2 promotion or OOB fill
+    rc = _driver().cuTensorMapEncodeTiled(tmap.address, _TMA_INT64, 2, address, *map(ctypes.addressof, arrays),
+                                          0, 0, 0, 0)
     if rc:
-        raise _error(rc, f"encoding the weight's tensor map ({groups} groups x {k} words)")
+        raise _error(rc, f"encoding a tensor map ({dims[1]} rows x {dims[0]} words)")
     return tmap
-
-
-def wgmma_geometry(params, m: int, n: int, k: int) -> dict[str, int]:
-    """Sizes of the large-M kernel's workspace and grids for C [m, n] = A [m, k] W [n, k]^T."""
-    nseg = -(-(k // 32) // SEGMENT_BLOCKS)
-    ntile = -(-m // params.tn)
-    nwt = -(-n // 128)
-    ablob = nseg * ntile * params.ablob_bytes
-    # the int8 weight comes from the prep; mxfp4_gemm_cv converts the weight's codes itself
-    w_ctas = nwt * nseg if params.int8_weight else 0
-    return dict(nseg=nseg, ntile=ntile, nwt=nwt, ablob=ablob, wblob=w_ctas * params.wblob_bytes,
-                a_ctas=nseg * ntile * (params.tn // (PREP_THREADS // 32)), w_ctas=w_ctas)

@@ -206,7 +206,7 @@ def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, 
                 raise ValueError(f"params {params} do not fit an expert of {n16}x{k64} (split at most K / 32, "
                                  f"shared memory at most {plan.SMEM_LIMIT})")
         if params is not None:
-            return _grouped_on_kernels(a, w, offsets, params, n16, k64)
+            return _grouped_on_kernels(a, w, offsets, params, n16)
     ends = check_offsets(offsets, w.num_experts, t, a.device)
     out = torch.empty((t, w.n), dtype=torch.bfloat16, device=a.device)
     for e, (start, end) in enumerate(zip([0, *ends[:-1]], ends)):
@@ -233,13 +233,13 @@ def _grouped_params(t: int, e: int, n16: int, k64: int, device: torch.device) ->
 
 
 def _grouped_on_kernels(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, params: plan.GroupedParams,
-                        n16: int, k64: int) -> torch.Tensor:
+                        n16: int) -> torch.Tensor:
     """The grouped kernel's call (two launches, the offsets read on the device)."""
     from ..cuda import ops as cuda_ops
 
     out = torch.empty((a.shape[0], n16), dtype=torch.bfloat16, device=a.device)
-    cuda_ops.grouped_gemm_a4w4(cuda_ops.kernel_operand(a, k64), w.weight.data, w.weight.scales, offsets.contiguous(), out,
-                               params, w.num_experts, w.n_padded)
+    cuda_ops.grouped_gemm_a4w4(a, w.weight.data, w.weight.scales, offsets.contiguous(), out, params, w.num_experts,
+                               w.n_padded)
     return out if n16 == w.n else out[:, :w.n]
 
 

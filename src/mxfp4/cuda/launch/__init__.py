@@ -1,0 +1,115 @@
+"""One launch object a GEMM family, in one module a kernel source: for a parameter set and a shape it
+holds the kernels (compiled and loaded once), their launch configurations and the call's workspace
+bytes, and it builds each kernel's arguments in the order of the kernel's ``runtime.Signature``
+(tests/test_launch.py checks every shipped launch against its kernel's compiled prototype).
+
+``small``: ``gemm_small.cu`` (``SmallParams``); ``decode``: ``gemm_decode.cu`` (``DecodeParams``, and the
+grouped GEMM's ``GroupedParams``); ``stream``: ``gemm_stream.cu`` after ``quantize.cu``'s token
+quantizer (``StreamParams``); ``wgmma``: ``gemm_wgmma.cu`` (``WgmmaParams``). :mod:`mxfp4.cuda.ops`
+looks a launch up per shape and calls it.
+
+Here too: what the kernels' loads and stores need of the tensors a launch is handed. Each tensor
+attribute is read once: a read costs 0.2-0.4 us of Python (CPU), and a call made about 30 of them.
+"""
+from __future__ import annotations
+
+import torch
+
+from ... import formats
+
+
+class Launch:
+    """A family's launch for one parameter set, a weight of ``n`` rows and ``k`` columns on ``device``, and
+    the part of A's shape it depends on (``key``): its ``kernels`` and their ``configs`` in launch order,
+    and the ``workspace_bytes`` a call allocates (freed with it). Called with A [M, K], the weight's
+    codes and scales (aiter's shuffled layouts) and C, it makes A what its kernels read (``operand``),
+    checks what their loads need and launches them on the current stream, the arguments in each
+    kernel's signature's order."""
+
+    A_DTYPES = (torch.bfloat16,)
+    """The dtypes of A its kernels read as they are (others as ``operand``'s bf16 values)."""
+
+    __slots__ = ("params", "device", "n", "k", "kernels", "configs", "workspace_bytes")
+
+    def __init__(self, params, device: torch.device, n: int, k: int, kernels: tuple, configs: tuple,
+                 workspace_bytes: int) -> None:
+        self.params, self.device, self.n, self.k = params, device, n, k
+        self.kernels, self.configs, self.workspace_bytes = kernels, configs, workspace_bytes
+
+    @staticmethod
+    def key(params, m: int, n: int, k: int, dtype: torch.dtype, index: int) -> tuple:
+        """The launch's key for a call of A [m, K] of ``dtype`` and a weight of n rows and k columns on
+        device ``index``: ``params``, the part of the shape the launch depends on, ``index`` (one launch
+        is built a key)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def operand(a: torch.Tensor, k64: int) -> torch.Tensor:
+        """2-D ``a`` [M, K] as the bf16-reading kernels take it: bf16 (fp16 / float32 as their quantized
+        values, exact: :func:`mxfp4.formats.quantized_values_bf16`), K padded with zero blocks to the
+        weight's K64, rows the kernels can load (else a copy)."""
+        if a.dtype is not torch.bfloat16:
+            a = formats.quantized_values_bf16(a)
+        if k64 != a.shape[1]:  # zero blocks, as the weight's padding (one copy of A)
+            return torch.nn.functional.pad(a, (0, k64 - a.shape[1]))
+        return rows_for_kernel(a)
+
+    def __call__(self, a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+def split_cluster(split: int) -> tuple[int, int, int] | None:
+    """The cluster of a launch whose K is split over ``split`` CTAs; none (no launch attribute) for one
+    CTA: every kernel reads its cluster's size and rank, which a launch without clusters gives as 1 and 0."""
+    return (1, 1, split) if split > 1 else None
+
+
+def row_layout(a: torch.Tensor) -> tuple[int, int, bool]:
+    """(address, row stride, whether the kernels read ``a`` [M, K]'s rows: unit stride along K, a row
+    stride that is a multiple of 8 and a 16-byte aligned start). A single row's stride is never read:
+    its row stride is K."""
+    (m, k), (s0, s1) = a.shape, a.stride()
+    ptr = a.data_ptr()
+    lda = s0 if m > 1 else k
+    return ptr, lda, s1 == 1 and lda % 8 == 0 and ptr % 16 == 0
+
+
+def rows_ok(a: torch.Tensor) -> bool:
+    return row_layout(a)[2]
+
+
+def rows_for_kernel(a: torch.Tensor) -> torch.Tensor:
+    """``a`` [M, K] itself when the kernels can read its rows, else a copy in new storage (unit
+    stride, aligned)."""
+    return a if rows_ok(a) else a.clone(memory_format=torch.contiguous_format)
+
+
+def rows(a: torch.Tensor) -> tuple[int, int]:
+    """(address, row stride) of ``a`` [M, K] for a kernel, after checking the kernels can read its rows."""
+    ptr, lda, ok = row_layout(a)
+    if not ok:
+        raise ValueError("a must have unit stride along K, a row stride that is a multiple of 8 and a "
+                         "16-byte aligned start")
+    return ptr, lda
+
+
+def weight(data: torch.Tensor, scales: torch.Tensor) -> tuple[int, int, int]:
+    """(codes' address, scales' address, scale row length) of a weight in aiter's shuffled layouts,
+    after checking both are contiguous and 16-byte aligned."""
+    pw, ps = data.data_ptr(), scales.data_ptr()
+    if pw % 16 or ps % 16 or not (data.is_contiguous() and scales.is_contiguous()):
+        raise ValueError("the weight's data and scales must be contiguous and 16-byte aligned")
+    return pw, ps, scales.shape[1]
+
+
+def out_rows(out: torch.Tensor, params, stride: int, align: int, rule: str) -> tuple[int, int]:
+    """(address, row stride) of ``out`` after checking the dtype ``params`` writes (float32 for its
+    ``out_f32`` variants, else bf16), unit stride along N, a row stride that is a multiple of
+    ``stride`` and an ``align``-byte aligned start (``rule`` says so in the error)."""
+    want = torch.float32 if params.out_f32 else torch.bfloat16
+    if out.dtype is not want:
+        raise ValueError(f"out must be {want} for {params} (it writes {want}), got {out.dtype}")
+    (s0, s1), ptr = out.stride(), out.data_ptr()
+    if s1 != 1 or s0 % stride or ptr % align:
+        raise ValueError("out must have unit stride along N" + (f", {rule}" if rule else ""))
+    return ptr, s0

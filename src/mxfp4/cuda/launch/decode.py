@@ -1,0 +1,108 @@
+"""The launches of ``csrc/gemm_decode.cu``: the two-launch decode GEMM (``params.DecodeParams``) and the
+grouped GEMM of a mixture of experts (``params.GroupedParams``), both after ``mxfp4_decode_quant``
+quantized A's rows into the call's workspace (int8 values [K/32][rows][32], then float32 half-scales);
+the GEMM is its programmatic dependent and starts streaming the weight before A is ready."""
+from __future__ import annotations
+
+import torch
+
+from ...params import GROUPED_STATIC_SMEM, SMEM_LIMIT, DecodeParams, GroupedParams
+from .. import runtime
+from . import Launch, out_rows, rows, split_cluster, weight
+
+PTR, I32, I64 = runtime.Param.PTR, runtime.Param.I32, runtime.Param.I64
+
+QUANT = runtime.Signature("mxfp4_decode_quant", A=PTR, lda=I32, M=I32, K=I32, as8=PTR, sa=PTR, rows=I32)
+GEMM = runtime.Signature("mxfp4_gemm_decode", qa=PTR, qs=PTR, W=PTR, Wsc=PTR, ldsc=I32, C=PTR, ldc=I32, M=I32,
+                         N=I32, K=I32)
+GROUPED = runtime.Signature("mxfp4_gemm_grouped", qa=PTR, qs=PTR, T=I32, offsets=PTR, off64=I32, E=I32, W=PTR,
+                            Wsc=PTR, ldsc=I32, w_stride=I64, s_stride=I64, C=PTR, ldc=I32, N=I32, K=I32)
+
+
+def _quant_config(rows_: int, k: int) -> runtime.LaunchConfig:
+    items = rows_ * (k // 32) * 4  # one thread a quarter block
+    return runtime.config((-(-items // 256), 1, 1), 256, 0, None)
+
+
+class DecodeLaunch(Launch):
+    """out [M, N] bf16 (float32 for ``params.out_f32``) = quant(a [M, K] bf16) x W^T, M <= params.tokens:
+    A quantized into the call's workspace (``params.workspace_bytes``), then the GEMM, a CTA per ``g``
+    16-row groups and part of K (K split over clusters of ``params.split``)."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def key(params: DecodeParams, m: int, n: int, k: int, dtype: torch.dtype, index: int) -> tuple:
+        return params, n, k, index
+
+    def __init__(self, params: DecodeParams, m: int, n: int, k: int, dtype: torch.dtype, device: torch.device) -> None:
+        defines = params.defines()
+        quant = runtime.kernel(params.source, QUANT, defines, device)
+        # The variant's shared memory grows with K / split: allow the most once, whatever shape loads it first.
+        gemm = runtime.kernel(params.source, GEMM, defines, device, SMEM_LIMIT)
+        if params.split > 8:
+            runtime.allow_large_cluster(gemm)
+        gemm_config = runtime.config((-(-n // (16 * params.g)), 1, params.split), params.threads, params.smem_bytes(k),
+                                     split_cluster(params.split), dependent=True)
+        super().__init__(params, device, n, k, (quant, gemm), (_quant_config(params.tokens, k), gemm_config),
+                         params.workspace_bytes(k))
+
+    def __call__(self, a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        a = self.operand(a, self.k)
+        m, n, k, device = a.shape[0], self.n, self.k, self.device
+        pa, lda = rows(a)
+        pw, ps, ldsc = weight(data, scales)
+        pc, ldc = out_rows(out, self.params, 2, 8, "an even row stride and an 8-byte aligned start")
+        (quant, gemm), (quant_config, gemm_config) = self.kernels, self.configs
+        ws = torch.empty(self.workspace_bytes, dtype=torch.uint8, device=device)
+        qa = ws.data_ptr()
+        qs = qa + self.params.tokens * k
+        runtime.launch(quant, quant_config, device, pa, lda, m, k, qa, qs, self.params.tokens)
+        runtime.launch(gemm, gemm_config, device, qa, qs, pw, ps, ldsc, pc, ldc, m, n, k)
+        return out
+
+
+class GroupedLaunch(Launch):
+    """out [T, N] bf16: row t of quant(a [T, K] bf16) times its expert's weight, the experts' weights
+    stacked (expert e's N rows at row e * n_padded), tokens sorted by expert, ``offsets`` (int32 /
+    int64 [E], on the device) their cumulative ends, read by the kernel: A's T rows quantized into the
+    call's workspace (``params.workspace_bytes``), then ``mxfp4_gemm_grouped``, a CTA per work item (a
+    chunk of at most ``params.tokens`` rows of one expert, found on the device), N tile and part of K.
+    The grid depends on T and E, never on the offsets: no host read, graph capturable."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def key(params: GroupedParams, t: int, e: int, n: int, k: int, index: int) -> tuple:
+        return params, t, e, n, k, index
+
+    def __init__(self, params: GroupedParams, t: int, e: int, n: int, k: int, device: torch.device) -> None:
+        defines, tile = params.defines(), params.tile
+        quant = runtime.kernel(params.source, QUANT, defines, device)
+        # the most dynamic shared memory any shape may ask, beside the item search's static bytes
+        gemm = runtime.kernel(params.source, GROUPED, defines, device, SMEM_LIMIT - GROUPED_STATIC_SMEM)
+        if tile.split > 8:
+            runtime.allow_large_cluster(gemm)
+        gemm_config = runtime.config((params.items(t, e), -(-n // (16 * tile.g)), tile.split), params.threads,
+                                     params.smem_bytes(k), split_cluster(tile.split), dependent=True)
+        super().__init__(params, device, n, k, (quant, gemm), (_quant_config(t, k), gemm_config),
+                         params.workspace_bytes(t, k))
+
+    def __call__(self, a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor,
+                 out: torch.Tensor, num_experts: int, n_padded: int) -> torch.Tensor:
+        a = self.operand(a, self.k)
+        t, n, k, device = a.shape[0], self.n, self.k, self.device
+        pa, lda = rows(a)
+        pw, ps, ldsc = weight(data, scales)
+        pc, ldc = out_rows(out, self.params.tile, 2, 8, "an even row stride and an 8-byte aligned start")
+        if not offsets.is_contiguous() or offsets.dtype not in (torch.int32, torch.int64):
+            raise ValueError("offsets must be contiguous int32 or int64")
+        (quant, gemm), (quant_config, gemm_config) = self.kernels, self.configs
+        ws = torch.empty(self.workspace_bytes, dtype=torch.uint8, device=device)
+        qa = ws.data_ptr()
+        qs = qa + t * k
+        runtime.launch(quant, quant_config, device, pa, lda, t, k, qa, qs, t)
+        off64 = 1 if offsets.dtype is torch.int64 else 0
+        runtime.launch(gemm, gemm_config, device, qa, qs, t, offsets.data_ptr(), off64, num_experts, pw, ps, ldsc,
+                       n_padded * (k // 2), n_padded * ldsc, pc, ldc, n, k)
+        return out

@@ -1,0 +1,83 @@
+"""The large-M kernels' launch (``csrc/gemm_wgmma.cu``, ``params.WgmmaParams``): the prep quantizes A into
+the GEMM's int8 operand in the call's workspace (with ``params.int8_weight`` the weight as int8 beside
+it), then the wgmma GEMM as its programmatic dependent."""
+from __future__ import annotations
+
+import torch
+
+from ...params import SEGMENT_BLOCKS, WgmmaParams
+from .. import runtime
+from . import Launch, out_rows, rows, split_cluster, weight
+
+PTR, I32, TMAP = runtime.Param.PTR, runtime.Param.I32, runtime.Param.TMAP
+
+PREP = runtime.Signature("mxfp4_wgmma_prep", A=PTR, lda=I32, M=I32, K=I32, W=PTR, Wsc=PTR, ldsc=I32, N=I32, ablob=PTR,
+                         wblob=PTR, ntile=I32, a_ctas=I32)
+GEMM_I8 = runtime.Signature("mxfp4_gemm_i8", ablob=PTR, wblob=PTR, C=PTR, ldc=I32, M=I32, N=I32, K=I32, ntile=I32,
+                            nwt=I32)
+GEMM_CV = runtime.Signature("mxfp4_gemm_cv", ablob=PTR, Wsc=PTR, ldsc=I32, wmap=TMAP, C=PTR, ldc=I32, M=I32, N=I32,
+                            K=I32, ntile=I32, nwt=I32)
+PEAK = runtime.Signature("mxfp4_wgmma_peak", iters=I32, out=PTR)
+"""The int8 wgmma rate's kernel (in every tn-128 cubin; ``cuda.ops.int8_wgmma_tops``)."""
+
+PREP_THREADS = 256
+"""Threads of a prep CTA (PREP_THREADS in gemm_wgmma.cu)."""
+
+
+def geometry(params: WgmmaParams, m: int, n: int, k: int) -> dict[str, int]:
+    """Sizes of the workspace and the grids for C [m, n] = A [m, k] W [n, k]^T."""
+    nseg = -(-(k // 32) // SEGMENT_BLOCKS)
+    ntile = -(-m // params.tn)
+    nwt = -(-n // 128)
+    ablob = nseg * ntile * params.ablob_bytes
+    # the int8 weight comes from the prep; mxfp4_gemm_cv converts the weight's codes itself
+    w_ctas = nwt * nseg if params.int8_weight else 0
+    return dict(nseg=nseg, ntile=ntile, nwt=nwt, ablob=ablob, wblob=w_ctas * params.wblob_bytes,
+                a_ctas=nseg * ntile * (params.tn // (PREP_THREADS // 32)), w_ctas=w_ctas)
+
+
+def weight_map(address: int, groups: int, k: int) -> runtime.TensorMap:
+    """TMA tensor map over the shuffled weight's codes at ``address``, as 16-row groups of k 8-byte
+    words; a box is 8 groups x 256 words (a segment: 8 blocks of 32 elements). Encoded per call from
+    the tensor as given (nothing is kept)."""
+    return runtime.tensor_map(address, (k, groups), (32 * SEGMENT_BLOCKS, 8))
+
+
+class WgmmaLaunch(Launch):
+    """out [M, N] bf16 (float32 for ``params.out_f32``) = quant(a [M, K] bf16) x W^T: the prep (A's token
+    tiles, and the weight's tiles for ``params.int8_weight``), then ``mxfp4_gemm_i8`` (the weight as
+    int8 from the workspace) or ``mxfp4_gemm_cv`` (the weight's codes by TMA and its scale bytes as
+    stored, K split over clusters of ``params.split``), a CTA per tn tokens x 128 weight rows."""
+
+    __slots__ = ("geometry",)
+
+    @staticmethod
+    def key(params: WgmmaParams, m: int, n: int, k: int, dtype: torch.dtype, index: int) -> tuple:
+        return params, -(-m // params.tn), n, k, index  # M enters through its token tiles
+
+    def __init__(self, params: WgmmaParams, m: int, n: int, k: int, dtype: torch.dtype, device: torch.device) -> None:
+        defines, smem = params.defines(), params.smem_bytes()
+        prep = runtime.kernel(params.source, PREP, defines, device)
+        if not params.int8_weight:
+            runtime.prefer_shared(prep)
+        gemm = runtime.kernel(params.source, GEMM_I8 if params.int8_weight else GEMM_CV, defines, device, smem)
+        g = self.geometry = geometry(params, m, n, k)
+        super().__init__(params, device, n, k, (prep, gemm),
+                         (runtime.config((g["a_ctas"] + g["w_ctas"], 1, 1), PREP_THREADS, 0, None),
+                          runtime.config((g["ntile"] * g["nwt"], 1, params.split), params.threads, smem,
+                                         split_cluster(params.split), dependent=True)), g["ablob"] + g["wblob"])
+
+    def __call__(self, a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        a = self.operand(a, self.k)
+        m, n, k, device, g = a.shape[0], self.n, self.k, self.device, self.geometry
+        pa, lda = rows(a)
+        pw, ps, ldsc = weight(data, scales)
+        pc, ldc = out_rows(out, self.params, 8, 16, "a row stride that is a multiple of 8 and a 16-byte aligned start")
+        (prep, gemm), (prep_config, gemm_config) = self.kernels, self.configs
+        ws = torch.empty(self.workspace_bytes, dtype=torch.uint8, device=device)
+        ablob = ws.data_ptr()
+        wblob = ablob + g["ablob"]
+        runtime.launch(prep, prep_config, device, pa, lda, m, k, pw, ps, ldsc, n, ablob, wblob, g["ntile"], g["a_ctas"])
+        w = (wblob,) if self.params.int8_weight else (ps, ldsc, weight_map(pw, n // 16, k))
+        runtime.launch(gemm, gemm_config, device, ablob, *w, pc, ldc, m, n, k, g["ntile"], g["nwt"])
+        return out
