@@ -39,7 +39,7 @@
 // Numerics: every term is exact; the terms (at most K/32) are added in float32 in a fixed order and
 // the total is rounded once to bf16 (error <= (K/32 - 1) * 2**-24 of the sum of magnitudes). Domain:
 // -147 <= ea + ew <= 112 for every block.
-#include "mxfp4.cuh"
+#include "wgmma.cuh"
 
 #ifndef TN
 #error "TN and STAGES are set by the JIT"
@@ -70,23 +70,6 @@
 static_assert(TN == 64 || TN == 128, "token tile");
 
 namespace {
-
-__device__ __forceinline__ void setmaxnreg_dec40() { asm volatile("setmaxnreg.dec.sync.aligned.u32 40;"); }
-__device__ __forceinline__ void setmaxnreg_inc232() { asm volatile("setmaxnreg.inc.sync.aligned.u32 232;"); }
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
-template <int R>
-__device__ __forceinline__ void fence_regs(int (&d)[R]) {
-#pragma unroll
-  for (int i = 0; i < R; ++i) asm volatile("" : "+r"(d[i])::"memory");
-}
-
-// Shared-memory descriptor of a K-major operand in the 128-byte swizzle: rows of 128 bytes, 8-row
-// atoms 1024 bytes apart; `addr` is the atom-aligned start plus the k offset in bytes.
-__device__ __forceinline__ u64 desc_sw128(u32 addr) {
-  return (u64)((addr & 0x3FFFFu) >> 4) | ((u64)1 << 16) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
-}
 
 // Four int8 (packed) shifted left by s (0..3) each; no value leaves int8 (|v| <= 12 before).
 __device__ __forceinline__ u32 shl_s8x4(u32 x, u32 s) {
@@ -151,22 +134,6 @@ __device__ __forceinline__ u32 tokens_mask(const u8 *masks, int lane) {
   return __reduce_and_sync(0xffffffffu, m);
 }
 
-__device__ __forceinline__ u32 swz(int r, int o) { return (u32)((((o >> 4) ^ (r & 7)) << 4) | (o & 15)); }
-
-// The 128-byte CUtensorMap, passed by value (__grid_constant__) and used by address.
-struct __align__(64) TensorMap {
-  u64 opaque[16];
-};
-
-// 2-D TMA copy of the box at (c0 inner, c1 outer) of `map` into shared memory, completing on `bar`.
-__device__ __forceinline__ void tma_copy_2d(void *dst, const TensorMap *map, int c0, int c1, u64 *bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-          mx::smem_addr(dst)),
-      "l"((u64)map), "r"(c0), "r"(c1), "r"(mx::smem_addr(bar))
-      : "memory");
-}
-
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(PREP_THREADS)
@@ -220,8 +187,8 @@ mxfp4_wgmma_prep(const u16 *__restrict__ A, int lda, int M, int K, const u8 *__r
     const u32 w0 = shl_s8x4(mx::e2m1x4_to_s8x4(cs), sh), w1 = shl_s8x4(mx::e2m1x4_to_s8x4(cs >> 16), sh);
     u8 *row = blob + (b >> 2) * (TN * 128) + r * 128;  // blocks 0-3 in the first atom column, 4-7 in the second
     const int o0 = (b & 3) * 32 + 4 * q;
-    *(u32 *)(row + swz(r, o0)) = w0;
-    *(u32 *)(row + swz(r, o0 + 16)) = w1;
+    *(u32 *)(row + mx::swz128(r, o0)) = w0;
+    *(u32 *)(row + mx::swz128(r, o0 + 16)) = w1;
     if (q == 0) blk[b * TN + r] = (inb || anynan) ? fm : mx::half_scale(sbyte);
     if (lane == 0) {
       fold[r] = fm;
@@ -288,27 +255,11 @@ mxfp4_wgmma_prep(const u16 *__restrict__ A, int lda, int M, int K, const u8 *__r
       const u32 w0 = shl_s8x4(mx::e2m1x4_to_s8x4(word[i]), sh), w1 = shl_s8x4(mx::e2m1x4_to_s8x4(word[i] >> 16), sh);
       u8 *row = blob + (b >> 2) * (TW * 128) + r * 128;
       const int o0 = (b & 3) * 32 + 4 * q;
-      *(u32 *)(row + swz(r, o0)) = w0;
-      *(u32 *)(row + swz(r, o0 + 16)) = w1;
+      *(u32 *)(row + mx::swz128(r, o0)) = w0;
+      *(u32 *)(row + mx::swz128(r, o0 + 16)) = w1;
     }
     if (tid == 0) *(u32 *)(blob + W_MASK) = shared_mask;
   }
-}
-
-// D (64 x 128, s32) += A (64 x 32 s8) * B (128 x 32 s8), both from shared memory (descriptors).
-__device__ __forceinline__ void wgmma_ss_s8(int (&d)[64], u64 da, u64 db) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1;"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63])
-      : "l"(da), "l"(db));
-}
-
-// D (64 x 64, s32) += A (64 x 32 s8) * B (64 x 32 s8), both from shared memory (descriptors).
-__device__ __forceinline__ void wgmma_ss_s8(int (&d)[32], u64 da, u64 db) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1;"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
-      : "l"(da), "l"(db));
 }
 
 // The consumers' promotion of a segment, shared by both GEMMs. A thread holds R / 4 pairs of weight
@@ -364,7 +315,7 @@ __device__ __forceinline__ u64 zero_atom(u8 *atom, int ctid) {
   if (ctid < 1024 / 16) ((uint4 *)atom)[ctid] = make_uint4(0u, 0u, 0u, 0u);
   mx::fence_proxy_async();  // the zeros reach wgmma (the async proxy)
   mx::named_barrier(1, 256);
-  return desc_sw128(mx::smem_addr(atom)) & ~((u64)0x3FFF << 32);
+  return mx::desc_sw128(mx::smem_addr(atom)) & ~((u64)0x3FFF << 32);
 }
 
 // One segment of nb blocks into acc. fmask (warp-uniform, 0 or at least 2 blocks): the blocks that
@@ -379,26 +330,26 @@ __device__ __forceinline__ void add_segment(float (&acc)[R], int (&d)[R], u32 fm
                                             const float *blk, int tok0, int tok1, int t) {
   if (fmask) {
     fold_start(d, wmagic, t);
-    wgmma_fence();
+    mx::wgmma_fence();
 #pragma unroll
     for (int b = 0; b < SEG; ++b)
-      wgmma_ss_s8(d, (fmask >> b) & 1u ? desc_sw128(a_base + (b >> 2) * (TN * 128) + (b & 3) * 32) : zero_desc,
-                  desc_sw128(w_base + (b >> 2) * (TW * 128) + (b & 3) * 32));
-    wgmma_commit();
-    wgmma_wait0();
-    fence_regs(d);
+      mx::wgmma_ss_s8(d, (fmask >> b) & 1u ? mx::desc_sw128(a_base + (b >> 2) * (TN * 128) + (b & 3) * 32) : zero_desc,
+                  mx::desc_sw128(w_base + (b >> 2) * (TW * 128) + (b & 3) * 32));
+    mx::wgmma_commit();
+    mx::wgmma_wait<0>();
+    mx::fence_regs(d);
     add_fold(acc, d, wmagic, t, fold[tok0], fold[tok1]);
   }
   for (u32 rest = ((1u << nb) - 1u) & ~fmask; rest; rest &= rest - 1) {
     const int b = __ffs(rest) - 1;
 #pragma unroll
     for (int j = 0; j < R; ++j) d[j] = 0x4B400000;
-    wgmma_fence();
-    wgmma_ss_s8(d, desc_sw128(a_base + (b >> 2) * (TN * 128) + (b & 3) * 32),
-                desc_sw128(w_base + (b >> 2) * (TW * 128) + (b & 3) * 32));
-    wgmma_commit();
-    wgmma_wait0();
-    fence_regs(d);
+    mx::wgmma_fence();
+    mx::wgmma_ss_s8(d, mx::desc_sw128(a_base + (b >> 2) * (TN * 128) + (b & 3) * 32),
+                mx::desc_sw128(w_base + (b >> 2) * (TW * 128) + (b & 3) * 32));
+    mx::wgmma_commit();
+    mx::wgmma_wait<0>();
+    mx::fence_regs(d);
     add_term(acc, d, wmult + b * TW, t, blk[b * TN + tok0], blk[b * TN + tok1]);
   }
 }
@@ -414,9 +365,7 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t 
               int K, int ntile, int nwt) {
 #if TN == 128
   extern __shared__ __align__(1024) u8 smem_raw[];
-  // Aligned by an offset from the array (not through an integer cast), so the compiler keeps the
-  // shared address space: every access below is an LDS / STS, not a generic load.
-  u8 *smem = smem_raw + ((1024u - (mx::smem_addr(smem_raw) & 1023u)) & 1023u);
+  u8 *smem = smem_raw + mx::smem_pad_1024(smem_raw);
   u64 *full = (u64 *)(smem + ZERO8 + 1024), *empty = full + STAGES;
   {
     u32 dyn;
@@ -441,7 +390,7 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t 
   __syncthreads();
 
   if (warp < 4) {
-    setmaxnreg_dec40();
+    mx::setmaxnreg_dec<40>();
     if (warp != 0) return;
     if (lane == 0) {
       mx::pdl_wait();  // both blobs come from the prep
@@ -463,7 +412,7 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t 
     return;
   }
 
-  setmaxnreg_inc232();
+  mx::setmaxnreg_inc<232>();
   const int c = (warp >> 2) - 1, wq = warp & 3, g = lane >> 2, t = lane & 3;
   const int tok0 = 64 * c + 16 * wq + g, tok1 = tok0 + 8;  // this thread's two tokens (tile-local)
   int d[64];
@@ -596,9 +545,7 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
 // WgmmaParams.check: the W ring holds the output tile and the K split's partials.
 #if (TN == 64 || TN == 128) && TN * C_PITCH * 2 <= STAGES * CV_WSTAGE && CV_NW * 256 * 2 <= STAGES * CV_WSTAGE
   extern __shared__ __align__(1024) u8 smem_raw[];
-  // Aligned by an offset from the array (not through an integer cast), so the compiler keeps the
-  // shared address space: every access below is an LDS / STS, not a generic load.
-  u8 *smem = smem_raw + ((1024u - (mx::smem_addr(smem_raw) & 1023u)) & 1023u);
+  u8 *smem = smem_raw + mx::smem_pad_1024(smem_raw);
   u64 *wfull = (u64 *)(smem + CV_BAR), *wempty = wfull + STAGES;
   u64 *afull = wempty + STAGES, *aempty = afull + CV_ASTAGES;
   u64 *cfull = aempty + CV_ASTAGES, *cempty = cfull + CV_SLOTS;
@@ -637,13 +584,13 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
     // nothing from the prep).
     for (int i = 0; i < min(cnt, STAGES); ++i) {
       mx::mbar_arrive_expect_tx(&wfull[i], (u32)(8 * SEG * 256));
-      tma_copy_2d(smem + i * CV_WSTAGE, &wmap, (s_lo + i) * (SEG * 256 / 8), n0 / 16, &wfull[i]);
+      mx::tma_copy_2d(smem + i * CV_WSTAGE, &wmap, (s_lo + i) * (SEG * 256 / 8), n0 / 16, &wfull[i]);
     }
   }
   __syncthreads();
 
   if (warp < 4) {
-    setmaxnreg_dec40();
+    mx::setmaxnreg_dec<40>();
     if (warp == 0) {
       // ---- the weight's codes, one TMA copy a stage after the first STAGES (issued above) ----
       if (lane == 0) {
@@ -652,7 +599,7 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
           mx::mbar_wait(&wempty[stage], ((i / STAGES) & 1) ^ 1);
           mx::fence_proxy_async();
           mx::mbar_arrive_expect_tx(&wfull[stage], (u32)(8 * SEG * 256));
-          tma_copy_2d(smem + stage * CV_WSTAGE, &wmap, (s_lo + i) * (SEG * 256 / 8), n0 / 16, &wfull[stage]);
+          mx::tma_copy_2d(smem + stage * CV_WSTAGE, &wmap, (s_lo + i) * (SEG * 256 / 8), n0 / 16, &wfull[stage]);
         }
       }
     } else if (warp == 3) {
@@ -721,7 +668,7 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
 
   if (warp < 8) {
     // ---- the converter: thread r, weight row r ----
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(CV_REGS_CV));  // the consumers take what it leaves
+    mx::setmaxnreg_dec<CV_REGS_CV>();  // the consumers take what it leaves
     const int r = tid - 128;
     const u8 *code_row = smem + (r >> 4) * (SEG * 256) + (r & 15) * 16;  // + stage, + block * 256
     for (int i = 0; i < cnt; ++i) {
@@ -770,8 +717,8 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
         cvt8(c.z, pl, ph, nl, nh, o0.z, o1.z);
         cvt8(c.w, pl, ph, nl, nh, o0.w, o1.w);
         u8 *row = cv + (b >> 2) * (TW * 128) + r * 128;
-        *(uint4 *)(row + swz(r, (b & 3) * 32)) = o0;
-        *(uint4 *)(row + swz(r, (b & 3) * 32 + 16)) = o1;
+        *(uint4 *)(row + mx::swz128(r, (b & 3) * 32)) = o0;
+        *(uint4 *)(row + mx::swz128(r, (b & 3) * 32 + 16)) = o1;
       }
       mx::mbar_arrive(&wempty[stage]);
       mx::fence_proxy_async();  // the int8 values reach wgmma (the async proxy) after the barrier
@@ -781,7 +728,7 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
   }
 
   // ---- consumers ----
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(CV_REGS_MMA));
+  mx::setmaxnreg_inc<CV_REGS_MMA>();
   const int ctid = tid - 256, c = ctid >> 7, wq = warp & 3, g = lane >> 2, t = lane & 3;
   const int tok_off = TN == 64 ? 0 : 64 * c, row_off = TN == 64 ? 64 * c : 0;
   const int tok0 = tok_off + 16 * wq + g, tok1 = tok0 + 8;  // this thread's two tokens (tile-local)
@@ -901,36 +848,3 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
 #endif
 }
 
-// The int8 wgmma peak the bench reports the GEMMs against: every CTA (one an SM) runs two
-// warpgroups, each issuing `iters` rounds of four m64n128k32 wgmma on shared-memory operands
-// filled with pseudo-random int8 (one round in flight while the next issues); no global traffic.
-// ops = CTAs * 2 * iters * 4 * 2 * 64 * 128 * 32.
-extern "C" __global__ void __launch_bounds__(256, 1) mxfp4_wgmma_peak(int iters, int *__restrict__ out) {
-#if TN == 128
-  extern __shared__ __align__(1024) u8 smem_raw[];
-  // Aligned by an offset from the array (not through an integer cast), so the compiler keeps the
-  // shared address space: every access below is an LDS / STS, not a generic load.
-  u8 *smem = smem_raw + ((1024u - (mx::smem_addr(smem_raw) & 1023u)) & 1023u);
-  const int tid = threadIdx.x;
-  for (int i = tid; i < 32768 / 4; i += 256) ((u32 *)smem)[i] = (u32)i * 2654435761u ^ 0x5bd1e995u;
-  mx::fence_proxy_async();
-  __syncthreads();
-  const u32 a_base = mx::smem_addr(smem) + (tid >> 7) * 8192, b_base = mx::smem_addr(smem) + 16384;
-  int d[64];
-#pragma unroll
-  for (int i = 0; i < 64; ++i) d[i] = 0;
-  for (int it = 0; it < iters; ++it) {
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_ss_s8(d, desc_sw128(a_base + kk * 32), desc_sw128(b_base + kk * 32));
-    wgmma_commit();
-    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-  }
-  wgmma_wait0();
-  fence_regs(d);
-  int s = 0;
-#pragma unroll
-  for (int i = 0; i < 64; ++i) s += d[i];
-  out[blockIdx.x * 256 + tid] = s;
-#endif
-}

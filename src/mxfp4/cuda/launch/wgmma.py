@@ -17,8 +17,6 @@ GEMM_I8 = runtime.Signature("mxfp4_gemm_i8", ablob=PTR, wblob=PTR, C=PTR, ldc=I3
                             nwt=I32)
 GEMM_CV = runtime.Signature("mxfp4_gemm_cv", ablob=PTR, Wsc=PTR, ldsc=I32, wmap=TMAP, C=PTR, ldc=I32, M=I32, N=I32,
                             K=I32, ntile=I32, nwt=I32)
-PEAK = runtime.Signature("mxfp4_wgmma_peak", iters=I32, out=PTR)
-"""The int8 wgmma rate's kernel (in every tn-128 cubin; ``cuda.ops.int8_wgmma_tops``)."""
 
 PREP_THREADS = 256
 """Threads of a prep CTA (PREP_THREADS in gemm_wgmma.cu)."""
