@@ -93,9 +93,10 @@ def shipped_cases():
 
 
 def source_prototypes(source: str) -> dict[str, list[tuple[str, runtime.Param]]]:
-    """Each extern "C" kernel of csrc/<source>: its parameters' names and kinds as the C prototype
-    declares them (a pointer, long long, a tensor map, int)."""
+    """Each extern "C" kernel of csrc/<source> and the headers it includes: its parameters' names and kinds
+    as the C prototype declares them (a pointer, long long, a tensor map, int)."""
     text = (jit.CSRC / source).read_text()
+    text += "".join((jit.CSRC / h).read_text() for h in jit.headers(text))
     found = {}
     for name, params in re.findall(r'extern "C" __global__ void\s+(?:__\w+__\s*\([^)]*\)\s*)*(\w+)\(([^)]*)\)', text):
         decls = [" ".join(d.split()) for d in params.split(",")]

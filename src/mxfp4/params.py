@@ -301,7 +301,8 @@ class WgmmaParams:
     split: int = 1
 
     def defines(self) -> dict[str, int]:
-        return _with_output(dict(TN=self.tn, STAGES=self.stages), self.out_f32)
+        """INT8_WEIGHT: the GEMM the module builds beside the prep (mxfp4_gemm_i8 or mxfp4_gemm_cv)."""
+        return _with_output(dict(TN=self.tn, STAGES=self.stages, INT8_WEIGHT=int(self.int8_weight)), self.out_f32)
 
     @property
     def threads(self) -> int:
