@@ -174,12 +174,17 @@ def _build(source_name: str, source: str, options: tuple[str, ...], path: pathli
     return cubin, ptx.decode(errors="replace")
 
 
-def exported_constant(source_name: str, defines: dict[str, int] | None, name: str) -> int:
-    """The value of the ``extern "C" __constant__ u32`` ``name`` that ``csrc/<source_name>`` defines for
-    these defines (read from NVRTC's PTX, not cached): a kernel's own statement of a size the host must
-    agree with (the streaming GEMM's shared memory, ``mxfp4_stream_smem_bytes``)."""
+def exported_constants(source_name: str, defines: dict[str, int] | None) -> dict[str, int]:
+    """Every ``extern "C" __constant__ u32`` that ``csrc/<source_name>`` defines for these defines, by name
+    (read from NVRTC's PTX of one compile, not cached): the kernels' own statement of sizes the host must
+    agree with (a GEMM's shared memory: ``mxfp4_stream_smem_bytes``, ``mxfp4_wgmma_smem_bytes``)."""
     ptx = _compiled(source_name, (CSRC / source_name).read_text(), _options(defines), _ptx).decode(errors="replace")
-    found = re.search(rf"\.const \.align \d+ \.u32 {re.escape(name)} = (\d+);", ptx)
+    return {name: int(value) for name, value in re.findall(r"\.const \.align \d+ \.u32 (\w+) = (\d+);", ptx)}
+
+
+def exported_constant(source_name: str, defines: dict[str, int] | None, name: str) -> int:
+    """The one of :func:`exported_constants` named ``name``."""
+    found = exported_constants(source_name, defines).get(name)
     if found is None:
         raise CompileError(f"{source_name} {defines} exports no u32 constant {name}")
-    return int(found.group(1))
+    return found

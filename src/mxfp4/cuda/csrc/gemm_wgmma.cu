@@ -29,3 +29,12 @@ static_assert(TN == 64 || TN == 128, "token tile");
 #else
 #include "wgmma_cv.cuh"
 #endif
+
+// The variant's sizes as its kernels define them, for the host to agree with (params.WgmmaParams and
+// launch/wgmma.py state them again; tests/test_wgmma.py reads these from the PTX and compares).
+extern "C" __constant__ u32 mxfp4_wgmma_smem_bytes = Smem::BYTES;  // the GEMM's dynamic shared memory
+extern "C" __constant__ u32 mxfp4_wgmma_threads = THREADS;         // the GEMM's threads a CTA
+extern "C" __constant__ u32 mxfp4_wgmma_prep_threads = PREP_THREADS;
+extern "C" __constant__ u32 mxfp4_wgmma_ablob_bytes = ABlob::BYTES;
+extern "C" __constant__ u32 mxfp4_wgmma_wblob_bytes = WBlob::BYTES;
+extern "C" __constant__ u32 mxfp4_wgmma_segment_blocks = SEG;

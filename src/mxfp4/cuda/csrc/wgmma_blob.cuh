@@ -6,25 +6,37 @@
 // swizzle), a block's 32 values permuted so that position 4t + j holds element 8t + j and position
 // 16 + 4t + j holds element 8t + 4 + j (t = 0..3: a 4-byte word of the weight's codes gives both).
 //
-//     ablob [nseg][ntile] blobs of ABLOB bytes, one bulk copy per stage: the tile's int8 values as
-//          two swizzle atoms (blocks 0-3, then 4-7), then the band multiplier per token (TN
-//          floats), the per-block multipliers [8][TN] and the tokens' band masks (TN bytes);
+//     ablob [nseg][ntile] blobs of ABlob::BYTES, one bulk copy per stage (ABlob below);
 //     for mxfp4_gemm_i8 only (the prep's CTAs from a_ctas on): wblob [ceil(N / 128)][nseg] blobs of
-//          WBLOB bytes: the weight's values as int8 (its band's blocks shifted), multipliers [8][128],
-//          each row's accumulator start, the tile's mask. mxfp4_gemm_cv's converter writes the same
-//          layout into a slot of its shared memory.
+//          WBlob::BYTES (WBlob below). mxfp4_gemm_cv's converter writes the same layout into a slot
+//          of its shared memory.
+// The sizes are the module's exports (gemm_wgmma.cu), which params.WgmmaParams states again.
 #pragma once
 #include "wgmma.cuh"
 
-#define SEG 8                              // blocks per segment
-#define TW 128                             // weight rows per CTA
-#define META (TN * (5 + 4 * SEG))          // fold[TN], blk[SEG][TN] floats, the tokens' masks[TN]
-#define ABLOB (TN * 128 * (SEG / 4) + META) // one token tile's segment: values, then meta
-#define S_M (TN * 128 * (SEG / 4))         //   its meta (the values: SEG / 4 swizzle atoms of [TN][128])
-#define PREP_THREADS 256                   // a prep CTA: 8 tokens of a (token tile, segment) of A, a warp
-                                           // a token, or one weight tile-segment as int8 (mxfp4_gemm_i8)
-// A weight tile's segment as int8 (mxfp4_gemm_i8's blob, mxfp4_gemm_cv's CV slot): values as A's, then
-#define W_MULT (TW * 128 * (SEG / 4))      //   multipliers [SEG][TW] (float)
-#define W_MAGIC (W_MULT + SEG * TW * 4)    //   the fold's accumulator start per row (u32)
-#define W_MASK (W_MAGIC + TW * 4)          //   the tile's band mask (mxfp4_gemm_i8), or one a 32-row unit
-#define WBLOB (W_MASK + 16)
+namespace {
+
+constexpr int SEG = 8;             // blocks of 32 elements a segment (params.SEGMENT_BLOCKS)
+constexpr int TW = 128;            // weight rows a CTA
+constexpr int PREP_THREADS = 256;  // a prep CTA: 8 tokens of a (token tile, segment) of A, a warp a
+                                   // token, or one weight tile-segment as int8 (mxfp4_gemm_i8)
+
+// One token tile's segment of A, offsets in bytes: its int8 values as SEG / 4 swizzle atoms of
+// [TN][128] (blocks 0-3, then 4-7), then its meta.
+struct ABlob {
+  static constexpr int FOLD = TN * 128 * (SEG / 4);  // the band multiplier per token [TN] (float)
+  static constexpr int BLK = FOLD + TN * 4;          // the per-block multipliers [SEG][TN] (float)
+  static constexpr int MASKS = BLK + SEG * TN * 4;   // the tokens' band masks [TN] (u8)
+  static constexpr int BYTES = MASKS + TN;
+};
+
+// One weight tile's segment as int8, offsets in bytes: its values as A's ([TW] rows), then
+struct WBlob {
+  static constexpr int MULT = TW * 128 * (SEG / 4);  // the multipliers [SEG][TW] (float)
+  static constexpr int MAGIC = MULT + SEG * TW * 4;  // the fold's accumulator start per row [TW] (u32)
+  static constexpr int MASK = MAGIC + TW * 4;        // the tile's band mask (mxfp4_gemm_i8), or one a 32-row unit
+  static constexpr int BYTES = MASK + 16;
+};
+static_assert(ABlob::BYTES % 16 == 0 && WBlob::BYTES % 16 == 0, "bulk copies move multiples of 16 bytes");
+
+}  // namespace

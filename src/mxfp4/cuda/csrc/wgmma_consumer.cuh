@@ -9,8 +9,10 @@
 #pragma once
 #include "wgmma_blob.cuh"
 
-#define GM 16                              // token tiles per raster group (L2 reuse of A)
-#define C_PITCH (TW + 8)                   // bf16 per token row of the staged output tile
+namespace {
+constexpr int GM = 16;            // token tiles per raster group (L2 reuse of A)
+constexpr int C_PITCH = TW + 8;   // bf16 per token row of the staged output tile
+}  // namespace
 
 // The consumers' promotion of a segment, shared by both GEMMs. A thread holds R / 4 pairs of weight
 // rows (8j + 2t, 8j + 2t + 1 of its warpgroup's rows) for its two tokens: d[4j], d[4j + 1] the

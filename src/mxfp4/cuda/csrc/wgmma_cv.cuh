@@ -4,7 +4,6 @@
 #pragma once
 #include "wgmma_consumer.cuh"
 
-// ---- mxfp4_gemm_cv: the weight converted to int8 in shared memory by a warpgroup of its own ----
 // A CTA owns TN (64 or 128) tokens x 128 weight rows, 512 threads:
 //   warp 0 (lane 0) streams the weight's codes as stored (the tensor map over its 16-row groups) into
 //     the W ring (thread 0 issues the first STAGES copies before the CTA's barrier); warps 1 and 2 put
@@ -18,34 +17,47 @@
 //     64 tokens x weight rows 64c..64c+63, m64n64k32; TN 128: tokens 64c..64c+63 x 128 rows,
 //     m64n128k32), then the fold and the terms as mxfp4_gemm_i8's.
 // Three rings, so that each producer runs ahead of its consumer: the W ring (STAGES, codes from
-// DRAM, released by the converter), the A ring (CV_ASTAGES blobs from L2, released by the consumers)
-// and the CV ring (CV_SLOTS, filled by the converter, released by the consumers). At TN 64: 3 stages,
+// DRAM, released by the converter), the A ring (Smem::ASTAGES blobs from L2, released by the consumers)
+// and the CV ring (Smem::SLOTS, filled by the converter, released by the consumers). At TN 64: 3 stages,
 // 3 blobs, 3 slots (226,448 bytes); at TN 128: 4, 2, 2 (223,360).
-#define META_THREADS 64                    // mxfp4_gemm_cv's exponent warps (1 and 2)
-#define CV_WSTAGE (8 * SEG * 256 + TW * 8)             // codes of 8 groups x SEG blocks, rows' exponents
-#define CV_ASTAGES (TN == 64 ? 3 : 2)
-#define CV_ASTAGE ((ABLOB + 1023) / 1024 * 1024)
-#define CV_SLOTS (TN == 64 ? 3 : 2)
-#define CV_SLOT ((WBLOB + 1023) / 1024 * 1024)         // int8 values, multipliers, starts, unit masks
-#define CV_A (STAGES * CV_WSTAGE)
-#define CV_C (CV_A + CV_ASTAGES * CV_ASTAGE)
-#define CV_ZERO (CV_C + CV_SLOTS * CV_SLOT)            // an 8-row atom of zeros: the A of blocks outside the fold
-#define CV_BAR (CV_ZERO + 1024)
-#define CV_SMEM (1024 + CV_BAR + 2 * (STAGES + CV_ASTAGES + CV_SLOTS) * 8)
-#define CV_NW (TN == 64 ? 64 : 128)                     // weight rows a consumer warpgroup covers
+namespace {
+
+constexpr int THREADS = 512;       // the producers' warpgroup, the converter, two consumer warpgroups
+constexpr int META_THREADS = 64;   // the exponent warps (1 and 2)
+constexpr int CV_NW = TN == 64 ? 64 : 128;  // weight rows a consumer warpgroup covers
+
+// The dynamic shared memory, offsets in bytes from its 1024-byte aligned start (the one definition:
+// the module exports BYTES as mxfp4_wgmma_smem_bytes, which params.WgmmaParams.smem_bytes states).
+struct Smem {
+  static constexpr int CODES = 8 * SEG * 256;     // a stage of the W ring: 8 16-row groups' codes of SEG blocks,
+  static constexpr int WSTAGE = CODES + TW * 8;   //   then each row's eight exponent bytes [TW][8]
+  static constexpr int ASTAGES = TN == 64 ? 3 : 2;                      // A's blobs in the A ring
+  static constexpr int ASTAGE = (ABlob::BYTES + 1023) / 1024 * 1024;
+  static constexpr int SLOTS = TN == 64 ? 3 : 2;                        // converted tiles in the CV ring
+  static constexpr int SLOT = (WBlob::BYTES + 1023) / 1024 * 1024;      // a WBlob: values, multipliers, starts, unit masks
+  static constexpr int A = STAGES * WSTAGE;       // the W ring from 0, then the A ring
+  static constexpr int C = A + ASTAGES * ASTAGE;  // the CV ring
+  static constexpr int ZERO = C + SLOTS * SLOT;   // an 8-row atom of zeros: the A of blocks outside the fold
+  static constexpr int BARS = ZERO + 1024;        // wfull, wempty [STAGES]; afull, aempty [ASTAGES]; cfull, cempty [SLOTS]
+  static constexpr int BYTES = 1024 + BARS + 2 * (STAGES + ASTAGES + SLOTS) * 8;  // and up to 1024 to align the start
+};
+
 // Registers a thread at launch, then per warpgroup (setmaxnreg): the producers 40, the converter
 // CV_REGS_CV, the consumers CV_REGS_MMA, within the CTA's 512 * CV_REGS. At 64 tokens a CTA takes
 // 48K of the SM's 64K registers, so that a prep CTA (256 threads of 40) can run beside it (the
 // weight's copies and conversions need nothing from the prep).
-#define CV_REGS (TN == 64 ? 96 : 128)
-#define CV_REGS_CV (TN == 64 ? 88 : 104)
-#define CV_REGS_MMA (TN == 64 ? 128 : 184)
-static_assert(128 * 40 + 128 * CV_REGS_CV + 256 * CV_REGS_MMA <= 512 * CV_REGS, "register pool");
-static_assert(TN * C_PITCH * 2 <= CV_SLOTS * CV_SLOT, "the CV ring holds the staged output tile (K split)");
-// WgmmaParams.check says the same: the W ring holds the staged output tile and the K split's partials.
-static_assert(TN * C_PITCH * 2 <= STAGES * CV_WSTAGE && CV_NW * 256 * 2 <= STAGES * CV_WSTAGE,
+constexpr int CV_REGS = TN == 64 ? 96 : 128;
+constexpr int CV_REGS_CV = TN == 64 ? 88 : 104;
+constexpr int CV_REGS_MMA = TN == 64 ? 128 : 184;
+static_assert(128 * 40 + 128 * CV_REGS_CV + 256 * CV_REGS_MMA <= THREADS * CV_REGS, "register pool");
+// The staged output tile: in the W ring at S = 1, in the CV ring at S > 1 (the W ring holds the
+// partials the other ranks read); WgmmaParams.check states the W ring's rule.
+static_assert(TN * C_PITCH * 2 <= Smem::SLOTS * Smem::SLOT, "the CV ring holds the staged output tile (K split)");
+static_assert(TN * C_PITCH * 2 <= STAGES * Smem::WSTAGE && CV_NW * 256 * 2 <= STAGES * Smem::WSTAGE,
               "the ring of codes must hold the output tile and the K split's partials (TN 128: at least 4 stages)");
-static_assert(CV_SMEM <= 227 * 1024, "the variant's shared memory exceeds the 227 KiB a CTA may have");
+static_assert(Smem::BYTES <= 227 * 1024, "the variant's shared memory exceeds the 227 KiB a CTA may have");
+
+}  // namespace
 
 // prmt takes the low 16 bits of its selector; in inline PTX, so that the compiler does not narrow the
 // selectors' 32-bit masks (which cost an extra operation a selector).
@@ -75,10 +87,10 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
               int nwt) {
   extern __shared__ __align__(1024) u8 smem_raw[];
   u8 *smem = smem_raw + mx::smem_pad_1024(smem_raw);
-  u64 *wfull = (u64 *)(smem + CV_BAR), *wempty = wfull + STAGES;
-  u64 *afull = wempty + STAGES, *aempty = afull + CV_ASTAGES;
-  u64 *cfull = aempty + CV_ASTAGES, *cempty = cfull + CV_SLOTS;
-  mx::require_dynamic_smem(CV_SMEM);
+  u64 *wfull = (u64 *)(smem + Smem::BARS), *wempty = wfull + STAGES;
+  u64 *afull = wempty + STAGES, *aempty = afull + Smem::ASTAGES;
+  u64 *cfull = aempty + Smem::ASTAGES, *cempty = cfull + Smem::SLOTS;
+  mx::require_dynamic_smem(Smem::BYTES);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int nblk = K >> 5, nseg = (nblk + SEG - 1) / SEG;
   // K split over the S CTAs of a cluster (1, 1, S): this CTA takes the rank-th of S near-equal runs
@@ -96,11 +108,11 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
       mx::mbar_init(&wfull[s], 1 + META_THREADS);  // the codes' expect_tx, the meta warps
       mx::mbar_init(&wempty[s], 128);               // the converter
     }
-    for (int s = 0; s < CV_ASTAGES; ++s) {
+    for (int s = 0; s < Smem::ASTAGES; ++s) {
       mx::mbar_init(&afull[s], 1);
       mx::mbar_init(&aempty[s], 256);  // every consumer thread releases its own reads
     }
-    for (int s = 0; s < CV_SLOTS; ++s) {
+    for (int s = 0; s < Smem::SLOTS; ++s) {
       mx::mbar_init(&cfull[s], 128);
       mx::mbar_init(&cempty[s], 256);
     }
@@ -108,8 +120,8 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
     // The first stages of codes go out now, before the CTA's barrier and register moves (they need
     // nothing from the prep).
     for (int i = 0; i < min(cnt, STAGES); ++i) {
-      mx::mbar_arrive_expect_tx(&wfull[i], (u32)(8 * SEG * 256));
-      mx::tma_copy_2d(smem + i * CV_WSTAGE, &wmap, (s_lo + i) * (SEG * 256 / 8), n0 / 16, &wfull[i]);
+      mx::mbar_arrive_expect_tx(&wfull[i], (u32)Smem::CODES);
+      mx::tma_copy_2d(smem + i * Smem::WSTAGE, &wmap, (s_lo + i) * (SEG * 256 / 8), n0 / 16, &wfull[i]);
     }
   }
   __syncthreads();
@@ -123,8 +135,8 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
           const int stage = i % STAGES;
           mx::mbar_wait(&wempty[stage], ((i / STAGES) & 1) ^ 1);
           mx::fence_proxy_async();
-          mx::mbar_arrive_expect_tx(&wfull[stage], (u32)(8 * SEG * 256));
-          mx::tma_copy_2d(smem + stage * CV_WSTAGE, &wmap, (s_lo + i) * (SEG * 256 / 8), n0 / 16, &wfull[stage]);
+          mx::mbar_arrive_expect_tx(&wfull[stage], (u32)Smem::CODES);
+          mx::tma_copy_2d(smem + stage * Smem::WSTAGE, &wmap, (s_lo + i) * (SEG * 256 / 8), n0 / 16, &wfull[stage]);
         }
       }
     } else if (warp == 3) {
@@ -134,14 +146,14 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
         int stage = 0;
         u32 phase = 0;
         for (int i = 0; i < cnt; ++i) {
-          if (i >= CV_ASTAGES) {
+          if (i >= Smem::ASTAGES) {
             mx::mbar_wait(&aempty[stage], phase ^ 1);
             mx::fence_proxy_async();
           }
-          mx::mbar_arrive_expect_tx(&afull[stage], (u32)ABLOB);
-          mx::bulk_copy(smem + CV_A + stage * CV_ASTAGE, ablob + ((long long)(s_lo + i) * ntile + tT) * ABLOB,
-                        (u32)ABLOB, &afull[stage]);
-          if (++stage == CV_ASTAGES) {
+          mx::mbar_arrive_expect_tx(&afull[stage], (u32)ABlob::BYTES);
+          mx::bulk_copy(smem + Smem::A + stage * Smem::ASTAGE, ablob + ((long long)(s_lo + i) * ntile + tT) * ABlob::BYTES,
+                        (u32)ABlob::BYTES, &afull[stage]);
+          if (++stage == Smem::ASTAGES) {
             stage = 0;
             phase ^= 1;
           }
@@ -178,7 +190,7 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
         if (!va) exa = 0;  // rows past N: zero codes (the copy's fill), any band
         if (!vb) exb = 0;
         if (i >= STAGES) mx::mbar_wait(&wempty[stage], phase ^ 1);
-        u8 *st = smem + stage * CV_WSTAGE + 8 * SEG * 256;
+        u8 *st = smem + stage * Smem::WSTAGE + Smem::CODES;
         *(u64 *)(st + ra * 8) = exa;
         *(u64 *)(st + rb * 8) = exb;
         mx::mbar_arrive(&wfull[stage]);
@@ -197,26 +209,26 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
     const int r = tid - 128;
     const u8 *code_row = smem + (r >> 4) * (SEG * 256) + (r & 15) * 16;  // + stage, + block * 256
     for (int i = 0; i < cnt; ++i) {
-      const int stage = i % STAGES, slot = i % CV_SLOTS;
+      const int stage = i % STAGES, slot = i % Smem::SLOTS;
       mx::mbar_wait(&wfull[stage], (i / STAGES) & 1);
-      if (i >= CV_SLOTS) mx::mbar_wait(&cempty[slot], ((i / CV_SLOTS) & 1) ^ 1);
-      const u8 *wst = smem + stage * CV_WSTAGE;
-      u8 *cv = smem + CV_C + slot * CV_SLOT;
-      const u64 ex = *(const u64 *)(wst + 8 * SEG * 256 + r * 8);
+      if (i >= Smem::SLOTS) mx::mbar_wait(&cempty[slot], ((i / Smem::SLOTS) & 1) ^ 1);
+      const u8 *wst = smem + stage * Smem::WSTAGE;
+      u8 *cv = smem + Smem::C + slot * Smem::SLOT;
+      const u64 ex = *(const u64 *)(wst + Smem::CODES + r * 8);
       uint4 code[SEG];  // every block's loads go out before the first conversion
 #pragma unroll
-      for (int b = 0; b < SEG; ++b) code[b] = *(const uint4 *)(code_row + stage * CV_WSTAGE + b * 256);
+      for (int b = 0; b < SEG; ++b) code[b] = *(const uint4 *)(code_row + stage * Smem::WSTAGE + b * 256);
       u32 band;
       u32 base = row_band((u32)ex, (u32)(ex >> 32), band);
       if (band == 0 || base > 232u) band = 0, base = 0;  // the fold's start must be a normal float
-      ((u32 *)(cv + W_MAGIC))[r] = 0x4B400000u + (base - 128u) * (1u << 23);
+      ((u32 *)(cv + WBlob::MAGIC))[r] = 0x4B400000u + (base - 128u) * (1u << 23);
       const u32 umask = __reduce_and_sync(0xffffffffu, band);
-      if (lane == 0) cv[W_MASK + (r >> 5)] = (u8)umask;
+      if (lane == 0) cv[WBlob::MASK + (r >> 5)] = (u8)umask;
       // The multipliers: with every exponent byte of the row's segment in 2..254 (normal halves) a
       // float's bits are (e - 1) << 23, one multiply-add; otherwise mx::half_scale, whose branches in
       // this, the CTA's busiest warpgroup, cost 1-2.5% of a call (A/B runs on the H200).
       const float fb = mx::half_scale(base);
-      float *mult = (float *)(cv + W_MULT) + r;
+      float *mult = (float *)(cv + WBlob::MULT) + r;
       const u32 lo2 = __vcmpgeu4((u32)ex, 0x02020202u) & __vcmpgeu4((u32)(ex >> 32), 0x02020202u);
       const u32 hi254 = __vcmpleu4((u32)ex, 0xFEFEFEFEu) & __vcmpleu4((u32)(ex >> 32), 0xFEFEFEFEu);
       if ((lo2 & hi254) == 0xFFFFFFFFu) {
@@ -261,21 +273,21 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
   float acc[CV_NW / 2];
 #pragma unroll
   for (int i = 0; i < CV_NW / 2; ++i) acc[i] = 0.0f;
-  const u64 zero_desc = zero_atom(smem + CV_ZERO, ctid);
+  const u64 zero_desc = zero_atom(smem + Smem::ZERO, ctid);
   int astage = 0, slot = 0;
   u32 aphase = 0, cphase = 0;
   for (int i = 0; i < cnt; ++i) {
     const int s = s_lo + i, nb = min(SEG, nblk - s * SEG);
     mx::mbar_wait(&afull[astage], aphase);
     mx::mbar_wait(&cfull[slot], cphase);
-    const u8 *st = smem + CV_A + astage * CV_ASTAGE, *cv = smem + CV_C + slot * CV_SLOT;
-    const float *fold = (const float *)(st + S_M), *blk = fold + TN;
-    const float *wmult = (const float *)(cv + W_MULT) + row_off;
-    const u32 *wmagic = (const u32 *)(cv + W_MAGIC) + row_off;
+    const u8 *st = smem + Smem::A + astage * Smem::ASTAGE, *cv = smem + Smem::C + slot * Smem::SLOT;
+    const float *fold = (const float *)(st + ABlob::FOLD), *blk = fold + TN;
+    const float *wmult = (const float *)(cv + WBlob::MULT) + row_off;
+    const u32 *wmagic = (const u32 *)(cv + WBlob::MAGIC) + row_off;
     // The mask of this warpgroup's 64 tokens and of its weight rows' 32-row units.
-    const u32 umasks = *(const u32 *)(cv + W_MASK);
+    const u32 umasks = *(const u32 *)(cv + WBlob::MASK);
     const u32 wmask = TN == 64 ? (umasks >> (16 * c)) & (umasks >> (16 * c + 8)) : umasks & (umasks >> 8) & (umasks >> 16) & (umasks >> 24);
-    u32 fmask = tokens_mask<64>(st + S_M + TN * (4 + 4 * SEG) + tok_off, lane) & wmask & 0xFFu;
+    u32 fmask = tokens_mask<64>(st + ABlob::MASKS + tok_off, lane) & wmask & 0xFFu;
     if (__popc(fmask) < 2) fmask = 0;
     // Warp-uniform as ptxas can see it (a branch on a value it takes for divergent around wgmma
     // serializes every wgmma of the kernel, its note C7520).
@@ -284,11 +296,11 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
                 wmagic, wmult, fold, blk, tok0, tok1, t);
     mx::mbar_arrive(&aempty[astage]);
     mx::mbar_arrive(&cempty[slot]);
-    if (++astage == CV_ASTAGES) {
+    if (++astage == Smem::ASTAGES) {
       astage = 0;
       aphase ^= 1;
     }
-    if (++slot == CV_SLOTS) {
+    if (++slot == Smem::SLOTS) {
       slot = 0;
       cphase ^= 1;
     }
@@ -351,7 +363,7 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
   // and this CTA barrier says it to compute-sanitizer's racecheck, which reported the staging's
   // writes against the other warpgroup's last reads of the multipliers (tn 128) without it ----
   if (S > 1) mx::named_barrier(1, 256);
-  u16 *ct = (u16 *)(smem + (S > 1 ? CV_C : 0));
+  u16 *ct = (u16 *)(smem + (S > 1 ? Smem::C : 0));
 #pragma unroll
   for (int j = 0; j < J; ++j) {
     if (j >= j0 && j < j1) {

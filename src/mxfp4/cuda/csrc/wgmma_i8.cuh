@@ -5,12 +5,24 @@
 
 static_assert(TN == 128, "mxfp4_gemm_i8 takes 128 tokens a CTA");
 
-#define S8_W ((ABLOB + 1023) / 1024 * 1024)
-#define STAGE8 ((S8_W + WBLOB + 1023) / 1024 * 1024)
-#define ZERO8 (STAGES * STAGE8)            // mxfp4_gemm_i8's 8-row atom of zeros: the A of blocks outside the fold
-#define SMEM8 (1024 + ZERO8 + 1024 + 2 * STAGES * 8)
-static_assert(OUT_F32 || TN * C_PITCH * 2 <= STAGES * STAGE8, "the ring holds the staged bf16 output tile");
-static_assert(SMEM8 <= 227 * 1024, "the variant's shared memory exceeds the 227 KiB a CTA may have");
+namespace {
+
+constexpr int THREADS = 384;  // a producer warpgroup (warp 0 issues the copies), two consumer warpgroups
+
+// The dynamic shared memory, offsets in bytes from its 1024-byte aligned start (the one definition:
+// the module exports BYTES as mxfp4_wgmma_smem_bytes, which params.WgmmaParams.smem_bytes states).
+struct Smem {
+  static constexpr int W = (ABlob::BYTES + 1023) / 1024 * 1024;           // a stage: A's blob, then the weight's
+  static constexpr int STAGE = (W + WBlob::BYTES + 1023) / 1024 * 1024;  // the ring: [STAGES][STAGE]
+  static constexpr int ZERO = STAGES * STAGE;  // an 8-row atom of zeros: the A of blocks outside the fold
+  static constexpr int BARS = ZERO + 1024;     // full[STAGES], empty[STAGES] (u64)
+  static constexpr int BYTES = 1024 + BARS + 2 * STAGES * 8;  // and up to 1024 to align the start
+};
+// The bf16 output tile is staged in the drained ring, at 0.
+static_assert(OUT_F32 || TN * C_PITCH * 2 <= STAGES * Smem::STAGE, "the ring holds the staged bf16 output tile");
+static_assert(Smem::BYTES <= 227 * 1024, "the variant's shared memory exceeds the 227 KiB a CTA may have");
+
+}  // namespace
 
 // The int8 GEMM of the largest M (TN == 128): the weight comes as int8 from the prep as
 // A does, so both operands stream through one ring by two bulk copies a stage and wgmma reads both
@@ -18,13 +30,13 @@ static_assert(SMEM8 <= 227 * 1024, "the variant's shared memory exceeds the 227 
 // 64c .. 64c + 63) x 128 weight rows. A segment's blocks inside both bands (A's and W's masks)
 // accumulate in one int32 sum started at the row's start bits (the fold, as mxfp4_gemm_cv's),
 // scaled once by the token's multiplier; every other block is a term scaled by both multipliers.
-extern "C" __global__ void __launch_bounds__(384, 1)
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
 mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t *__restrict__ C, int ldc, int M, int N,
               int K, int ntile, int nwt) {
   extern __shared__ __align__(1024) u8 smem_raw[];
   u8 *smem = smem_raw + mx::smem_pad_1024(smem_raw);
-  u64 *full = (u64 *)(smem + ZERO8 + 1024), *empty = full + STAGES;
-  mx::require_dynamic_smem(SMEM8);
+  u64 *full = (u64 *)(smem + Smem::BARS), *empty = full + STAGES;
+  mx::require_dynamic_smem(Smem::BYTES);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int nblk = K >> 5, nseg = (nblk + SEG - 1) / SEG;
   const int id = blockIdx.x, per_group = GM * nwt;
@@ -52,10 +64,10 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t 
       for (int s = 0; s < nseg; ++s) {
         mx::mbar_wait(&empty[stage], phase ^ 1);
         mx::fence_proxy_async();
-        u8 *st = smem + stage * STAGE8;
-        mx::mbar_arrive_expect_tx(&full[stage], (u32)(ABLOB + WBLOB));
-        mx::bulk_copy(st, ablob + ((long long)s * ntile + tT) * ABLOB, (u32)ABLOB, &full[stage]);
-        mx::bulk_copy(st + S8_W, wblob + ((long long)tW * nseg + s) * WBLOB, (u32)WBLOB, &full[stage]);
+        u8 *st = smem + stage * Smem::STAGE;
+        mx::mbar_arrive_expect_tx(&full[stage], (u32)(ABlob::BYTES + WBlob::BYTES));
+        mx::bulk_copy(st, ablob + ((long long)s * ntile + tT) * ABlob::BYTES, (u32)ABlob::BYTES, &full[stage]);
+        mx::bulk_copy(st + Smem::W, wblob + ((long long)tW * nseg + s) * WBlob::BYTES, (u32)WBlob::BYTES, &full[stage]);
         if (++stage == STAGES) {
           stage = 0;
           phase ^= 1;
@@ -73,18 +85,18 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t 
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
   const int ctid = tid - 128;
-  const u64 zero_desc = zero_atom(smem + ZERO8, ctid);
+  const u64 zero_desc = zero_atom(smem + Smem::ZERO, ctid);
   int stage = 0;
   u32 phase = 0;
   for (int s = 0; s < nseg; ++s) {
     const int nb = min(SEG, nblk - s * SEG);
     mx::mbar_wait(&full[stage], phase);
-    const u8 *st = smem + stage * STAGE8, *wst = st + S8_W;
-    const float *fold = (const float *)(st + S_M), *blk = fold + TN;
-    const float *wmult = (const float *)(wst + W_MULT);
-    const u32 *wmagic = (const u32 *)(wst + W_MAGIC);
+    const u8 *st = smem + stage * Smem::STAGE, *wst = st + Smem::W;
+    const float *fold = (const float *)(st + ABlob::FOLD), *blk = fold + TN;
+    const float *wmult = (const float *)(wst + WBlob::MULT);
+    const u32 *wmagic = (const u32 *)(wst + WBlob::MAGIC);
     // The mask of this warpgroup's 64 tokens and the weight tile's.
-    u32 fmask = tokens_mask<64>(st + S_M + TN * (4 + 4 * SEG) + 64 * c, lane) & *(const u32 *)(wst + W_MASK) & 0xFFu;
+    u32 fmask = tokens_mask<64>(st + ABlob::MASKS + 64 * c, lane) & *(const u32 *)(wst + WBlob::MASK) & 0xFFu;
     if (__popc(fmask) < 2) fmask = 0;
     // Warp-uniform as ptxas can see it: a branch on a value it takes for divergent around wgmma
     // serializes every wgmma of the kernel (warning C7520).

@@ -23,8 +23,8 @@ mxfp4_wgmma_prep(const u16 *__restrict__ A, int lda, int M, int K, const u8 *__r
     const int warp = tid >> 5, lane = tid & 31;
     const int grp = (int)blockIdx.x % (TN / WARPS), ts = (int)blockIdx.x / (TN / WARPS);
     const int tile = ts % ntile, s = ts / ntile;
-    u8 *blob = ablob + ((long long)s * ntile + tile) * ABLOB;
-    float *fold = (float *)(blob + S_M), *blk = fold + TN;
+    u8 *blob = ablob + ((long long)s * ntile + tile) * ABlob::BYTES;
+    float *fold = (float *)(blob + ABlob::FOLD), *blk = fold + TN;
     u8 *tmask = (u8 *)(blk + SEG * TN);
     const int r = grp * WARPS + warp, b = lane >> 2, q = lane & 3;
     const int m = tile * TN + r, cb = s * SEG + b;
@@ -77,9 +77,9 @@ mxfp4_wgmma_prep(const u16 *__restrict__ A, int lda, int M, int K, const u8 *__r
     __shared__ u32 rband[TW];
     const int idx = (int)blockIdx.x - a_ctas, nwt = (N + TW - 1) / TW;
     const int T = idx % nwt, s = idx / nwt;
-    u8 *blob = wblob + ((long long)T * nseg + s) * WBLOB;
-    float *mult = (float *)(blob + W_MULT);
-    u32 *magic = (u32 *)(blob + W_MAGIC);
+    u8 *blob = wblob + ((long long)T * nseg + s) * WBlob::BYTES;
+    float *mult = (float *)(blob + WBlob::MULT);
+    u32 *magic = (u32 *)(blob + WBlob::MAGIC);
     constexpr int NW = TW * SEG * 4 / PREP_THREADS;  // 4-byte code words a thread converts
     u32 word[NW];
 #pragma unroll
@@ -128,6 +128,6 @@ mxfp4_wgmma_prep(const u16 *__restrict__ A, int lda, int M, int K, const u8 *__r
       *(u32 *)(row + mx::swz128(r, o0)) = w0;
       *(u32 *)(row + mx::swz128(r, o0 + 16)) = w1;
     }
-    if (tid == 0) *(u32 *)(blob + W_MASK) = shared_mask;
+    if (tid == 0) *(u32 *)(blob + WBlob::MASK) = shared_mask;
   }
 }
