@@ -69,9 +69,9 @@ def test_packed_int8_shift_every_value_and_shift():
 
 
 def test_biased_accumulator_start_gives_the_scaled_sum_exactly():
-    """The fast path starts the int32 accumulator at the bits of 1.5 * 2**23 * 2**(e - 128) (e <= 232,
-    the prep's fold bound); after the int32 sum i is added, float(bits) - start is i * 2**(e - 128),
-    exactly, for every |i| < 2**22 (a folded segment's sum is at most 256 * 96 * 96)."""
+    """fold_start_bits (wgmma_band.cuh) starts the int32 accumulator at the bits of 1.5 * 2**23 *
+    2**(e - 128) (e <= 232, fold_band's bound); after the int32 sum i is added, float(bits) - start is
+    i * 2**(e - 128), exactly, for every |i| < 2**22 (a folded segment's sum is at most 256 * 96 * 96)."""
     import numpy as np
 
     e = np.arange(0, 233, dtype=np.int64)[:, None]
@@ -82,7 +82,8 @@ def test_biased_accumulator_start_gives_the_scaled_sum_exactly():
     assert ((got.astype(np.float32) - got) == 0).all()  # the float32 subtraction is exact
     assert (got == i * np.ldexp(1.0, (e - 128).astype(np.int32))).all()
     assert 256 * 96 * 96 < 2 ** 22
-    assert ((((e + 22) << 23) | 0x400000).astype(np.uint32) == start).all()  # gemm_small.cu's form of the start
+    # mx::fold_start (gemm_small.cu, gemm_stream.cu) writes the same bits another way
+    assert ((((e + 22) << 23) | 0x400000).astype(np.uint32) == start).all()
 
 
 def prmt(a, b, sel):

@@ -68,6 +68,20 @@ __device__ __forceinline__ u32 row_band(u32 x0, u32 x1, u32 &bits) {
   return lo;
 }
 
+// A weight row's band as the fold takes it, from its segment's eight exponent bytes (ex: byte b block
+// b's, 255 for NaN or past K): the blocks in its band (row_band) and the band's smallest exponent, or
+// no band and 0 where the fold's start would not be a normal float (an exponent above 232).
+__device__ __forceinline__ u32 fold_band(u64 ex, u32 &band) {
+  u32 base = row_band((u32)ex, (u32)(ex >> 32), band);
+  if (band == 0 || base > 232u) band = 0, base = 0;
+  return base;
+}
+
+// The fold's int32 accumulator start for a band whose smallest exponent is base (<= 232): the bits of
+// 1.5 * 2**23 * 2**(base - 128). mx::fold_start's value (tests/test_wgmma.py), written as the sum: the
+// two forms give other code in each kernel that uses them, so each keeps its own.
+__device__ __forceinline__ u32 fold_start_bits(u32 base) { return 0x4B400000u + (base - 128u) * (1u << 23); }
+
 // The AND of T tokens' band masks (bytes at `masks`), the same in every lane: the blocks inside the
 // band of every one of them.
 template <int T>

@@ -219,9 +219,8 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
 #pragma unroll
       for (int b = 0; b < SEG; ++b) code[b] = *(const uint4 *)(code_row + stage * Smem::WSTAGE + b * 256);
       u32 band;
-      u32 base = row_band((u32)ex, (u32)(ex >> 32), band);
-      if (band == 0 || base > 232u) band = 0, base = 0;  // the fold's start must be a normal float
-      ((u32 *)(cv + WBlob::MAGIC))[r] = 0x4B400000u + (base - 128u) * (1u << 23);
+      const u32 base = fold_band(ex, band);
+      ((u32 *)(cv + WBlob::MAGIC))[r] = fold_start_bits(base);
       const u32 umask = __reduce_and_sync(0xffffffffu, band);
       if (lane == 0) cv[WBlob::MASK + (r >> 5)] = (u8)umask;
       // The multipliers: with every exponent byte of the row's segment in 2..254 (normal halves) a

@@ -102,13 +102,12 @@ mxfp4_wgmma_prep(const u16 *__restrict__ A, int lda, int M, int K, const u8 *__r
                                   : 255u;
           ex |= (u64)e << (8 * b);
         }
-        base = (int)row_band((u32)ex, (u32)(ex >> 32), band);  // the band's smallest exponent
-        if (band == 0 || base > 232) band = 0, base = 0;  // the fold's start must be a normal float
+        base = (int)fold_band(ex, band);
       }
       rex[tid] = ex;
       rbase[tid] = base;
       rband[tid] = n < N ? band : 0u;
-      magic[tid] = (u32)(0x4B400000 + (base - 128) * (1 << 23));
+      magic[tid] = fold_start_bits((u32)base);
       atomicAnd(&shared_mask, band);
     }
     __syncthreads();
