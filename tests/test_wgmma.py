@@ -10,6 +10,7 @@ from mxfp4 import plan, task, testing
 from mxfp4.bench.data import shuffled_weight, task_data
 from mxfp4.bench.shapes import shape_set
 from mxfp4.cuda import jit
+from mxfp4.cuda import ops as cuda_ops
 from mxfp4.cuda.launch import wgmma
 from mxfp4.formats import E2M1_VALUES
 from mxfp4.tensor import Layout, MXFP4Tensor
@@ -34,6 +35,11 @@ def test_shared_memory_and_workspace_are_the_kernels():
             "mxfp4_wgmma_smem_bytes": p.smem_bytes(), "mxfp4_wgmma_threads": p.threads,
             "mxfp4_wgmma_ablob_bytes": p.ablob_bytes, "mxfp4_wgmma_wblob_bytes": p.wblob_bytes,
             "mxfp4_wgmma_prep_threads": wgmma.PREP_THREADS, "mxfp4_wgmma_segment_blocks": plan.SEGMENT_BLOCKS}, p
+
+
+def test_peak_shared_memory_is_the_kernels():
+    """The int8 wgmma peak's launch (cuda.ops.int8_wgmma_tops) gives the dynamic shared memory it needs."""
+    assert jit.exported_constants("wgmma_peak.cu", None) == {"mxfp4_wgmma_peak_smem_bytes": cuda_ops.PEAK_SMEM}
 
 
 def test_impossible_variants_do_not_compile():

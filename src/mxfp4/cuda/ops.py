@@ -89,7 +89,8 @@ PEAK = runtime.Signature("mxfp4_wgmma_peak", iters=I32, out=PTR)
 
 PEAK_ITERS = 2000
 PEAK_SMEM = 32768 + 1024
-"""The peak kernel's dynamic shared memory: its operands (32 KiB) and 1 KiB for the alignment."""
+"""The peak kernel's dynamic shared memory: its operands (32 KiB) and 1 KiB for the alignment (SMEM_BYTES in
+wgmma_peak.cu, exported as mxfp4_wgmma_peak_smem_bytes; the kernel traps on less)."""
 
 
 def int8_wgmma_tops(device: torch.device) -> float:

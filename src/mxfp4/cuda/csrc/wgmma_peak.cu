@@ -4,11 +4,17 @@
 
 // Every CTA (one an SM) runs two warpgroups, each issuing `iters` rounds of four m64n128k32 wgmma on
 // shared-memory operands filled with pseudo-random int8 (one round in flight while the next issues);
-// no global traffic. ops = CTAs * 2 * iters * 4 * 2 * 64 * 128 * 32. Dynamic shared memory: 32 KiB of
-// operands (A 2 x 8 KiB, B 16 KiB) and 1 KiB for the alignment.
+// no global traffic. ops = CTAs * 2 * iters * 4 * 2 * 64 * 128 * 32.
+namespace {
+constexpr u32 SMEM_BYTES = 32768 + 1024;  // the operands (A 2 x 8 KiB, B 16 KiB), up to 1 KiB to align them
+}  // namespace
+
+extern "C" __constant__ u32 mxfp4_wgmma_peak_smem_bytes = SMEM_BYTES;  // cuda.ops.PEAK_SMEM states it
+
 extern "C" __global__ void __launch_bounds__(256, 1) mxfp4_wgmma_peak(int iters, int *__restrict__ out) {
   extern __shared__ __align__(1024) u8 smem_raw[];
   u8 *smem = smem_raw + mx::smem_pad_1024(smem_raw);
+  mx::require_dynamic_smem(SMEM_BYTES);
   const int tid = threadIdx.x;
   for (int i = tid; i < 32768 / 4; i += 256) ((u32 *)smem)[i] = (u32)i * 2654435761u ^ 0x5bd1e995u;
   mx::fence_proxy_async();
