@@ -69,7 +69,7 @@ __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
 
 // 8 codes (c: element j in nibble j) to int8, twice the e2m1 value shifted by the tables' shift:
 // lo holds elements 0-3, hi elements 4-7. Tables (pl, ph) = 0 1 2 3 | 4 6 8 12 and (nl, nh) their
-// negatives, each byte shifted left by the block's band shift (tests/test_cuda_jit.py checks every
+// negatives, each byte shifted left by the block's band shift (tests/test_wgmma.py checks every
 // code and shift).
 __device__ __forceinline__ void cvt8(u32 c, u32 pl, u32 ph, u32 nl, u32 nh, u32 &lo, u32 &hi) {
   const u32 idx = c & 0x77777777u;
