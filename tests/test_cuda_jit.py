@@ -16,6 +16,24 @@ def test_compile_errors_carry_the_log(tmp_path, monkeypatch):
         jit.compile_cubin("gemm_stream.cu", {})
 
 
+def test_cache_key_covers_the_headers_a_source_includes(tmp_path, monkeypatch):
+    """A source's key (and NVRTC's headers) are the csrc headers it includes, through other headers too:
+    an edit of one of them compiles anew, an edit of another source's header does not."""
+    import shutil
+
+    text = (jit.CSRC / "gemm_wgmma.cu").read_text()
+    assert set(jit.headers(text)) == {"mxfp4.cuh", "wgmma.cuh", "wgmma_prep.cuh", "wgmma_band.cuh", "wgmma_blob.cuh",
+                                      "wgmma_i8.cuh", "wgmma_consumer.cuh", "wgmma_cv.cuh"}
+    assert jit.headers((jit.CSRC / "gemm_stream.cu").read_text()) == ("mxfp4.cuh",)
+    csrc = tmp_path / "csrc"
+    shutil.copytree(jit.CSRC, csrc)
+    monkeypatch.setattr(jit, "CSRC", csrc)
+    options = jit._options(dict(TN=64, STAGES=3, INT8_WEIGHT=0))
+    wgmma, stream = jit._key(text, options), jit._key((csrc / "gemm_stream.cu").read_text(), options)
+    (csrc / "wgmma_band.cuh").write_text((csrc / "wgmma_band.cuh").read_text() + "\n")  # included by way of the prep
+    assert jit._key(text, options) != wgmma and jit._key((csrc / "gemm_stream.cu").read_text(), options) == stream
+
+
 # ---- emulation of mxfp4.cuh's arithmetic -------------------------------------------------------
 
 def byte_perm(x: int, y: int, s: int) -> int:

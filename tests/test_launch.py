@@ -17,7 +17,7 @@ from mxfp4.bench.shapes import shape_set
 jit = pytest.importorskip("mxfp4.cuda.jit")
 runtime = pytest.importorskip("mxfp4.cuda.runtime")
 from mxfp4.cuda import launch, ops as cuda_ops  # noqa: E402
-from mxfp4.cuda.launch import stream, wgmma  # noqa: E402
+from mxfp4.cuda.launch import stream  # noqa: E402
 
 PTR, I32, I64, TMAP = runtime.Param.PTR, runtime.Param.I32, runtime.Param.I64, runtime.Param.TMAP
 
@@ -93,9 +93,10 @@ def shipped_cases():
 
 
 def source_prototypes(source: str) -> dict[str, list[tuple[str, runtime.Param]]]:
-    """Each extern "C" kernel of csrc/<source>: its parameters' names and kinds as the C prototype
-    declares them (a pointer, long long, a tensor map, int)."""
+    """Each extern "C" kernel of csrc/<source> and the headers it includes: its parameters' names and kinds
+    as the C prototype declares them (a pointer, long long, a tensor map, int)."""
     text = (jit.CSRC / source).read_text()
+    text += "".join((jit.CSRC / h).read_text() for h in jit.headers(text))
     found = {}
     for name, params in re.findall(r'extern "C" __global__ void\s+(?:__\w+__\s*\([^)]*\)\s*)*(\w+)\(([^)]*)\)', text):
         decls = [" ".join(d.split()) for d in params.split(",")]
@@ -224,12 +225,11 @@ def test_every_shipped_launch_matches_its_kernels_prototype(tmp_path, monkeypatc
     cuda_ops.stream_floor(data, scales, out, 264)
     check_launches(rec, start, [a, data, scales, out],
                    {**names, "w": data.data_ptr(), "s": scales.data_ptr(), "c": out.data_ptr()})
-    rec.builds.setdefault((plan.WGMMA_INT8.source, tuple(sorted(plan.WGMMA_INT8.defines().items()))),
-                          set()).add(wgmma.PEAK)  # int8_wgmma_tops: timed on a GPU only
+    rec.builds.setdefault(("wgmma_peak.cu", ()), set()).add(cuda_ops.PEAK)  # int8_wgmma_tops: timed on a GPU only
 
     builds = sorted(rec.builds)
     assert {source for source, _ in builds} == {"gemm_small.cu", "gemm_decode.cu", "gemm_stream.cu", "gemm_wgmma.cu",
-                                                "quantize.cu", "stream_floor.cu"}
+                                                "quantize.cu", "stream_floor.cu", "wgmma_peak.cu"}
     with ProcessPoolExecutor(max_workers=os.cpu_count(), mp_context=multiprocessing.get_context("spawn")) as pool:
         compiled = list(pool.map(jit.entry_params, [s for s, _ in builds], [dict(d) or None for _, d in builds]))
     prototypes = {}

@@ -1,6 +1,6 @@
-"""The large-M kernels (cuda/csrc/gemm_wgmma.cu, plan.WgmmaParams, M >= 33): their integer and float
-tricks emulated exactly on the CPU (the packed int8 shift, the biased accumulator start, the converter's
-codes and multipliers); on a Hopper GPU (marker gpu) every variant against the exact oracle on data that
+"""The large-M kernels (cuda/csrc/gemm_wgmma.cu, plan.WgmmaParams, M >= 33): their shared memory and
+workspace as the kernels state them; their integer and float tricks emulated exactly on the CPU (the
+packed int8 shift, the biased accumulator start, the converter's codes and multipliers); on a Hopper GPU (marker gpu) every variant against the exact oracle on data that
 takes each of its paths, the K split over a cluster, special values and prefill sizes."""
 import pytest
 import torch
@@ -8,10 +8,52 @@ import torch
 import mxfp4
 from mxfp4 import plan, task, testing
 from mxfp4.bench.data import shuffled_weight, task_data
+from mxfp4.bench.shapes import shape_set
+from mxfp4.cuda import jit
+from mxfp4.cuda import ops as cuda_ops
+from mxfp4.cuda.launch import wgmma
 from mxfp4.formats import E2M1_VALUES
 from mxfp4.tensor import Layout, MXFP4Tensor
 
 from .cases import kernel_meets_the_contract, large_m_operands, same_bits, variants_meet_special_values
+
+
+# ---- the sizes the kernels define ----------------------------------------------------------------
+
+def test_shared_memory_and_workspace_are_the_kernels():
+    """Every shipped large-M variant's (and the GPU tests') sizes on the host are the ones its module
+    exports: the GEMM's dynamic shared memory (its Smem::BYTES) and threads, the blobs of the workspace
+    (ABlob, WBlob), the prep's threads and the segment."""
+    shipped = plan.shipped_variants([(s.m, s.n, s.k) for s in shape_set("all")])
+    variants = {p for p in shipped + LARGE_M if isinstance(p, plan.WgmmaParams)}
+    builds = {tuple(sorted(p.defines().items())): p for p in variants}  # split is a launch choice
+    assert {(p.tn, p.int8_weight, p.out_f32) for p in builds.values()} >= {(64, False, False), (128, False, False),
+                                                                            (128, True, False), (64, False, True)}
+    for p in builds.values():
+        p.check()
+        assert jit.exported_constants(p.source, p.defines()) == {
+            "mxfp4_wgmma_smem_bytes": p.smem_bytes(), "mxfp4_wgmma_threads": p.threads,
+            "mxfp4_wgmma_ablob_bytes": p.ablob_bytes, "mxfp4_wgmma_wblob_bytes": p.wblob_bytes,
+            "mxfp4_wgmma_prep_threads": wgmma.PREP_THREADS, "mxfp4_wgmma_segment_blocks": plan.SEGMENT_BLOCKS}, p
+
+
+def test_peak_shared_memory_is_the_kernels():
+    """The int8 wgmma peak's launch (cuda.ops.int8_wgmma_tops) gives the dynamic shared memory it needs."""
+    assert jit.exported_constants("wgmma_peak.cu", None) == {"mxfp4_wgmma_peak_smem_bytes": cuda_ops.PEAK_SMEM}
+
+
+def test_impossible_variants_do_not_compile():
+    """A variant WgmmaParams.check refuses is a compile error of the kernel too (static_assert): none
+    builds an empty or an overflowing GEMM."""
+    for p, error in ((plan.WgmmaParams(128, 3), "the ring of codes must hold the output tile"),
+                     (plan.WgmmaParams(64, 3, True), "mxfp4_gemm_i8 takes 128 tokens"),
+                     (plan.WgmmaParams(64, 4), "exceeds the 227 KiB"),
+                     (plan.WgmmaParams(128, 4, True), "exceeds the 227 KiB")):
+        assert not plan.valid(p), p
+        with pytest.raises(jit.CompileError, match=error):
+            jit.compile_cubin(p.source, p.defines())
+    with pytest.raises(jit.CompileError, match="TN, STAGES and INT8_WEIGHT are set by the JIT"):
+        jit.compile_cubin("gemm_wgmma.cu", dict(TN=64, STAGES=3))
 
 
 # ---- emulation of gemm_wgmma.cu's integer and float tricks ----------------------------------------
@@ -33,9 +75,9 @@ def test_packed_int8_shift_every_value_and_shift():
 
 
 def test_biased_accumulator_start_gives_the_scaled_sum_exactly():
-    """The fast path starts the int32 accumulator at the bits of 1.5 * 2**23 * 2**(e - 128) (e <= 232,
-    the prep's fold bound); after the int32 sum i is added, float(bits) - start is i * 2**(e - 128),
-    exactly, for every |i| < 2**22 (a folded segment's sum is at most 256 * 96 * 96)."""
+    """fold_start_bits (wgmma_band.cuh) starts the int32 accumulator at the bits of 1.5 * 2**23 *
+    2**(e - 128) (e <= 232, fold_band's bound); after the int32 sum i is added, float(bits) - start is
+    i * 2**(e - 128), exactly, for every |i| < 2**22 (a folded segment's sum is at most 256 * 96 * 96)."""
     import numpy as np
 
     e = np.arange(0, 233, dtype=np.int64)[:, None]
@@ -46,7 +88,8 @@ def test_biased_accumulator_start_gives_the_scaled_sum_exactly():
     assert ((got.astype(np.float32) - got) == 0).all()  # the float32 subtraction is exact
     assert (got == i * np.ldexp(1.0, (e - 128).astype(np.int32))).all()
     assert 256 * 96 * 96 < 2 ** 22
-    assert ((((e + 22) << 23) | 0x400000).astype(np.uint32) == start).all()  # gemm_small.cu's form of the start
+    # mx::fold_start (gemm_small.cu, gemm_stream.cu) writes the same bits another way
+    assert ((((e + 22) << 23) | 0x400000).astype(np.uint32) == start).all()
 
 
 def prmt(a, b, sel):

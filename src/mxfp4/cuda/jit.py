@@ -2,18 +2,20 @@
 
 Compiling needs only the pip packages ``cuda-bindings`` and ``nvidia-cuda-nvrtc``: no GPU, no
 driver and no CUDA toolkit (CI compiles every shipped variant this way). A cubin is stored under
-``$MXFP4_CACHE_DIR`` (default ``~/.cache/mxfp4``) by the SHA-256 of the sources, the options, the
-architecture and NVRTC's version, so an edit or an upgrade compiles anew and nothing stale loads.
+``$MXFP4_CACHE_DIR`` (default ``~/.cache/mxfp4``) by the SHA-256 of the source and the headers it
+includes, the options, the architecture and NVRTC's version, so an edit or an upgrade compiles anew and
+nothing stale loads.
 """
 from __future__ import annotations
 
 import hashlib
 import os
 import pathlib
+import re
 import tempfile
 
 CSRC = pathlib.Path(__file__).with_name("csrc")
-HEADERS = ("mxfp4.cuh",)
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([\w.]+)"', re.M)
 ARCH = "sm_90a"
 BASE_OPTIONS = ("-std=c++17", "-default-device", "--ftz=false", "--prec-div=true", "-lineinfo")
 
@@ -69,9 +71,25 @@ def nvrtc_version() -> tuple[int, int]:
     return int(major), int(minor)
 
 
+def headers(source: str) -> tuple[str, ...]:
+    """The csrc headers that ``source`` (a source's text) includes, directly or through another header,
+    each once, in the order they are first named (a header under an #if counts: the key may cover more
+    than a build reads, never less)."""
+    found: list[str] = []
+
+    def walk(text: str) -> None:
+        for name in _INCLUDE.findall(text):
+            if name not in found:
+                found.append(name)
+                walk((CSRC / name).read_text())
+
+    walk(source)
+    return tuple(found)
+
+
 def _key(source: str, options: tuple[str, ...]) -> str:
     h = hashlib.sha256()
-    for name in HEADERS:
+    for name in headers(source):
         h.update((CSRC / name).read_bytes())
     h.update(source.encode())
     h.update("\0".join(options).encode())
@@ -86,9 +104,10 @@ def _options(defines: dict[str, int] | None) -> tuple[str, ...]:
 def _compiled(source_name: str, source: str, options: tuple[str, ...], read) -> bytes:
     """NVRTC's output of ``source`` (``read(nvrtc, prog)``: the cubin's or the PTX's bytes)."""
     nvrtc = _nvrtc()
-    headers = [(CSRC / n).read_bytes() for n in HEADERS]
-    prog = _check(nvrtc.nvrtcCreateProgram(source.encode(), source_name.encode(), len(headers), headers,
-                                           [n.encode() for n in HEADERS]))
+    names = headers(source)
+    texts = [(CSRC / n).read_bytes() for n in names]
+    prog = _check(nvrtc.nvrtcCreateProgram(source.encode(), source_name.encode(), len(texts), texts,
+                                           [n.encode() for n in names]))
     try:
         opts = [o.encode() for o in options]
         _check(nvrtc.nvrtcCompileProgram(prog, len(opts), opts), prog)
@@ -128,8 +147,6 @@ def entry_params(source_name: str, defines: dict[str, int] | None = None) -> dic
     in order, as NVRTC's PTX states them without their names (``.u64``, ``.u32``, ``.align 64 .b8 [128]``),
     the prototype a launch's arguments must match (``runtime.Param``). Compiled anew, with the options of
     :func:`compile_cubin`, whose cache the compile's cubin goes to."""
-    import re
-
     ptx = _build(source_name, *_target(source_name, defines))[1]
     return {name: tuple(" ".join(re.sub(rf"{name}_param_\d+", " ", d).split()).removeprefix(".param ")
                         for d in params.split(",") if d.strip())
@@ -157,14 +174,17 @@ def _build(source_name: str, source: str, options: tuple[str, ...], path: pathli
     return cubin, ptx.decode(errors="replace")
 
 
-def exported_constant(source_name: str, defines: dict[str, int] | None, name: str) -> int:
-    """The value of the ``extern "C" __constant__ u32`` ``name`` that ``csrc/<source_name>`` defines for
-    these defines (read from NVRTC's PTX, not cached): a kernel's own statement of a size the host must
-    agree with (the streaming GEMM's shared memory, ``mxfp4_stream_smem_bytes``)."""
-    import re
-
+def exported_constants(source_name: str, defines: dict[str, int] | None) -> dict[str, int]:
+    """Every ``extern "C" __constant__ u32`` that ``csrc/<source_name>`` defines for these defines, by name
+    (read from NVRTC's PTX of one compile, not cached): the kernels' own statement of sizes the host must
+    agree with (a GEMM's shared memory: ``mxfp4_stream_smem_bytes``, ``mxfp4_wgmma_smem_bytes``)."""
     ptx = _compiled(source_name, (CSRC / source_name).read_text(), _options(defines), _ptx).decode(errors="replace")
-    found = re.search(rf"\.const \.align \d+ \.u32 {re.escape(name)} = (\d+);", ptx)
+    return {name: int(value) for name, value in re.findall(r"\.const \.align \d+ \.u32 (\w+) = (\d+);", ptx)}
+
+
+def exported_constant(source_name: str, defines: dict[str, int] | None, name: str) -> int:
+    """The one of :func:`exported_constants` named ``name``."""
+    found = exported_constants(source_name, defines).get(name)
     if found is None:
         raise CompileError(f"{source_name} {defines} exports no u32 constant {name}")
-    return int(found.group(1))
+    return found

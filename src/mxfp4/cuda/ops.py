@@ -10,7 +10,7 @@ from .launch import Launch, rows, rows_for_kernel, weight
 from .launch.decode import DecodeLaunch, GroupedLaunch
 from .launch.small import SmallLaunch
 from .launch.stream import StreamLaunch
-from .launch.wgmma import PEAK, WgmmaLaunch
+from .launch.wgmma import WgmmaLaunch
 
 PTR, I32, I64 = runtime.Param.PTR, runtime.Param.I32, runtime.Param.I64
 
@@ -84,7 +84,13 @@ def stream_floor(data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, ct
     return out
 
 
+PEAK = runtime.Signature("mxfp4_wgmma_peak", iters=I32, out=PTR)
+"""The int8 wgmma rate's kernel (``wgmma_peak.cu``, a benchmark kernel: no GEMM's cubin holds it)."""
+
 PEAK_ITERS = 2000
+PEAK_SMEM = 32768 + 1024
+"""The peak kernel's dynamic shared memory: its operands (32 KiB) and 1 KiB for the alignment (SMEM_BYTES in
+wgmma_peak.cu, exported as mxfp4_wgmma_peak_smem_bytes; the kernel traps on less)."""
 
 
 def int8_wgmma_tops(device: torch.device) -> float:
@@ -92,11 +98,10 @@ def int8_wgmma_tops(device: torch.device) -> float:
     of m64n128k32 on shared-memory operands, timed with events (no memory traffic)."""
     if device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
-    params = plan.WGMMA_INT8  # a shipped variant: its cubin holds the peak kernel too
-    k_ = runtime.kernel(params.source, PEAK, params.defines(), device)
+    k_ = runtime.kernel("wgmma_peak.cu", PEAK, None, device)
     sms = torch.cuda.get_device_properties(device).multi_processor_count
     out = torch.empty(sms * 256, dtype=torch.int32, device=device)
-    config = runtime.config((sms, 1, 1), 256, 32768 + 1024, None)
+    config = runtime.config((sms, 1, 1), 256, PEAK_SMEM, None)
     launch = lambda: runtime.launch(k_, config, device, PEAK_ITERS, out.data_ptr())  # noqa: E731
     launch()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

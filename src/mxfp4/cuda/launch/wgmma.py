@@ -1,6 +1,7 @@
-"""The large-M kernels' launch (``csrc/gemm_wgmma.cu``, ``params.WgmmaParams``): the prep quantizes A into
-the GEMM's int8 operand in the call's workspace (with ``params.int8_weight`` the weight as int8 beside
-it), then the wgmma GEMM as its programmatic dependent."""
+"""The large-M kernels' launch (``csrc/gemm_wgmma.cu``, ``params.WgmmaParams``: one module a variant, the prep
+and the GEMM its defines name): the prep quantizes A into the GEMM's int8 operand in the call's workspace
+(with ``params.int8_weight`` the weight as int8 beside it), then the wgmma GEMM as its programmatic
+dependent."""
 from __future__ import annotations
 
 import torch
@@ -17,11 +18,9 @@ GEMM_I8 = runtime.Signature("mxfp4_gemm_i8", ablob=PTR, wblob=PTR, C=PTR, ldc=I3
                             nwt=I32)
 GEMM_CV = runtime.Signature("mxfp4_gemm_cv", ablob=PTR, Wsc=PTR, ldsc=I32, wmap=TMAP, C=PTR, ldc=I32, M=I32, N=I32,
                             K=I32, ntile=I32, nwt=I32)
-PEAK = runtime.Signature("mxfp4_wgmma_peak", iters=I32, out=PTR)
-"""The int8 wgmma rate's kernel (in every tn-128 cubin; ``cuda.ops.int8_wgmma_tops``)."""
 
 PREP_THREADS = 256
-"""Threads of a prep CTA (PREP_THREADS in gemm_wgmma.cu)."""
+"""Threads of a prep CTA (PREP_THREADS in csrc/wgmma_blob.cuh, exported as mxfp4_wgmma_prep_threads)."""
 
 
 def geometry(params: WgmmaParams, m: int, n: int, k: int) -> dict[str, int]:
