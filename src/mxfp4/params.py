@@ -4,9 +4,9 @@
 CTAs); ``DecodeParams``: ``cuda/csrc/gemm_decode.cu`` (A quantized once, then the GEMM);
 ``StreamParams``: ``cuda/csrc/gemm_stream.cu`` (A quantized once, then the weight streamed through a
 ring, every SM an equal share); ``WgmmaParams``: ``cuda/csrc/gemm_wgmma.cu`` (the large-M kernels);
-``GroupedParams``: the grouped GEMM of a mixture of experts (in ``gemm_decode.cu``). Each mirrors its
-kernel's shared memory, checks what the kernel needs and says which
-problems it takes; :mod:`mxfp4.plan` chooses among them (and names them too).
+``GroupedParams``: the grouped GEMM of a mixture of experts (in ``gemm_decode.cu``). Each states its
+kernel's shared memory (the kernel exports its own, and the tests compare them), checks what the
+kernel needs and says which problems it takes; :mod:`mxfp4.plan` chooses among them (and names them too).
 """
 from __future__ import annotations
 
@@ -84,9 +84,10 @@ class SmallParams:
         return 8 * self.mt
 
     def smem_bytes(self) -> int:
-        """Dynamic shared memory (mirrors gemm_small.cu): A's int8 values and half-scales, the weight's
-        codes, its 32-row scale units, the mbarriers (one a warp and one), and the K parts' totals where
-        A's values cannot hold them."""
+        """Dynamic shared memory: A's int8 values and half-scales, the weight's codes, its 32-row scale
+        units, the mbarriers (one a warp and one), and the K parts' totals where A's values cannot hold
+        them (``Smem::BYTES`` in gemm_small.cu, which exports it as ``mxfp4_small_smem_bytes``; the tests
+        compare the two)."""
         a8 = self.kb * self.tokens * 32
         units = (self.wg + 1) // 2 * -(-self.kb // 8) * 256
         part = (self.kw - 1) * self.wg * self.mt * 512

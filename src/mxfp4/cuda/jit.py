@@ -157,14 +157,26 @@ def _build(source_name: str, source: str, options: tuple[str, ...], path: pathli
     return cubin, ptx.decode(errors="replace")
 
 
+def _exported(source_name: str, defines: dict[str, int] | None, name: str) -> tuple[str, int | None, str]:
+    """The PTX declaration of the ``extern "C" __constant__`` ``name`` of ``csrc/<source_name>`` built with
+    ``defines``: its type (``.u32``, or ``.b8`` for an aggregate), its bytes (an aggregate's, else None) and
+    its initializer's text. NVRTC's PTX with the shipped options but the virtual architecture (the same
+    PTX, without running ptxas: half the time), not cached."""
+    import re
+
+    options = tuple(f"-arch=compute_{ARCH[3:]}" if o == f"-arch={ARCH}" else o for o in _options(defines))
+    ptx = _compiled(source_name, (CSRC / source_name).read_text(), options, _ptx).decode(errors="replace")
+    found = re.search(rf"\.const \.align \d+ (\.u32|\.b8) {re.escape(name)}(?:\[(\d+)\])? = ([^;]*);", ptx)
+    if found is None:
+        raise CompileError(f"{source_name} {defines} exports no constant {name}")
+    return found.group(1), found.group(2) and int(found.group(2)), found.group(3)
+
+
 def exported_constant(source_name: str, defines: dict[str, int] | None, name: str) -> int:
     """The value of the ``extern "C" __constant__ u32`` ``name`` that ``csrc/<source_name>`` defines for
     these defines (read from NVRTC's PTX, not cached): a kernel's own statement of a size the host must
     agree with (the streaming GEMM's shared memory, ``mxfp4_stream_smem_bytes``)."""
-    import re
-
-    ptx = _compiled(source_name, (CSRC / source_name).read_text(), _options(defines), _ptx).decode(errors="replace")
-    found = re.search(rf"\.const \.align \d+ \.u32 {re.escape(name)} = (\d+);", ptx)
-    if found is None:
-        raise CompileError(f"{source_name} {defines} exports no u32 constant {name}")
-    return int(found.group(1))
+    kind, size, init = _exported(source_name, defines, name)
+    if kind != ".u32" or size is not None:
+        raise CompileError(f"{source_name} {defines}: {name} is not a u32 constant")
+    return int(init)

@@ -46,30 +46,43 @@
 #error "WG, KW, MT, KB and CL are set by the JIT"
 #endif
 
-#define NT (WG * KW * 32)  // threads
-#define TOK (MT * 8)       // token rows of A a CTA holds: rows blockIdx.y * TOK.. (rows M.. are zeros)
-#define KBW (KB / KW)      // blocks a warp
-#define ITEMS (KB * TOK * 4)
-#define CITEMS (ITEMS / CL)          // A's quarter blocks a CTA of the cluster quantizes
-#define IPT ((CITEMS + NT - 1) / NT)  // ... and a thread
-#define SCH ((KB + 7) / 8)            // 256-byte chunks of a 32-row scale unit that hold K's blocks
-#define SUNITS ((WG + 1) / 2)         // 32-row scale units a CTA's rows touch
-// Dynamic shared memory (SmallParams.smem_bytes mirrors it): A's int8 values [block][token][32]
-// (elements in order), its half-scales [block][token], the weight's codes [WG groups][KB][256], the
-// scale units' chunks [SUNITS][SCH][256], the mbarriers (one a warp for its weight, one for the scale
-// bytes); the K parts' totals reuse A's values once the loop is done when they fit there, else follow
-// the mbarriers.
-#define S_SA (KB * TOK * 32)
-#define S_W (KB * TOK * 36)
-#define S_S (S_W + WG * KB * 256)
-#define S_BAR (S_S + SUNITS * SCH * 256)
-#define PART_BYTES (KW > 1 ? (KW - 1) * WG * MT * 512 : 0)
-#define S_BARS (((NT / 32 + 1) * 8 + 15) / 16 * 16)
-#define S_PART (PART_BYTES <= S_SA ? 0 : S_BAR + S_BARS)
+namespace {
 
-static_assert(KB % KW == 0, "K's blocks split evenly over the KW warps of a group");
-static_assert(MT >= 1 && MT <= 8, "at most 64 token rows a CTA");
-static_assert(CITEMS % 32 == 0, "a cluster's CTAs quantize whole warps' worth of A");
+constexpr int NT = WG * KW * 32;             // threads
+constexpr int TOK = MT * 8;                  // token rows of A a CTA holds: blockIdx.y * TOK.. (rows M.. zeros)
+constexpr int KBW = KB / KW;                 // blocks a warp
+constexpr int ITEMS = KB * TOK * 4;          // A's quarter blocks of a tile of tokens
+constexpr int CITEMS = ITEMS / CL;           // ... that a CTA of the cluster quantizes
+constexpr int IPT = (CITEMS + NT - 1) / NT;  // ... and a thread
+constexpr int SCH = (KB + 7) / 8;            // 256-byte chunks of a 32-row scale unit that hold K's blocks
+constexpr int SUNITS = (WG + 1) / 2;         // 32-row scale units a CTA's rows touch
+
+// The dynamic shared memory of a CTA, the one definition (params.SmallParams.smem_bytes states the same
+// sizes; tests/test_small.py checks it against mxfp4_small_smem_bytes below, read from the PTX). Byte
+// offsets; the K parts' totals reuse A's values once the loop is done when they fit there.
+struct Smem {
+  static constexpr int A8 = 0;                        // A's int8 values [KB][TOK][32] (elements in order)
+  static constexpr int SA = KB * TOK * 32;            // A's half-scales [KB][TOK]
+  static constexpr int W = KB * TOK * 36;             // the weight's codes [WG groups][KB][256]
+  static constexpr int S = W + WG * KB * 256;         // the scale units' chunks [SUNITS][SCH][256]
+  static constexpr int BAR = S + SUNITS * SCH * 256;  // mbarriers: one a warp for its weight, one for the scales
+  static constexpr int BARS = ((NT / 32 + 1) * 8 + 15) / 16 * 16;
+  static constexpr int PART_BYTES = KW > 1 ? (KW - 1) * WG * MT * 512 : 0;  // [KW - 1][WG][MT][32 lanes] float4
+  static constexpr int PART = PART_BYTES <= SA ? 0 : BAR + BARS;            // the K parts' totals
+  static constexpr int BYTES = BAR + BARS + (PART == 0 ? 0 : PART_BYTES);
+};
+
+static_assert(MT >= 1 && MT <= 8, "MT must be in 1..8: at most 64 token rows a CTA");
+static_assert(WG >= 1 && KW >= 1 && WG * KW <= 16, "WG * KW must be 1..16 warps");
+static_assert(KB >= 1 && KB % KW == 0, "KB must be a positive multiple of KW (a group's warps split K evenly)");
+static_assert(KBW <= 32, "at most 32 blocks a warp (its loop is unrolled over them)");
+static_assert(CL == 1 || CL == 2 || CL == 4 || CL == 8, "CL must be 1, 2, 4 or 8 (a portable cluster)");
+static_assert(ITEMS % (32 * CL) == 0, "A's quarter blocks must split into whole warps over the cluster");
+static_assert(Smem::BYTES <= 227 * 1024, "the variant's shared memory exceeds the 227 KiB a CTA may have");
+
+}  // namespace
+
+extern "C" __constant__ u32 mxfp4_small_smem_bytes = Smem::BYTES;
 
 // Stores into the shared memory of CTA `rank` of the cluster, at the offset of `p` in ours.
 __device__ __forceinline__ void st_cluster_u32x2(void *p, u32 rank, u32 x, u32 y) {
@@ -133,12 +146,12 @@ extern "C" __global__ void __launch_bounds__(NT)
 mxfp4_gemm_small(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, const u8 *__restrict__ Wsc, int ldsc,
                  out_t *__restrict__ C, int ldc, int M, int N, int K) {
   extern __shared__ __align__(16) u8 smem[];
-  u8 *as8 = smem;
-  float *sa = (float *)(smem + S_SA);
-  const u8 *wsm = smem + S_W;
-  const u8 *ssm = smem + S_S;
-  u64 *bar_w = (u64 *)(smem + S_BAR), *bar_s = bar_w + NT / 32;
-  float *part = (float *)(smem + S_PART);
+  u8 *as8 = smem + Smem::A8;
+  float *sa = (float *)(smem + Smem::SA);
+  const u8 *wsm = smem + Smem::W;
+  const u8 *ssm = smem + Smem::S;
+  u64 *bar_w = (u64 *)(smem + Smem::BAR), *bar_s = bar_w + NT / 32;
+  float *part = (float *)(smem + Smem::PART);
   if (K != KB * 32) __trap();  // the host launches this variant only for K = 32 KB
   const int m0 = blockIdx.y * TOK;  // this CTA's first token row (grid.y: M's tiles of TOK rows)
 
@@ -257,7 +270,7 @@ mxfp4_gemm_small(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, c
 
   // ---- the KW parts of a group added in kw order, rounded once ----
 #if KW > 1
-  if (S_PART == 0) __syncthreads();  // the totals reuse A's bytes: every warp is past the loop
+  if (Smem::PART == 0) __syncthreads();  // the totals reuse A's bytes: every warp is past the loop
   if (kw > 0) {
     float4 *p = (float4 *)part + ((kw - 1) * WG + wg) * MT * 32 + lane;
 #pragma unroll
