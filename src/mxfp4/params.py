@@ -160,9 +160,11 @@ class DecodeParams:
         return 8 * self.mt
 
     def smem_bytes(self, k: int) -> int:
-        """Dynamic shared memory at K = k (mirrors gemm_decode.cu): A's int8 values and half-scales and
-        the weight's half-scales of a CTA's K range, the warps' totals, the CTA's partial, A's copies'
-        barrier; with smem_weight a barrier a warp (to 16 bytes) and each warp's K range of the codes."""
+        """Dynamic shared memory at K = k: A's int8 values and half-scales and the weight's half-scales
+        of a CTA's K range (ceil(k / 32 / split) blocks), the warps' totals, the CTA's partial, A's copies'
+        barrier; with smem_weight a barrier a warp (to 16 bytes) and each warp's K range of the codes
+        (``Smem{nb}.bytes()`` in gemm_decode.cu, which exports it for every nb that fits as
+        ``mxfp4_decode_smem_bytes``; the tests compare the two)."""
         nb = -(-(k // 32) // self.split)
         tok, rows = self.tokens, 16 * self.g
         body = nb * tok * 36 + nb * rows * 4 + (self.kw + 1) * rows * tok * 4
@@ -181,6 +183,8 @@ class DecodeParams:
             (self.g >= 1 and self.kw >= 1 and self.threads <= 1024, "g * kw must be 1..32 warps"),
             (1 <= self.depth <= 16, "depth must be in 1..16"),
             (1 <= self.split <= 16, "split must be in 1..16 (a cluster)"),
+            (self.smem_bytes(32 * self.split) <= SMEM_LIMIT,
+             f"shared memory {self.smem_bytes(32 * self.split)} > {SMEM_LIMIT} at one block of K a CTA"),
         ]
         for ok, rule in rules:
             if not ok:

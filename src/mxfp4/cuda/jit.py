@@ -180,3 +180,16 @@ def exported_constant(source_name: str, defines: dict[str, int] | None, name: st
     if kind != ".u32" or size is not None:
         raise CompileError(f"{source_name} {defines}: {name} is not a u32 constant")
     return int(init)
+
+
+def exported_table(source_name: str, defines: dict[str, int] | None, name: str) -> list[int]:
+    """The u32 entries of the ``extern "C" __constant__`` aggregate ``name`` (a struct holding one u32
+    array) that ``csrc/<source_name>`` defines for these defines, from NVRTC's PTX: a kernel's statement
+    of sizes that depend on the shape (the decode kernels' shared memory for each K range,
+    ``mxfp4_decode_smem_bytes``)."""
+    kind, size, init = _exported(source_name, defines, name)
+    if kind != ".b8" or size is None or size % 4:
+        raise CompileError(f"{source_name} {defines}: {name} is not a table of u32")
+    data = [int(x) for x in init.strip(" {}").split(",") if x.strip()]
+    data += [0] * (size - len(data))  # NVRTC leaves out the trailing zero bytes
+    return [int.from_bytes(bytes(data[i:i + 4]), "little") for i in range(0, size, 4)]

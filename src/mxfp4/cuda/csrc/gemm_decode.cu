@@ -42,10 +42,52 @@
 #define SMEM_W 0
 #endif
 
-#define WARPS (G * KW)
-#define THREADS (WARPS * 32)
-#define TOK (MT * 8)   // token rows the kernels hold (M <= TOK)
-#define ROWS (G * 16)  // weight rows a CTA owns
+namespace {
+
+constexpr int WARPS = G * KW;
+constexpr int THREADS = WARPS * 32;
+constexpr int TOK = MT * 8;   // token rows the kernels hold (M <= TOK)
+constexpr int ROWS = G * 16;  // weight rows a CTA owns
+
+// The dynamic shared memory of a CTA that holds nb blocks of K (each CTA's layout is that of the
+// cluster's largest part, ceil(K/32 / S) blocks), the one definition (params.DecodeParams.smem_bytes
+// states the same sizes; tests/test_decode.py checks it against mxfp4_decode_smem_bytes below, read
+// from the PTX): its regions in order, each a count of its elements.
+struct Smem {
+  int nb;
+  constexpr int a8() const { return nb * TOK * 32; }           // u8: A's int8 values [nb][TOK][32]
+  constexpr int sa() const { return nb * TOK; }                // float: A's half-scales [nb][TOK]
+  constexpr int sw() const { return nb * ROWS; }               // float: the weight's half-scales [nb][ROWS]
+  constexpr int red() const { return (KW + 1) * ROWS * TOK; }  // float: the warps' totals [KW][ROWS][TOK], the partial
+  constexpr int bars() const { return SMEM_W ? (WARPS + 2) & ~1 : 1; }  // u64: A's copies' (SMEM_W: a warp's, to 16 B)
+  constexpr int wslice() const { return (nb + KW - 1) / KW * 256; }    // a warp's K range of its group's codes
+  constexpr int wsm() const { return SMEM_W ? WARPS * wslice() : 0; }  // u8: SMEM_W: the warps' codes [WARPS][wslice]
+  constexpr int bytes() const { return a8() + (sa() + sw() + red()) * 4 + bars() * 8 + wsm(); }
+};
+
+// The most blocks of K a CTA can hold: the largest nb whose layout fits the 227 KiB a CTA may have.
+constexpr int NB_FIT = [] {
+  int nb = 0;
+  while (Smem{nb + 1}.bytes() <= 227 * 1024) ++nb;
+  return nb;
+}();
+
+static_assert(MT == 1 || MT == 2 || MT == 4 || MT == 8, "MT must be 1, 2, 4 or 8");
+static_assert(G >= 1 && KW >= 1 && WARPS <= 32, "G * KW must be 1..32 warps");
+static_assert(DEPTH >= 1 && DEPTH <= 16, "DEPTH must be in 1..16");
+static_assert(NB_FIT >= 1, "the variant's shared memory exceeds the 227 KiB a CTA may have even at one block of K");
+
+// Smem{nb}.bytes() for every nb up to NB_FIT (the host's size of a launch is entry ceil(K/32 / S)).
+struct SmemTable {
+  u32 bytes[NB_FIT + 1];
+  constexpr SmemTable() : bytes{} {
+    for (int nb = 0; nb <= NB_FIT; ++nb) bytes[nb] = (u32)Smem{nb}.bytes();
+  }
+};
+
+}  // namespace
+
+extern "C" __constant__ SmemTable mxfp4_decode_smem_bytes = SmemTable();
 
 namespace {
 
@@ -98,17 +140,18 @@ __device__ __forceinline__ void decode_tile(const u8 *__restrict__ W, const u8 *
   const int nblk = K >> 5;
   const int kb_begin = (int)((long long)nblk * rank / S), kb_end = (int)((long long)nblk * (rank + 1) / S);
   const int nb_cta = kb_end - kb_begin;
-  const int nb_max = (nblk + (int)S - 1) / (int)S;  // the host sizes shared memory for this many blocks
+  const int nb_max = (nblk + (int)S - 1) / (int)S;
 
-  u8 *as8 = smem;                                  // [nb_max][TOK][32]
-  float *sa = (float *)(smem + nb_max * TOK * 32);  // [nb_max][TOK]
-  float *sw = sa + nb_max * TOK;                    // [nb_max][ROWS]
-  float *red = sw + nb_max * ROWS;                  // [KW][ROWS][TOK], then the CTA's partial
-  u64 *bar = (u64 *)(red + (KW + 1) * ROWS * TOK);  // A's copies
+  const Smem L{nb_max};  // the host sizes shared memory for this many blocks
+  u8 *as8 = smem;
+  float *sa = (float *)(as8 + L.a8());
+  float *sw = sa + L.sa();
+  float *red = sw + L.sw();
+  u64 *bar = (u64 *)(red + L.red());  // A's copies
 #if SMEM_W
-  u64 *wbar = bar + 1;                                 // [WARPS] each warp's weight copy
-  u8 *wsm = (u8 *)(bar + ((WARPS + 2) & ~1));          // [WARPS][wslice], 16-byte aligned
-  const int wslice = (nb_max + KW - 1) / KW * 256;     // a warp's K range of its group, as stored
+  u64 *wbar = bar + 1;                // [WARPS] each warp's weight copy
+  u8 *wsm = (u8 *)(bar + L.bars());   // [WARPS][wslice], 16-byte aligned
+  const int wslice = L.wslice();
 #endif
 
   // This warp: group gi of the CTA, part kw of its K range.
@@ -338,6 +381,7 @@ mxfp4_gemm_decode(const u8 *__restrict__ qa, const float *__restrict__ qs, const
 __device__ __forceinline__ int grouped_item(const void *offsets, int off64, int E, int T, int item, int &r0,
                                             int &rows) {
   __shared__ int warp_sum[WARPS], found[3];
+  static_assert((WARPS + 3) * 4 <= 256, "the item search's static shared memory exceeds params.GROUPED_STATIC_SMEM");
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   if (tid == 0) found[0] = -1;
   int carry = 0;  // chunks of the experts before this round
