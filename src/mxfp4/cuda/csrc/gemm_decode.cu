@@ -27,7 +27,7 @@
 //
 // Numerics: every block sum and every scaling is exact (inside the domain -147 <= ea + ew <= 112);
 // the K/32 block terms are added in float32 in a fixed order, then rounded to bf16.
-#include "mxfp4.cuh"
+#include "mma.cuh"
 
 #ifndef MT
 #error "MT, G, KW and DEPTH are set by the JIT"
@@ -85,12 +85,6 @@ struct SmemTable {
   }
 };
 
-}  // namespace
-
-extern "C" __constant__ SmemTable mxfp4_decode_smem_bytes = SmemTable();
-
-namespace {
-
 __device__ __forceinline__ u32 ldg_stream(const u8 *p) {
   u32 v;
   asm volatile("ld.global.nc.L1::no_allocate.b32 %0, [%1];" : "=r"(v) : "l"(p));
@@ -98,6 +92,8 @@ __device__ __forceinline__ u32 ldg_stream(const u8 *p) {
 }
 
 }  // namespace
+
+extern "C" __constant__ SmemTable mxfp4_decode_smem_bytes = SmemTable();
 
 // Item it = quarter q of block b of row r, in row-major order (a warp reads 512 contiguous bytes of
 // a row); its four quarters sit in four consecutive lanes (quantize8 reduces the amax across them).
@@ -250,25 +246,11 @@ __device__ __forceinline__ void decode_tile(const u8 *__restrict__ W, const u8 *
       hi[d] = ldg_stream(wp + (b + DEPTH) * 256 + 128);
     }
 #endif
-    const int lb = lb0 + b;
     u32 af[4];
-    af[0] = mx::e2m1x4_to_s8x4(l);
-    af[1] = mx::e2m1x4_to_s8x4(h);
-    af[2] = mx::e2m1x4_to_s8x4(l >> 16);
-    af[3] = mx::e2m1x4_to_s8x4(h >> 16);
+    mx::weight_fragment(af, l, h);
+    const int lb = lb0 + b;
     const float sw0 = sw_t[lb * ROWS], sw1 = sw_t[lb * ROWS + 8];
-#pragma unroll
-    for (int j = 0; j < MT; ++j) {
-      const uint2 bv = *(const uint2 *)(a_t + (lb * TOK + j * 8) * 32);
-      const float2 sav = *(const float2 *)(sa_t + lb * TOK + j * 8);
-      int dd[4];
-      mx::mma_s8(dd, af, bv.x, bv.y, 0x4B400000);
-      const float k = 12582912.0f;
-      acc[j][0] = fmaf(__int_as_float(dd[0]) - k, sw0 * sav.x, acc[j][0]);
-      acc[j][1] = fmaf(__int_as_float(dd[1]) - k, sw0 * sav.y, acc[j][1]);
-      acc[j][2] = fmaf(__int_as_float(dd[2]) - k, sw1 * sav.x, acc[j][2]);
-      acc[j][3] = fmaf(__int_as_float(dd[3]) - k, sw1 * sav.y, acc[j][3]);
-    }
+    mx::block_mmas<MT, false>(acc, af, a_t, sa_t, lb, 0x4B400000u, 0x4B400000u, sw0, sw1);
   };
   int b0 = 0;
 #if SMEM_W

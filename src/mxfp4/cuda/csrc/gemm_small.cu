@@ -40,7 +40,7 @@
 // Exactness: every block sum and every scaling is exact; the KB terms of an output are added in
 // float32 in a fixed order (KB - 1 roundings of at most 2**-24 of the running magnitude), rounded once
 // to bf16 (OUT_F32: stored unrounded). Domain: -147 <= ea + ew <= 112 for every block.
-#include "mxfp4.cuh"
+#include "mma.cuh"
 
 #ifndef WG
 #error "WG, KW, MT, KB and CL are set by the JIT"
@@ -97,48 +97,25 @@ __device__ __forceinline__ void st_cluster_f32(void *p, u32 rank, float x) {
 }
 
 // A warp's KBW blocks: per block its two words of codes to int8, MT MMAs, each block sum scaled into
-// the totals. FOLD (every scale byte e <= 232): the weight row's half-scale sw = 2**(e - 128) is folded
-// into the accumulator's start, the bits of 1.5 * 2**23 * sw (a normal float), so d's bits are those
-// of start + sum * sw exactly (|sum| < 2**22) and d - start is the block sum times sw: a subtraction
-// and an fma with A's half-scale a product. Otherwise the start is 1.5 * 2**23 and the product is
-// scaled by both half-scales (NaN included). Within the domain both give the same bits: sw * sa is
-// exact, and each fma rounds the same exact product.
+// the totals (mx::block_mmas). FOLD (every scale byte e <= 232): the weight row's half-scale
+// sw = 2**(e - 128) is folded into the accumulator's start, the bits of 1.5 * 2**23 * sw (a normal
+// float), so d's bits are those of start + sum * sw exactly (|sum| < 2**22) and d - start is the
+// block sum times sw: a subtraction and an fma with A's half-scale a product. Otherwise the start is
+// 1.5 * 2**23 and the product is scaled by both half-scales (NaN included). Within the domain both
+// give the same bits: sw * sa is exact, and each fma rounds the same exact product.
 template <bool FOLD>
 __device__ __forceinline__ void warp_blocks(float (&acc)[MT][4], const u8 *w_t, const u8 *s_t, const u8 *a_t,
                                             const float *sa_t, int kw, int na) {
 #pragma unroll
   for (int b = 0; b < KBW; ++b) {
     const int cb = kw * KBW + b;
-    const u32 wlo = *(const u32 *)(w_t + b * 256), whi = *(const u32 *)(w_t + b * 256 + 128);
     u32 af[4];
-    af[0] = mx::e2m1x4_to_s8x4(wlo);
-    af[1] = mx::e2m1x4_to_s8x4(whi);
-    af[2] = mx::e2m1x4_to_s8x4(wlo >> 16);
-    af[3] = mx::e2m1x4_to_s8x4(whi >> 16);
+    mx::weight_fragment(af, *(const u32 *)(w_t + b * 256), *(const u32 *)(w_t + b * 256 + 128));
     const u8 *sc = s_t + (cb >> 3) * 256;
     const u32 e0 = sc[mx::shuffled_scale_offset(na & 31, cb)], e1 = sc[mx::shuffled_scale_offset((na + 8) & 31, cb)];
     const u32 c0 = FOLD ? mx::fold_start(e0) : 0x4B400000u;  // rows na, na + 8
     const u32 c1 = FOLD ? mx::fold_start(e1) : 0x4B400000u;
-    const float sw0 = mx::half_scale(e0), sw1 = mx::half_scale(e1);
-#pragma unroll
-    for (int j = 0; j < MT; ++j) {
-      const uint2 bv = *(const uint2 *)(a_t + (cb * TOK + j * 8) * 32);
-      const float2 sav = *(const float2 *)(sa_t + cb * TOK + j * 8);
-      int d[4];
-      mx::mma_s8_rows(d, af, bv.x, bv.y, c0, c1);
-      if (FOLD) {
-        acc[j][0] = fmaf(__int_as_float(d[0]) - __uint_as_float(c0), sav.x, acc[j][0]);
-        acc[j][1] = fmaf(__int_as_float(d[1]) - __uint_as_float(c0), sav.y, acc[j][1]);
-        acc[j][2] = fmaf(__int_as_float(d[2]) - __uint_as_float(c1), sav.x, acc[j][2]);
-        acc[j][3] = fmaf(__int_as_float(d[3]) - __uint_as_float(c1), sav.y, acc[j][3]);
-      } else {
-        const float k = 12582912.0f;  // 1.5 * 2**23: d's bits are k + sum
-        acc[j][0] = fmaf(__int_as_float(d[0]) - k, sw0 * sav.x, acc[j][0]);
-        acc[j][1] = fmaf(__int_as_float(d[1]) - k, sw0 * sav.y, acc[j][1]);
-        acc[j][2] = fmaf(__int_as_float(d[2]) - k, sw1 * sav.x, acc[j][2]);
-        acc[j][3] = fmaf(__int_as_float(d[3]) - k, sw1 * sav.y, acc[j][3]);
-      }
-    }
+    mx::block_mmas<MT, FOLD>(acc, af, a_t, sa_t, cb, c0, c1, mx::half_scale(e0), mx::half_scale(e1));
   }
 }
 
