@@ -27,6 +27,7 @@
 //
 // Numerics: every block sum and every scaling is exact (inside the domain -147 <= ea + ew <= 112);
 // the K/32 block terms are added in float32 in a fixed order, then rounded to bf16.
+#include "cluster.cuh"
 #include "mma.cuh"
 
 #ifndef MT
@@ -301,11 +302,9 @@ __device__ __forceinline__ void decode_tile(const u8 *__restrict__ W, const u8 *
     for (u32 q = 0; q < 16; ++q) {
       if (q < S) {
         if (S > 1) {
-          u32 remote0, remote1;
-          asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote0) : "r"(mx::smem_addr(src)), "r"(q));
-          asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote1) : "r"(mx::smem_addr(src + TOK)), "r"(q));
-          asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v0[q]) : "r"(remote0) : "memory");
-          asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v1[q]) : "r"(remote1) : "memory");
+          const u32 remote0 = mx::cluster_map(src, q), remote1 = mx::cluster_map(src + TOK, q);
+          v0[q] = mx::cluster_ld_f32(remote0);
+          v1[q] = mx::cluster_ld_f32(remote1);
         } else {
           v0[q] = src[0];
           v1[q] = src[TOK];

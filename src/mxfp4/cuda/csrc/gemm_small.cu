@@ -40,6 +40,7 @@
 // Exactness: every block sum and every scaling is exact; the KB terms of an output are added in
 // float32 in a fixed order (KB - 1 roundings of at most 2**-24 of the running magnitude), rounded once
 // to bf16 (OUT_F32: stored unrounded). Domain: -147 <= ea + ew <= 112 for every block.
+#include "cluster.cuh"
 #include "mma.cuh"
 
 #ifndef WG
@@ -83,18 +84,6 @@ static_assert(Smem::BYTES <= 227 * 1024, "the variant's shared memory exceeds th
 }  // namespace
 
 extern "C" __constant__ u32 mxfp4_small_smem_bytes = Smem::BYTES;
-
-// Stores into the shared memory of CTA `rank` of the cluster, at the offset of `p` in ours.
-__device__ __forceinline__ void st_cluster_u32x2(void *p, u32 rank, u32 x, u32 y) {
-  u32 remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(mx::smem_addr(p)), "r"(rank));
-  asm volatile("st.shared::cluster.v2.u32 [%0], {%1, %2};" ::"r"(remote), "r"(x), "r"(y) : "memory");
-}
-__device__ __forceinline__ void st_cluster_f32(void *p, u32 rank, float x) {
-  u32 remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(mx::smem_addr(p)), "r"(rank));
-  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(x) : "memory");
-}
 
 // A warp's KBW blocks: per block its two words of codes to int8, MT MMAs, each block sum scaled into
 // the totals (mx::block_mmas). FOLD (every scale byte e <= 232): the weight row's half-scale
@@ -153,7 +142,7 @@ mxfp4_gemm_small(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, c
 #if CL > 1
   // Another CTA's shared memory may be written only once it runs: arrive now, wait before the first
   // remote store (by then every CTA of the cluster has arrived).
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  mx::cluster_arrive_relaxed();
 #endif
 
   // ---- this CTA's share of A, loaded first: item it is quarter q of (block b, token r),
@@ -192,7 +181,7 @@ mxfp4_gemm_small(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, c
   // ---- A quantized into shared memory: with a cluster, each CTA's share into every CTA's shared
   // memory (distributed shared memory); the cluster barrier then publishes them ----
 #if CL > 1
-  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+  mx::cluster_wait();
 #endif
 #pragma unroll
   for (int i = 0; i < IPT; ++i) {
@@ -205,8 +194,8 @@ mxfp4_gemm_small(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, c
 #if CL > 1
 #pragma unroll
       for (u32 q = 0; q < CL; ++q) {
-        st_cluster_u32x2(as8 + it * 8, q, lo, hi);
-        if ((it & 3) == 0) st_cluster_f32(sa + (it >> 2), q, hs);
+        mx::cluster_st_u32x2(mx::cluster_map(as8 + it * 8, q), lo, hi);
+        if ((it & 3) == 0) mx::cluster_st_f32(mx::cluster_map(sa + (it >> 2), q), hs);
       }
 #else
       *(uint2 *)(as8 + it * 8) = make_uint2(lo, hi);
