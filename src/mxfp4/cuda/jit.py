@@ -13,7 +13,7 @@ import pathlib
 import tempfile
 
 CSRC = pathlib.Path(__file__).with_name("csrc")
-HEADERS = ("mxfp4.cuh", "mma.cuh", "cluster.cuh")
+HEADERS = ("mxfp4.cuh", "mma.cuh", "cluster.cuh", "grouped.cuh")
 ARCH = "sm_90a"
 BASE_OPTIONS = ("-std=c++17", "-default-device", "--ftz=false", "--prec-div=true", "-lineinfo")
 

@@ -23,11 +23,13 @@
 // shuffled layout) into shared memory; the main loop reads each block's fragment bytes there.
 //
 // mxfp4_gemm_grouped (mixture of experts, at the end): the same tile (decode_tile, the one body both
-// GEMMs share) on one chunk of one expert's token rows, found on the device from the offsets.
+// GEMMs share) on one chunk of one expert's token rows, found on the device from the offsets
+// (mx::grouped_item, grouped.cuh).
 //
 // Numerics: every block sum and every scaling is exact (inside the domain -147 <= ea + ew <= 112);
 // the K/32 block terms are added in float32 in a fixed order, then rounded to bf16.
 #include "cluster.cuh"
+#include "grouped.cuh"
 #include "mma.cuh"
 
 #ifndef MT
@@ -354,53 +356,6 @@ mxfp4_gemm_decode(const u8 *__restrict__ qa, const float *__restrict__ qs, const
 
 // ---- the grouped GEMM (mixture of experts) ------------------------------------------------------
 
-// The work item `item` of a grouped call: the experts' token rows cut into chunks of TOK, numbered
-// in expert order. Expert e takes rows [offsets[e-1], offsets[e]) (offsets int32, or int64 when
-// off64; each clamped to [start, T], so a malformed offsets array cannot send a CTA out of bounds).
-// Sets r0 and rows (rows <= TOK) and returns the expert, or -1 past the last chunk. Every thread of
-// the CTA calls it; a block-wide prefix sum of the experts' chunk counts, THREADS experts a round.
-__device__ __forceinline__ int grouped_item(const void *offsets, int off64, int E, int T, int item, int &r0,
-                                            int &rows) {
-  __shared__ int warp_sum[WARPS], found[3];
-  static_assert((WARPS + 3) * 4 <= 256, "the item search's static shared memory exceeds params.GROUPED_STATIC_SMEM");
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  if (tid == 0) found[0] = -1;
-  int carry = 0;  // chunks of the experts before this round
-  for (int base = 0; base < E && carry <= item; base += THREADS) {
-    const int e = base + tid;
-    int start = 0, end = 0;
-    if (e < E) {
-      const long long hi = off64 ? ((const long long *)offsets)[e] : ((const int *)offsets)[e];
-      const long long lo = e == 0 ? 0 : (off64 ? ((const long long *)offsets)[e - 1] : ((const int *)offsets)[e - 1]);
-      start = (int)min(max(lo, 0ll), (long long)T);
-      end = (int)min(max(hi, (long long)start), (long long)T);
-    }
-    const int chunks = (end - start + TOK - 1) / TOK;
-    int incl = chunks;
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const int v = __shfl_up_sync(0xffffffffu, incl, d);
-      if (lane >= d) incl += v;
-    }
-    if (lane == 31) warp_sum[warp] = incl;
-    __syncthreads();
-    int before = carry;
-    for (int w = 0; w < warp; ++w) before += warp_sum[w];
-    incl += before;
-    if (chunks && item >= incl - chunks && item < incl) {
-      const int c = item - (incl - chunks);
-      found[0] = e;
-      found[1] = start + c * TOK;
-      found[2] = min(TOK, end - (start + c * TOK));
-    }
-    for (int w = 0; w < WARPS; ++w) carry += warp_sum[w];
-    __syncthreads();  // warp_sum is rewritten next round; found is complete after the last
-  }
-  r0 = found[1];
-  rows = found[2];
-  return found[0];
-}
-
 // Grouped GEMM, tokens sorted by expert: C [T, N] row t = quant(A) row t times the weight of its
 // expert, the E experts' weights stacked in one prepared tensor at a fixed stride (w_stride code
 // bytes, s_stride scale bytes an expert; expert e's N rows start there). grid (items, ceil(N /
@@ -415,7 +370,7 @@ mxfp4_gemm_grouped(const u8 *__restrict__ qa, const float *__restrict__ qs, int 
                    int off64, int E, const u8 *__restrict__ W, const u8 *__restrict__ Wsc, int ldsc,
                    long long w_stride, long long s_stride, out_t *__restrict__ C, int ldc, int N, int K) {
   int r0, rows;
-  const int e = grouped_item(offsets, off64, E, T, (int)blockIdx.x, r0, rows);
+  const int e = mx::grouped_item<THREADS, TOK>(offsets, off64, E, T, (int)blockIdx.x, r0, rows);
   if (e < 0) return;  // the whole cluster: its CTAs share blockIdx.x
   decode_tile(W + e * w_stride, Wsc + e * s_stride, ldsc, C + (long long)r0 * ldc, ldc, rows, N, K, (int)blockIdx.y,
               [&](u8 *as8, float *sa, u64 *, int kb_begin, int nb) {
