@@ -56,11 +56,7 @@ def test_short_k_kernel_params():
     assert [p.m_tiles(m) for m in (1, 32, 33, 64, 100, 333)] == [1, 1, 2, 2, 4, 11]
     assert p.fits(plan.Problem(32 * 65535, 16, 512)) and not p.fits(plan.Problem(32 * 65535 + 1, 16, 512))
     plan.SmallParams(8, 2, 8, 48, 8).check()  # 64 rows a CTA: 98 KB of A, 96 KB of weight
-    # A's values and half-scales, the weight's codes, one 32-row scale unit of 2 chunks, 9 mbarriers; the
-    # K parts' totals (3 x 2 x 4 x 512 bytes) reuse A's values (16 x 32 x 32 bytes)
-    assert p.smem_bytes() == 16 * 32 * 36 + 2 * 16 * 256 + 2 * 256 + 80
-    q = plan.SmallParams(2, 8, 1, 16, 2)  # 7 x 2 x 512 bytes of totals do not fit in 16 x 8 x 32: they follow
-    assert q.smem_bytes() == 16 * 8 * 36 + 2 * 16 * 256 + 2 * 256 + 144 + 7 * 2 * 512
+    # smem_bytes: tests/test_small.py checks it against the kernel's own size for every variant
     for bad, rule in [(dict(mt=9), "mt must be in 1..8"), (dict(kb=18), "kb must be a positive multiple of kw"),
                       (dict(cluster=3), "cluster must be 1, 2, 4 or 8"), (dict(kb=256), "at most 32 blocks a warp"),
                       (dict(wg=8, kw=4), "wg \\* kw must be 1..16 warps"),
@@ -92,7 +88,7 @@ def test_short_k_heuristic_and_table():
     kws = {(c.wg, c.kw) for c in tune.small_candidates(plan.Problem(16, 2880, 2880))}  # 90 blocks
     assert kws == {(1, 5), (1, 6), (1, 9), (1, 10), (1, 15), (2, 5), (2, 6)}
     big = plan.SmallParams(2, 8, 4, 128, 8)  # A's whole K at 32 rows: 147 KB, dynamic shared memory
-    assert plan.valid(big) and big.smem_bytes() == 128 * 32 * 36 + 2 * 128 * 256 + 16 * 256 + 144
+    assert plan.valid(big)
     assert not plan.valid(plan.SmallParams(1, 16, 4, 224, 8))  # 32 rows at K = 7168: 258 KB
 
 

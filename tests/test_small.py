@@ -1,15 +1,58 @@
 """The short-K kernel (cuda/csrc/gemm_small.cu, plan.SmallParams: one launch, A quantized once a cluster,
-K <= 512): its fold bound's byte test emulated on the CPU; on a Hopper GPU (marker gpu) every variant
+K <= 512): its shared memory as the kernel states it, the variants it refuses to compile, its fold
+bound's byte test emulated on the CPU; on a Hopper GPU (marker gpu) every variant
 against the exact oracle, M in tiles of tokens, the unfolded path, and the small-M kernels' special
 values (these variants with the decode kernels')."""
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+
 import pytest
 import torch
 
 import mxfp4
 from mxfp4 import plan
+from mxfp4.bench.shapes import shape_set
+from mxfp4.cuda import jit
 
 from .cases import kernel_meets_the_contract, large_m_operands, variants_meet_special_values
 from .test_decode import DECODE
+
+
+def small_variants():
+    """The shipped variants, the GPU tests' and one whose K parts' totals follow the mbarriers."""
+    shipped = plan.shipped_variants([(s.m, s.n, s.k) for s in shape_set("all")])
+    return sorted({p for p in shipped if isinstance(p, plan.SmallParams)} | set(SMALL + TILED)
+                  | {plan.SmallParams(2, 8, 1, 16, 2)}, key=str)
+
+
+def test_shared_memory_is_the_kernels():
+    """The host's size of every variant is the one the kernel exports (Smem::BYTES): the K parts' totals
+    in A's bytes or after the mbarriers, one or two 32-row scale units, tiles of 8 to 64 tokens."""
+    variants = small_variants()
+    assert {p.mt for p in variants} >= {1, 2, 4, 8} and {p.wg % 2 for p in variants} == {0, 1}
+    assert {(p.kw - 1) * p.wg * p.mt * 512 > p.kb * p.tokens * 32 for p in variants} == {False, True}
+    for p in variants:
+        p.check()
+    with ProcessPoolExecutor(os.cpu_count(), mp_context=multiprocessing.get_context("spawn")) as pool:
+        found = list(pool.map(jit.exported_constant, [p.source for p in variants], [p.defines() for p in variants],
+                              ["mxfp4_small_smem_bytes"] * len(variants)))
+    assert [(p, p.smem_bytes()) for p in variants] == list(zip(variants, found))
+
+
+def test_impossible_variants_do_not_compile():
+    """What SmallParams.check refuses, the kernel refuses to compile, naming the same rule."""
+    base = dict(WG=2, KW=4, MT=4, KB=16, CL=8)
+    for bad, rule in [(dict(MT=9), "MT must be in 1..8"), (dict(KB=18), "KB must be a positive multiple of KW"),
+                      (dict(CL=3), "CL must be 1, 2, 4 or 8"), (dict(KB=256), "at most 32 blocks a warp"),
+                      (dict(WG=8, KW=4), "WG \\* KW must be 1..16 warps"),
+                      (dict(MT=1, KB=2, KW=2), "whole warps over the cluster"),
+                      (dict(WG=1, KW=16, KB=224), "exceeds the 227 KiB")]:
+        with pytest.raises(jit.CompileError, match=rule):
+            jit.compile_cubin("gemm_small.cu", {**base, **bad})
+        params = plan.SmallParams(**{**dict(wg=2, kw=4, mt=4, kb=16, cluster=8), **{k.lower().replace("cl", "cluster"): v
+                                                                                      for k, v in bad.items()}})
+        assert not plan.valid(params), params
 
 
 def test_short_k_fold_bound_every_byte():

@@ -4,9 +4,9 @@
 CTAs); ``DecodeParams``: ``cuda/csrc/gemm_decode.cu`` (A quantized once, then the GEMM);
 ``StreamParams``: ``cuda/csrc/gemm_stream.cu`` (A quantized once, then the weight streamed through a
 ring, every SM an equal share); ``WgmmaParams``: ``cuda/csrc/gemm_wgmma.cu`` (the large-M kernels);
-``GroupedParams``: the grouped GEMM of a mixture of experts (in ``gemm_decode.cu``). Each mirrors its
-kernel's shared memory, checks what the kernel needs and says which
-problems it takes; :mod:`mxfp4.plan` chooses among them (and names them too).
+``GroupedParams``: the grouped GEMM of a mixture of experts (in ``gemm_decode.cu``). Each states its
+kernel's shared memory (the kernel exports its own, and the tests compare them), checks what the
+kernel needs and says which problems it takes; :mod:`mxfp4.plan` chooses among them (and names them too).
 """
 from __future__ import annotations
 
@@ -85,9 +85,10 @@ class SmallParams:
         return 8 * self.mt
 
     def smem_bytes(self) -> int:
-        """Dynamic shared memory (mirrors gemm_small.cu): A's int8 values and half-scales, the weight's
-        codes, its 32-row scale units, the mbarriers (one a warp and one), and the K parts' totals where
-        A's values cannot hold them."""
+        """Dynamic shared memory: A's int8 values and half-scales, the weight's codes, its 32-row scale
+        units, the mbarriers (one a warp and one), and the K parts' totals where A's values cannot hold
+        them (``Smem::BYTES`` in gemm_small.cu, which exports it as ``mxfp4_small_smem_bytes``; the tests
+        compare the two)."""
         a8 = self.kb * self.tokens * 32
         units = (self.wg + 1) // 2 * -(-self.kb // 8) * 256
         part = (self.kw - 1) * self.wg * self.mt * 512
@@ -160,9 +161,11 @@ class DecodeParams:
         return 8 * self.mt
 
     def smem_bytes(self, k: int) -> int:
-        """Dynamic shared memory at K = k (mirrors gemm_decode.cu): A's int8 values and half-scales and
-        the weight's half-scales of a CTA's K range, the warps' totals, the CTA's partial, A's copies'
-        barrier; with smem_weight a barrier a warp (to 16 bytes) and each warp's K range of the codes."""
+        """Dynamic shared memory at K = k: A's int8 values and half-scales and the weight's half-scales
+        of a CTA's K range (ceil(k / 32 / split) blocks), the warps' totals, the CTA's partial, A's copies'
+        barrier; with smem_weight a barrier a warp (to 16 bytes) and each warp's K range of the codes
+        (``Smem{nb}.bytes()`` in gemm_decode.cu, which exports it for every nb that fits as
+        ``mxfp4_decode_smem_bytes``; the tests compare the two)."""
         nb = -(-(k // 32) // self.split)
         tok, rows = self.tokens, 16 * self.g
         body = nb * tok * 36 + nb * rows * 4 + (self.kw + 1) * rows * tok * 4
@@ -181,6 +184,8 @@ class DecodeParams:
             (self.g >= 1 and self.kw >= 1 and self.threads <= 1024, "g * kw must be 1..32 warps"),
             (1 <= self.depth <= 16, "depth must be in 1..16"),
             (1 <= self.split <= 16, "split must be in 1..16 (a cluster)"),
+            (self.smem_bytes(32 * self.split) <= SMEM_LIMIT,
+             f"shared memory {self.smem_bytes(32 * self.split)} > {SMEM_LIMIT} at one block of K a CTA"),
         ]
         for ok, rule in rules:
             if not ok:

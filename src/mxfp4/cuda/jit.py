@@ -188,3 +188,31 @@ def exported_constant(source_name: str, defines: dict[str, int] | None, name: st
     if found is None:
         raise CompileError(f"{source_name} {defines} exports no u32 constant {name}")
     return found
+
+
+def _exported(source_name: str, defines: dict[str, int] | None, name: str) -> tuple[str, int | None, str]:
+    """The PTX declaration of the ``extern "C" __constant__`` ``name`` of ``csrc/<source_name>`` built with
+    ``defines``: its type (``.u32``, or ``.b8`` for an aggregate), its bytes (an aggregate's, else None) and
+    its initializer's text. NVRTC's PTX with the shipped options but the virtual architecture (the same
+    PTX, without running ptxas: half the time), not cached."""
+    import re
+
+    options = tuple(f"-arch=compute_{ARCH[3:]}" if o == f"-arch={ARCH}" else o for o in _options(defines))
+    ptx = _compiled(source_name, (CSRC / source_name).read_text(), options, _ptx).decode(errors="replace")
+    found = re.search(rf"\.const \.align \d+ (\.u32|\.b8) {re.escape(name)}(?:\[(\d+)\])? = ([^;]*);", ptx)
+    if found is None:
+        raise CompileError(f"{source_name} {defines} exports no constant {name}")
+    return found.group(1), found.group(2) and int(found.group(2)), found.group(3)
+
+
+def exported_table(source_name: str, defines: dict[str, int] | None, name: str) -> list[int]:
+    """The u32 entries of the ``extern "C" __constant__`` aggregate ``name`` (a struct holding one u32
+    array) that ``csrc/<source_name>`` defines for these defines, from NVRTC's PTX: a kernel's statement
+    of sizes that depend on the shape (the decode kernels' shared memory for each K range,
+    ``mxfp4_decode_smem_bytes``)."""
+    kind, size, init = _exported(source_name, defines, name)
+    if kind != ".b8" or size is None or size % 4:
+        raise CompileError(f"{source_name} {defines}: {name} is not a table of u32")
+    data = [int(x) for x in init.strip(" {}").split(",") if x.strip()]
+    data += [0] * (size - len(data))  # NVRTC leaves out the trailing zero bytes
+    return [int.from_bytes(bytes(data[i:i + 4]), "little") for i in range(0, size, 4)]

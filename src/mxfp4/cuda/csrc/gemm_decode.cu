@@ -23,11 +23,14 @@
 // shuffled layout) into shared memory; the main loop reads each block's fragment bytes there.
 //
 // mxfp4_gemm_grouped (mixture of experts, at the end): the same tile (decode_tile, the one body both
-// GEMMs share) on one chunk of one expert's token rows, found on the device from the offsets.
+// GEMMs share) on one chunk of one expert's token rows, found on the device from the offsets
+// (mx::grouped_item, grouped.cuh).
 //
 // Numerics: every block sum and every scaling is exact (inside the domain -147 <= ea + ew <= 112);
 // the K/32 block terms are added in float32 in a fixed order, then rounded to bf16.
-#include "mxfp4.cuh"
+#include "cluster.cuh"
+#include "grouped.cuh"
+#include "mma.cuh"
 
 #ifndef MT
 #error "MT, G, KW and DEPTH are set by the JIT"
@@ -42,12 +45,48 @@
 #define SMEM_W 0
 #endif
 
-#define WARPS (G * KW)
-#define THREADS (WARPS * 32)
-#define TOK (MT * 8)   // token rows the kernels hold (M <= TOK)
-#define ROWS (G * 16)  // weight rows a CTA owns
-
 namespace {
+
+constexpr int WARPS = G * KW;
+constexpr int THREADS = WARPS * 32;
+constexpr int TOK = MT * 8;   // token rows the kernels hold (M <= TOK)
+constexpr int ROWS = G * 16;  // weight rows a CTA owns
+
+// The dynamic shared memory of a CTA that holds nb blocks of K (each CTA's layout is that of the
+// cluster's largest part, ceil(K/32 / S) blocks), the one definition (params.DecodeParams.smem_bytes
+// states the same sizes; tests/test_decode.py checks it against mxfp4_decode_smem_bytes below, read
+// from the PTX): its regions in order, each a count of its elements.
+struct Smem {
+  int nb;
+  constexpr int a8() const { return nb * TOK * 32; }           // u8: A's int8 values [nb][TOK][32]
+  constexpr int sa() const { return nb * TOK; }                // float: A's half-scales [nb][TOK]
+  constexpr int sw() const { return nb * ROWS; }               // float: the weight's half-scales [nb][ROWS]
+  constexpr int red() const { return (KW + 1) * ROWS * TOK; }  // float: the warps' totals [KW][ROWS][TOK], the partial
+  constexpr int bars() const { return SMEM_W ? (WARPS + 2) & ~1 : 1; }  // u64: A's copies' (SMEM_W: a warp's, to 16 B)
+  constexpr int wslice() const { return (nb + KW - 1) / KW * 256; }    // a warp's K range of its group's codes
+  constexpr int wsm() const { return SMEM_W ? WARPS * wslice() : 0; }  // u8: SMEM_W: the warps' codes [WARPS][wslice]
+  constexpr int bytes() const { return a8() + (sa() + sw() + red()) * 4 + bars() * 8 + wsm(); }
+};
+
+// The most blocks of K a CTA can hold: the largest nb whose layout fits the 227 KiB a CTA may have.
+constexpr int NB_FIT = [] {
+  int nb = 0;
+  while (Smem{nb + 1}.bytes() <= 227 * 1024) ++nb;
+  return nb;
+}();
+
+static_assert(MT == 1 || MT == 2 || MT == 4 || MT == 8, "MT must be 1, 2, 4 or 8");
+static_assert(G >= 1 && KW >= 1 && WARPS <= 32, "G * KW must be 1..32 warps");
+static_assert(DEPTH >= 1 && DEPTH <= 16, "DEPTH must be in 1..16");
+static_assert(NB_FIT >= 1, "the variant's shared memory exceeds the 227 KiB a CTA may have even at one block of K");
+
+// Smem{nb}.bytes() for every nb up to NB_FIT (the host's size of a launch is entry ceil(K/32 / S)).
+struct SmemTable {
+  u32 bytes[NB_FIT + 1];
+  constexpr SmemTable() : bytes{} {
+    for (int nb = 0; nb <= NB_FIT; ++nb) bytes[nb] = (u32)Smem{nb}.bytes();
+  }
+};
 
 __device__ __forceinline__ u32 ldg_stream(const u8 *p) {
   u32 v;
@@ -56,6 +95,8 @@ __device__ __forceinline__ u32 ldg_stream(const u8 *p) {
 }
 
 }  // namespace
+
+extern "C" __constant__ SmemTable mxfp4_decode_smem_bytes = SmemTable();
 
 // Item it = quarter q of block b of row r, in row-major order (a warp reads 512 contiguous bytes of
 // a row); its four quarters sit in four consecutive lanes (quantize8 reduces the amax across them).
@@ -98,17 +139,18 @@ __device__ __forceinline__ void decode_tile(const u8 *__restrict__ W, const u8 *
   const int nblk = K >> 5;
   const int kb_begin = (int)((long long)nblk * rank / S), kb_end = (int)((long long)nblk * (rank + 1) / S);
   const int nb_cta = kb_end - kb_begin;
-  const int nb_max = (nblk + (int)S - 1) / (int)S;  // the host sizes shared memory for this many blocks
+  const int nb_max = (nblk + (int)S - 1) / (int)S;
 
-  u8 *as8 = smem;                                  // [nb_max][TOK][32]
-  float *sa = (float *)(smem + nb_max * TOK * 32);  // [nb_max][TOK]
-  float *sw = sa + nb_max * TOK;                    // [nb_max][ROWS]
-  float *red = sw + nb_max * ROWS;                  // [KW][ROWS][TOK], then the CTA's partial
-  u64 *bar = (u64 *)(red + (KW + 1) * ROWS * TOK);  // A's copies
+  const Smem L{nb_max};  // the host sizes shared memory for this many blocks
+  u8 *as8 = smem;
+  float *sa = (float *)(as8 + L.a8());
+  float *sw = sa + L.sa();
+  float *red = sw + L.sw();
+  u64 *bar = (u64 *)(red + L.red());  // A's copies
 #if SMEM_W
-  u64 *wbar = bar + 1;                                 // [WARPS] each warp's weight copy
-  u8 *wsm = (u8 *)(bar + ((WARPS + 2) & ~1));          // [WARPS][wslice], 16-byte aligned
-  const int wslice = (nb_max + KW - 1) / KW * 256;     // a warp's K range of its group, as stored
+  u64 *wbar = bar + 1;                // [WARPS] each warp's weight copy
+  u8 *wsm = (u8 *)(bar + L.bars());   // [WARPS][wslice], 16-byte aligned
+  const int wslice = L.wslice();
 #endif
 
   // This warp: group gi of the CTA, part kw of its K range.
@@ -207,25 +249,11 @@ __device__ __forceinline__ void decode_tile(const u8 *__restrict__ W, const u8 *
       hi[d] = ldg_stream(wp + (b + DEPTH) * 256 + 128);
     }
 #endif
-    const int lb = lb0 + b;
     u32 af[4];
-    af[0] = mx::e2m1x4_to_s8x4(l);
-    af[1] = mx::e2m1x4_to_s8x4(h);
-    af[2] = mx::e2m1x4_to_s8x4(l >> 16);
-    af[3] = mx::e2m1x4_to_s8x4(h >> 16);
+    mx::weight_fragment(af, l, h);
+    const int lb = lb0 + b;
     const float sw0 = sw_t[lb * ROWS], sw1 = sw_t[lb * ROWS + 8];
-#pragma unroll
-    for (int j = 0; j < MT; ++j) {
-      const uint2 bv = *(const uint2 *)(a_t + (lb * TOK + j * 8) * 32);
-      const float2 sav = *(const float2 *)(sa_t + lb * TOK + j * 8);
-      int dd[4];
-      mx::mma_s8(dd, af, bv.x, bv.y, 0x4B400000);
-      const float k = 12582912.0f;
-      acc[j][0] = fmaf(__int_as_float(dd[0]) - k, sw0 * sav.x, acc[j][0]);
-      acc[j][1] = fmaf(__int_as_float(dd[1]) - k, sw0 * sav.y, acc[j][1]);
-      acc[j][2] = fmaf(__int_as_float(dd[2]) - k, sw1 * sav.x, acc[j][2]);
-      acc[j][3] = fmaf(__int_as_float(dd[3]) - k, sw1 * sav.y, acc[j][3]);
-    }
+    mx::block_mmas<MT, false>(acc, af, a_t, sa_t, lb, 0x4B400000u, 0x4B400000u, sw0, sw1);
   };
   int b0 = 0;
 #if SMEM_W
@@ -276,11 +304,9 @@ __device__ __forceinline__ void decode_tile(const u8 *__restrict__ W, const u8 *
     for (u32 q = 0; q < 16; ++q) {
       if (q < S) {
         if (S > 1) {
-          u32 remote0, remote1;
-          asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote0) : "r"(mx::smem_addr(src)), "r"(q));
-          asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote1) : "r"(mx::smem_addr(src + TOK)), "r"(q));
-          asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v0[q]) : "r"(remote0) : "memory");
-          asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v1[q]) : "r"(remote1) : "memory");
+          const u32 remote0 = mx::cluster_map(src, q), remote1 = mx::cluster_map(src + TOK, q);
+          v0[q] = mx::cluster_ld_f32(remote0);
+          v1[q] = mx::cluster_ld_f32(remote1);
         } else {
           v0[q] = src[0];
           v1[q] = src[TOK];
@@ -330,52 +356,6 @@ mxfp4_gemm_decode(const u8 *__restrict__ qa, const float *__restrict__ qs, const
 
 // ---- the grouped GEMM (mixture of experts) ------------------------------------------------------
 
-// The work item `item` of a grouped call: the experts' token rows cut into chunks of TOK, numbered
-// in expert order. Expert e takes rows [offsets[e-1], offsets[e]) (offsets int32, or int64 when
-// off64; each clamped to [start, T], so a malformed offsets array cannot send a CTA out of bounds).
-// Sets r0 and rows (rows <= TOK) and returns the expert, or -1 past the last chunk. Every thread of
-// the CTA calls it; a block-wide prefix sum of the experts' chunk counts, THREADS experts a round.
-__device__ __forceinline__ int grouped_item(const void *offsets, int off64, int E, int T, int item, int &r0,
-                                            int &rows) {
-  __shared__ int warp_sum[WARPS], found[3];
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  if (tid == 0) found[0] = -1;
-  int carry = 0;  // chunks of the experts before this round
-  for (int base = 0; base < E && carry <= item; base += THREADS) {
-    const int e = base + tid;
-    int start = 0, end = 0;
-    if (e < E) {
-      const long long hi = off64 ? ((const long long *)offsets)[e] : ((const int *)offsets)[e];
-      const long long lo = e == 0 ? 0 : (off64 ? ((const long long *)offsets)[e - 1] : ((const int *)offsets)[e - 1]);
-      start = (int)min(max(lo, 0ll), (long long)T);
-      end = (int)min(max(hi, (long long)start), (long long)T);
-    }
-    const int chunks = (end - start + TOK - 1) / TOK;
-    int incl = chunks;
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const int v = __shfl_up_sync(0xffffffffu, incl, d);
-      if (lane >= d) incl += v;
-    }
-    if (lane == 31) warp_sum[warp] = incl;
-    __syncthreads();
-    int before = carry;
-    for (int w = 0; w < warp; ++w) before += warp_sum[w];
-    incl += before;
-    if (chunks && item >= incl - chunks && item < incl) {
-      const int c = item - (incl - chunks);
-      found[0] = e;
-      found[1] = start + c * TOK;
-      found[2] = min(TOK, end - (start + c * TOK));
-    }
-    for (int w = 0; w < WARPS; ++w) carry += warp_sum[w];
-    __syncthreads();  // warp_sum is rewritten next round; found is complete after the last
-  }
-  r0 = found[1];
-  rows = found[2];
-  return found[0];
-}
-
 // Grouped GEMM, tokens sorted by expert: C [T, N] row t = quant(A) row t times the weight of its
 // expert, the E experts' weights stacked in one prepared tensor at a fixed stride (w_stride code
 // bytes, s_stride scale bytes an expert; expert e's N rows start there). grid (items, ceil(N /
@@ -390,7 +370,7 @@ mxfp4_gemm_grouped(const u8 *__restrict__ qa, const float *__restrict__ qs, int 
                    int off64, int E, const u8 *__restrict__ W, const u8 *__restrict__ Wsc, int ldsc,
                    long long w_stride, long long s_stride, out_t *__restrict__ C, int ldc, int N, int K) {
   int r0, rows;
-  const int e = grouped_item(offsets, off64, E, T, (int)blockIdx.x, r0, rows);
+  const int e = mx::grouped_item<THREADS, TOK>(offsets, off64, E, T, (int)blockIdx.x, r0, rows);
   if (e < 0) return;  // the whole cluster: its CTAs share blockIdx.x
   decode_tile(W + e * w_stride, Wsc + e * s_stride, ldsc, C + (long long)r0 * ldc, ldc, rows, N, K, (int)blockIdx.y,
               [&](u8 *as8, float *sa, u64 *, int kb_begin, int nb) {

@@ -40,92 +40,71 @@
 // Exactness: every block sum and every scaling is exact; the KB terms of an output are added in
 // float32 in a fixed order (KB - 1 roundings of at most 2**-24 of the running magnitude), rounded once
 // to bf16 (OUT_F32: stored unrounded). Domain: -147 <= ea + ew <= 112 for every block.
-#include "mxfp4.cuh"
+#include "cluster.cuh"
+#include "mma.cuh"
 
 #ifndef WG
 #error "WG, KW, MT, KB and CL are set by the JIT"
 #endif
 
-#define NT (WG * KW * 32)  // threads
-#define TOK (MT * 8)       // token rows of A a CTA holds: rows blockIdx.y * TOK.. (rows M.. are zeros)
-#define KBW (KB / KW)      // blocks a warp
-#define ITEMS (KB * TOK * 4)
-#define CITEMS (ITEMS / CL)          // A's quarter blocks a CTA of the cluster quantizes
-#define IPT ((CITEMS + NT - 1) / NT)  // ... and a thread
-#define SCH ((KB + 7) / 8)            // 256-byte chunks of a 32-row scale unit that hold K's blocks
-#define SUNITS ((WG + 1) / 2)         // 32-row scale units a CTA's rows touch
-// Dynamic shared memory (SmallParams.smem_bytes mirrors it): A's int8 values [block][token][32]
-// (elements in order), its half-scales [block][token], the weight's codes [WG groups][KB][256], the
-// scale units' chunks [SUNITS][SCH][256], the mbarriers (one a warp for its weight, one for the scale
-// bytes); the K parts' totals reuse A's values once the loop is done when they fit there, else follow
-// the mbarriers.
-#define S_SA (KB * TOK * 32)
-#define S_W (KB * TOK * 36)
-#define S_S (S_W + WG * KB * 256)
-#define S_BAR (S_S + SUNITS * SCH * 256)
-#define PART_BYTES (KW > 1 ? (KW - 1) * WG * MT * 512 : 0)
-#define S_BARS (((NT / 32 + 1) * 8 + 15) / 16 * 16)
-#define S_PART (PART_BYTES <= S_SA ? 0 : S_BAR + S_BARS)
+namespace {
 
-static_assert(KB % KW == 0, "K's blocks split evenly over the KW warps of a group");
-static_assert(MT >= 1 && MT <= 8, "at most 64 token rows a CTA");
-static_assert(CITEMS % 32 == 0, "a cluster's CTAs quantize whole warps' worth of A");
+constexpr int NT = WG * KW * 32;             // threads
+constexpr int TOK = MT * 8;                  // token rows of A a CTA holds: blockIdx.y * TOK.. (rows M.. zeros)
+constexpr int KBW = KB / KW;                 // blocks a warp
+constexpr int ITEMS = KB * TOK * 4;          // A's quarter blocks of a tile of tokens
+constexpr int CITEMS = ITEMS / CL;           // ... that a CTA of the cluster quantizes
+constexpr int IPT = (CITEMS + NT - 1) / NT;  // ... and a thread
+constexpr int SCH = (KB + 7) / 8;            // 256-byte chunks of a 32-row scale unit that hold K's blocks
+constexpr int SUNITS = (WG + 1) / 2;         // 32-row scale units a CTA's rows touch
 
-// Stores into the shared memory of CTA `rank` of the cluster, at the offset of `p` in ours.
-__device__ __forceinline__ void st_cluster_u32x2(void *p, u32 rank, u32 x, u32 y) {
-  u32 remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(mx::smem_addr(p)), "r"(rank));
-  asm volatile("st.shared::cluster.v2.u32 [%0], {%1, %2};" ::"r"(remote), "r"(x), "r"(y) : "memory");
-}
-__device__ __forceinline__ void st_cluster_f32(void *p, u32 rank, float x) {
-  u32 remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(mx::smem_addr(p)), "r"(rank));
-  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(x) : "memory");
-}
+// The dynamic shared memory of a CTA, the one definition (params.SmallParams.smem_bytes states the same
+// sizes; tests/test_small.py checks it against mxfp4_small_smem_bytes below, read from the PTX). Byte
+// offsets; the K parts' totals reuse A's values once the loop is done when they fit there.
+struct Smem {
+  static constexpr int A8 = 0;                        // A's int8 values [KB][TOK][32] (elements in order)
+  static constexpr int SA = KB * TOK * 32;            // A's half-scales [KB][TOK]
+  static constexpr int W = KB * TOK * 36;             // the weight's codes [WG groups][KB][256]
+  static constexpr int S = W + WG * KB * 256;         // the scale units' chunks [SUNITS][SCH][256]
+  static constexpr int BAR = S + SUNITS * SCH * 256;  // mbarriers: one a warp for its weight, one for the scales
+  static constexpr int BARS = ((NT / 32 + 1) * 8 + 15) / 16 * 16;
+  static constexpr int PART_BYTES = KW > 1 ? (KW - 1) * WG * MT * 512 : 0;  // [KW - 1][WG][MT][32 lanes] float4
+  static constexpr int PART = PART_BYTES <= SA ? 0 : BAR + BARS;            // the K parts' totals
+  static constexpr int BYTES = BAR + BARS + (PART == 0 ? 0 : PART_BYTES);
+};
+
+static_assert(MT >= 1 && MT <= 8, "MT must be in 1..8: at most 64 token rows a CTA");
+static_assert(WG >= 1 && KW >= 1 && WG * KW <= 16, "WG * KW must be 1..16 warps");
+static_assert(KB >= 1 && KB % KW == 0, "KB must be a positive multiple of KW (a group's warps split K evenly)");
+static_assert(KBW <= 32, "at most 32 blocks a warp (its loop is unrolled over them)");
+static_assert(CL == 1 || CL == 2 || CL == 4 || CL == 8, "CL must be 1, 2, 4 or 8 (a portable cluster)");
+static_assert(ITEMS % (32 * CL) == 0, "A's quarter blocks must split into whole warps over the cluster");
+static_assert(Smem::BYTES <= 227 * 1024, "the variant's shared memory exceeds the 227 KiB a CTA may have");
+
+}  // namespace
+
+extern "C" __constant__ u32 mxfp4_small_smem_bytes = Smem::BYTES;
 
 // A warp's KBW blocks: per block its two words of codes to int8, MT MMAs, each block sum scaled into
-// the totals. FOLD (every scale byte e <= 232): the weight row's half-scale sw = 2**(e - 128) is folded
-// into the accumulator's start, the bits of 1.5 * 2**23 * sw (a normal float), so d's bits are those
-// of start + sum * sw exactly (|sum| < 2**22) and d - start is the block sum times sw: a subtraction
-// and an fma with A's half-scale a product. Otherwise the start is 1.5 * 2**23 and the product is
-// scaled by both half-scales (NaN included). Within the domain both give the same bits: sw * sa is
-// exact, and each fma rounds the same exact product.
+// the totals (mx::block_mmas). FOLD (every scale byte e <= 232): the weight row's half-scale
+// sw = 2**(e - 128) is folded into the accumulator's start, the bits of 1.5 * 2**23 * sw (a normal
+// float), so d's bits are those of start + sum * sw exactly (|sum| < 2**22) and d - start is the
+// block sum times sw: a subtraction and an fma with A's half-scale a product. Otherwise the start is
+// 1.5 * 2**23 and the product is scaled by both half-scales (NaN included). Within the domain both
+// give the same bits: sw * sa is exact, and each fma rounds the same exact product.
 template <bool FOLD>
 __device__ __forceinline__ void warp_blocks(float (&acc)[MT][4], const u8 *w_t, const u8 *s_t, const u8 *a_t,
                                             const float *sa_t, int kw, int na) {
 #pragma unroll
   for (int b = 0; b < KBW; ++b) {
     const int cb = kw * KBW + b;
-    const u32 wlo = *(const u32 *)(w_t + b * 256), whi = *(const u32 *)(w_t + b * 256 + 128);
     u32 af[4];
-    af[0] = mx::e2m1x4_to_s8x4(wlo);
-    af[1] = mx::e2m1x4_to_s8x4(whi);
-    af[2] = mx::e2m1x4_to_s8x4(wlo >> 16);
-    af[3] = mx::e2m1x4_to_s8x4(whi >> 16);
+    mx::weight_fragment(af, *(const u32 *)(w_t + b * 256), *(const u32 *)(w_t + b * 256 + 128));
     const u8 *sc = s_t + (cb >> 3) * 256;
     const u32 e0 = sc[mx::shuffled_scale_offset(na & 31, cb)], e1 = sc[mx::shuffled_scale_offset((na + 8) & 31, cb)];
     const u32 c0 = FOLD ? mx::fold_start(e0) : 0x4B400000u;  // rows na, na + 8
     const u32 c1 = FOLD ? mx::fold_start(e1) : 0x4B400000u;
-    const float sw0 = mx::half_scale(e0), sw1 = mx::half_scale(e1);
-#pragma unroll
-    for (int j = 0; j < MT; ++j) {
-      const uint2 bv = *(const uint2 *)(a_t + (cb * TOK + j * 8) * 32);
-      const float2 sav = *(const float2 *)(sa_t + cb * TOK + j * 8);
-      int d[4];
-      mx::mma_s8_rows(d, af, bv.x, bv.y, c0, c1);
-      if (FOLD) {
-        acc[j][0] = fmaf(__int_as_float(d[0]) - __uint_as_float(c0), sav.x, acc[j][0]);
-        acc[j][1] = fmaf(__int_as_float(d[1]) - __uint_as_float(c0), sav.y, acc[j][1]);
-        acc[j][2] = fmaf(__int_as_float(d[2]) - __uint_as_float(c1), sav.x, acc[j][2]);
-        acc[j][3] = fmaf(__int_as_float(d[3]) - __uint_as_float(c1), sav.y, acc[j][3]);
-      } else {
-        const float k = 12582912.0f;  // 1.5 * 2**23: d's bits are k + sum
-        acc[j][0] = fmaf(__int_as_float(d[0]) - k, sw0 * sav.x, acc[j][0]);
-        acc[j][1] = fmaf(__int_as_float(d[1]) - k, sw0 * sav.y, acc[j][1]);
-        acc[j][2] = fmaf(__int_as_float(d[2]) - k, sw1 * sav.x, acc[j][2]);
-        acc[j][3] = fmaf(__int_as_float(d[3]) - k, sw1 * sav.y, acc[j][3]);
-      }
-    }
+    mx::block_mmas<MT, FOLD>(acc, af, a_t, sa_t, cb, c0, c1, mx::half_scale(e0), mx::half_scale(e1));
   }
 }
 
@@ -133,12 +112,12 @@ extern "C" __global__ void __launch_bounds__(NT)
 mxfp4_gemm_small(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, const u8 *__restrict__ Wsc, int ldsc,
                  out_t *__restrict__ C, int ldc, int M, int N, int K) {
   extern __shared__ __align__(16) u8 smem[];
-  u8 *as8 = smem;
-  float *sa = (float *)(smem + S_SA);
-  const u8 *wsm = smem + S_W;
-  const u8 *ssm = smem + S_S;
-  u64 *bar_w = (u64 *)(smem + S_BAR), *bar_s = bar_w + NT / 32;
-  float *part = (float *)(smem + S_PART);
+  u8 *as8 = smem + Smem::A8;
+  float *sa = (float *)(smem + Smem::SA);
+  const u8 *wsm = smem + Smem::W;
+  const u8 *ssm = smem + Smem::S;
+  u64 *bar_w = (u64 *)(smem + Smem::BAR), *bar_s = bar_w + NT / 32;
+  float *part = (float *)(smem + Smem::PART);
   if (K != KB * 32) __trap();  // the host launches this variant only for K = 32 KB
   const int m0 = blockIdx.y * TOK;  // this CTA's first token row (grid.y: M's tiles of TOK rows)
 
@@ -163,7 +142,7 @@ mxfp4_gemm_small(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, c
 #if CL > 1
   // Another CTA's shared memory may be written only once it runs: arrive now, wait before the first
   // remote store (by then every CTA of the cluster has arrived).
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  mx::cluster_arrive_relaxed();
 #endif
 
   // ---- this CTA's share of A, loaded first: item it is quarter q of (block b, token r),
@@ -202,7 +181,7 @@ mxfp4_gemm_small(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, c
   // ---- A quantized into shared memory: with a cluster, each CTA's share into every CTA's shared
   // memory (distributed shared memory); the cluster barrier then publishes them ----
 #if CL > 1
-  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+  mx::cluster_wait();
 #endif
 #pragma unroll
   for (int i = 0; i < IPT; ++i) {
@@ -215,8 +194,8 @@ mxfp4_gemm_small(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, c
 #if CL > 1
 #pragma unroll
       for (u32 q = 0; q < CL; ++q) {
-        st_cluster_u32x2(as8 + it * 8, q, lo, hi);
-        if ((it & 3) == 0) st_cluster_f32(sa + (it >> 2), q, hs);
+        mx::cluster_st_u32x2(mx::cluster_map(as8 + it * 8, q), lo, hi);
+        if ((it & 3) == 0) mx::cluster_st_f32(mx::cluster_map(sa + (it >> 2), q), hs);
       }
 #else
       *(uint2 *)(as8 + it * 8) = make_uint2(lo, hi);
@@ -257,7 +236,7 @@ mxfp4_gemm_small(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, c
 
   // ---- the KW parts of a group added in kw order, rounded once ----
 #if KW > 1
-  if (S_PART == 0) __syncthreads();  // the totals reuse A's bytes: every warp is past the loop
+  if (Smem::PART == 0) __syncthreads();  // the totals reuse A's bytes: every warp is past the loop
   if (kw > 0) {
     float4 *p = (float4 *)part + ((kw - 1) * WG + wg) * MT * 32 + lane;
 #pragma unroll
