@@ -195,7 +195,6 @@ def _exported(source_name: str, defines: dict[str, int] | None, name: str) -> tu
     ``defines``: its type (``.u32``, or ``.b8`` for an aggregate), its bytes (an aggregate's, else None) and
     its initializer's text. NVRTC's PTX with the shipped options but the virtual architecture (the same
     PTX, without running ptxas: half the time), not cached."""
-    import re
 
     options = tuple(f"-arch=compute_{ARCH[3:]}" if o == f"-arch={ARCH}" else o for o in _options(defines))
     ptx = _compiled(source_name, (CSRC / source_name).read_text(), options, _ptx).decode(errors="replace")
