@@ -22,6 +22,7 @@ DECODE = [plan.DecodeParams(1, 4, 4, 8, 3), plan.DecodeParams(2, 2, 4, 16, 3), p
           plan.DecodeParams(2, 2, 4, 16, 3, smem_weight=True), plan.DecodeParams(1, 8, 2, 8, 5, smem_weight=True)]
 
 
+@pytest.mark.slow  # 10-25 s on 2 cores: one NVRTC compile (PTX only) a build
 def test_shared_memory_is_the_kernels():
     """The kernel exports its shared memory for every K range a CTA may hold (Smem{nb}.bytes() for nb
     blocks, up to the most that fit 227 KiB): the host's size is that entry for every variant (the

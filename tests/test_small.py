@@ -26,6 +26,7 @@ def small_variants():
                   | {plan.SmallParams(2, 8, 1, 16, 2)}, key=str)
 
 
+@pytest.mark.slow  # 10-25 s on 2 cores: one NVRTC compile (PTX only) a build
 def test_shared_memory_is_the_kernels():
     """The host's size of every variant is the one the kernel exports (Smem::BYTES): the K parts' totals
     in A's bytes or after the mbarriers, one or two 32-row scale units, tiles of 8 to 64 tokens."""
