@@ -11,6 +11,16 @@
 
 namespace {
 constexpr int GM = 16;            // token tiles per raster group (L2 reuse of A)
+
+// CTA id's tiles in the raster: groups of GM token tiles, the weight tiles (nwt) walked within a group so
+// that its CTAs share A in L2; tT the token tile, tW the weight tile (both GEMMs launch this grid).
+__device__ __forceinline__ void raster_tile(int id, int ntile, int nwt, int &tT, int &tW) {
+  const int per_group = GM * nwt;
+  const int grp = id / per_group, first = grp * GM, gsize = min(GM, ntile - first);
+  const int local = id - grp * per_group;
+  tT = first + local % gsize;
+  tW = local / gsize;
+}
 constexpr int C_PITCH = TW + 8;   // bf16 per token row of the staged output tile
 }  // namespace
 

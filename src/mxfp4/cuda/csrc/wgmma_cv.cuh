@@ -97,10 +97,8 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
   // of segments (the host keeps S <= nseg, so every run has one).
   const u32 S = mx::cluster_size(), rank = mx::cluster_rank();
   const int s_lo = (int)((long long)nseg * rank / S), cnt = (int)((long long)nseg * (rank + 1) / S) - s_lo;
-  const int id = blockIdx.x, per_group = GM * nwt;
-  const int grp = id / per_group, first = grp * GM, gsize = min(GM, ntile - first);
-  const int local = id - grp * per_group;
-  const int tT = first + local % gsize, tW = local / gsize;
+  int tT, tW;
+  raster_tile(blockIdx.x, ntile, nwt, tT, tW);
   const int n0 = tW * TW, t0 = tT * TN;
 
   if (tid == 0) {

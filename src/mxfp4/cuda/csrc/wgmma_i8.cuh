@@ -39,10 +39,8 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t 
   mx::require_dynamic_smem(Smem::BYTES);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int nblk = K >> 5, nseg = (nblk + SEG - 1) / SEG;
-  const int id = blockIdx.x, per_group = GM * nwt;
-  const int grp = id / per_group, first = grp * GM, gsize = min(GM, ntile - first);
-  const int local = id - grp * per_group;
-  const int tT = first + local % gsize, tW = local / gsize;
+  int tT, tW;
+  raster_tile(blockIdx.x, ntile, nwt, tT, tW);
   const int n0 = tW * TW, t0 = tT * TN;
 
   if (tid == 0) {
