@@ -2,7 +2,11 @@
 export_safetensors, on tiny random Llama and Qwen2 models) load into models built on the meta device, and their
 logits equal Quark's own emulated W4A4 forward bit for bit (``<name>.logits.safetensors``, written by the same
 script). The FP8 KV-cache export is compared with Quark's k_proj / v_proj output quantizers off: this library
-keeps the KV cache in the model's dtype."""
+keeps the KV cache in the model's dtype. The export with excluded layers runs those layers as bf16 nn.Linear,
+whose CPU GEMM rounds by the processor's instruction set (AVX2 machines differ from the one the logits were
+written on in about 1% of the logits, by at most 0.001 where they reach 0.64): there 95% must be equal and the
+rest within one bf16 unit of the largest logit, and which layers are excluded is checked by their types
+(test_quark_export_layers_are_the_configs)."""
 import json
 import pathlib
 
@@ -33,7 +37,13 @@ def test_quark_export_logits_are_quarks(name):
     want = safetensors_torch.load_file(HERE / f"{name}.logits.safetensors")
     with torch.no_grad():
         got = model(want["input_ids"]).logits
-    assert got.dtype is torch.bfloat16 and torch.equal(got, want["logits"])
+    assert got.dtype is torch.bfloat16
+    if name != "llama_exclude":
+        assert torch.equal(got, want["logits"])
+        return
+    # one bf16 unit of the largest logit (a layer quantized that should not be moves them by ~1e-1)
+    diff = (got.float() - want["logits"].float()).abs()
+    assert diff.max() <= 2.0 ** -8 * want["logits"].float().abs().max() and (diff == 0).float().mean() >= 0.95
 
 
 def test_quark_export_layers_are_the_configs():

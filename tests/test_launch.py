@@ -17,7 +17,7 @@ from mxfp4.bench.shapes import shape_set
 jit = pytest.importorskip("mxfp4.cuda.jit")
 runtime = pytest.importorskip("mxfp4.cuda.runtime")
 from mxfp4.cuda import launch, ops as cuda_ops  # noqa: E402
-from mxfp4.cuda.launch import stream  # noqa: E402
+from mxfp4.cuda.launch import band, stream  # noqa: E402
 
 PTR, I32, I64, TMAP = runtime.Param.PTR, runtime.Param.I32, runtime.Param.I64, runtime.Param.TMAP
 
@@ -27,7 +27,7 @@ def test_entry_params_are_the_ptx_prototypes_and_the_compile_is_cached(tmp_path,
     found = jit.entry_params("quantize.cu")
     # mxfp4_quantize(const u16 *A, int lda, u8 *codes, u8 *scales, int M, int K)
     assert found["mxfp4_quantize"] == (".u64", ".u32", ".u64", ".u64", ".u32", ".u32")
-    assert set(found) == {"mxfp4_quantize", "mxfp4_quantize_tokens"}
+    assert set(found) == {"mxfp4_quantize", "mxfp4_quantize_tokens", "mxfp4_quantize_bands"}
     cached, = tmp_path.iterdir()  # the compile's cubin, which compile_cubin now reads
     assert jit.compile_cubin("quantize.cu") == cached.read_bytes() and cached.read_bytes()[:4] == b"\x7fELF"
 
@@ -116,6 +116,7 @@ class Recorder:
         monkeypatch.setattr(runtime, "prefer_shared", lambda k: None)
         monkeypatch.setattr(runtime, "allow_large_cluster", lambda k: None)
         monkeypatch.setattr(stream, "sm_count", lambda index: 132)
+        monkeypatch.setattr(band, "sm_count", lambda index: 132)
         monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 0x5000, raising=False)
         empty = torch.empty
 
@@ -200,7 +201,7 @@ def test_every_shipped_launch_matches_its_kernels_prototype(tmp_path, monkeypatc
     for params, (m, n, k) in sorted(dense.items(), key=str):
         params.check()
         calls = [(torch.bfloat16, None)]
-        if isinstance(params, plan.StreamParams):  # its quantizer reads A's dtype, and K unpadded
+        if isinstance(params, (plan.StreamParams, plan.BandParams)):  # its quantizer reads A's dtype, K unpadded
             calls += [(torch.float16, None), (torch.float32, None), (torch.bfloat16, k - 32)]
         for dtype, ka in calls:
             rec.allocated.clear()
@@ -228,8 +229,8 @@ def test_every_shipped_launch_matches_its_kernels_prototype(tmp_path, monkeypatc
     rec.builds.setdefault(("wgmma_peak.cu", ()), set()).add(cuda_ops.PEAK)  # int8_wgmma_tops: timed on a GPU only
 
     builds = sorted(rec.builds)
-    assert {source for source, _ in builds} == {"gemm_small.cu", "gemm_decode.cu", "gemm_stream.cu", "gemm_wgmma.cu",
-                                                "quantize.cu", "stream_floor.cu", "wgmma_peak.cu"}
+    assert {source for source, _ in builds} == {"gemm_small.cu", "gemm_decode.cu", "gemm_stream.cu", "gemm_band.cu",
+                                                "gemm_wgmma.cu", "quantize.cu", "stream_floor.cu", "wgmma_peak.cu"}
     with ProcessPoolExecutor(max_workers=os.cpu_count(), mp_context=multiprocessing.get_context("spawn")) as pool:
         compiled = list(pool.map(jit.entry_params, [s for s, _ in builds], [dict(d) or None for _, d in builds]))
     prototypes = {}

@@ -151,15 +151,16 @@ def column_bits_kept(n: int, world_size: int, params) -> bool:
     """Whether column-parallel shards of an N-row weight give the one-process layer's bits under the
     kernel parameters ``params`` (those of the unsharded problem, ``ops.params_for``; None for the
     exact reference, which always does). The short-K and decode kernels (``plan.SmallParams``,
-    ``plan.DecodeParams``) decide nothing by row groups; the streaming GEMM (``plan.StreamParams``)
-    cuts K between CTAs where N's tiles and the SM count fall, so a shard may add a tile's blocks in
-    other groups; the large-M kernels fold per 64-row group (64-token tiles of the converting GEMM, a
+    ``plan.DecodeParams``) decide nothing by row groups; the streaming and banded GEMMs
+    (``plan.StreamParams``, ``plan.BandParams``) cut K between CTAs where N's tiles and the SM count fall,
+    so a shard may add a tile's blocks in other groups (and the banded GEMM's W-loose blocks are its
+    warpgroup's 64 rows'); the large-M kernels fold per 64-row group (64-token tiles of the converting GEMM, a
     consumer warpgroup's rows) or 128-row tile, so every shard boundary must be a multiple of that.
     Where this is False the outputs are within the kernels' contract and deterministic, and may
     differ in their last bits."""
     if params is None or isinstance(params, (plan.SmallParams, plan.DecodeParams)):
         return True
-    if isinstance(params, plan.StreamParams):
+    if isinstance(params, (plan.StreamParams, plan.BandParams)):
         return False
     rows = 64 if params.tn == 64 and not params.int8_weight else 128
     return all(shard_range(n, r, world_size)[0] % rows == 0 for r in range(world_size))

@@ -143,8 +143,8 @@ def _kernel_rule_broken(a: torch.Tensor, w: MXFP4Tensor) -> str | None:
 
 
 def _reads_float32(a: torch.Tensor, w: MXFP4Tensor) -> bool:
-    """Whether the kernel a call of ``a``'s shape takes quantizes float32 ``a`` itself (the streaming
-    GEMM), so that no value of it passes through bf16."""
+    """Whether the kernel a call of ``a``'s shape takes quantizes float32 ``a`` itself (the streaming and
+    banded GEMMs), so that no value of it passes through bf16."""
     n16, k2 = w.data.shape
     m = a.numel() // max(a.shape[-1], 1)
     return m > 0 and _cuda_ops().reads_as_given(_params(m, n16, 2 * k2, a.get_device()), torch.float32)
@@ -196,11 +196,12 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
     ``out_dtype`` (bf16 by default; fp16 or float32: that bf16 value converted, docs/design.md) or
     in ``out``'s dtype. On a Hopper GPU: the CUDA kernels (one or two launches, plan.choose), which
     read ``w`` as stored (aiter's shuffled layout, see :func:`mxfp4.prepare`; any N and K, padded
-    there) and keep nothing between calls; the streaming GEMM reads fp16 and float32 ``a`` as it is,
-    the other kernels take its quantized values in bf16 (exact,
+    there) and keep nothing between calls; the streaming and banded GEMMs read fp16 and float32 ``a`` as
+    it is, the other kernels take its quantized values in bf16 (exact,
     :func:`mxfp4.formats.quantized_values_bf16`). Elsewhere the exact reference. ``params`` forces a
     kernel variant (``SmallParams``: the short-K kernel, ``StreamParams``: the streaming GEMM,
-    ``DecodeParams``: the two-launch decode kernels, ``WgmmaParams``: the large-M kernels); by default
+    ``BandParams``: the banded GEMM, ``DecodeParams``: the two-launch decode kernels, ``WgmmaParams``: the
+    large-M kernels); by default
     ``plan.choose`` picks.
 
     ``bias`` (bf16, fp16 or float32 [N], on a's device) is added before the one rounding, as Quark computes
@@ -221,8 +222,8 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
         validate_bias(bias, n, a.device)
     if params is not None:
         if not isinstance(params, plan.KERNEL_PARAMS):
-            raise TypeError(f"params must be a mxfp4.plan.SmallParams, StreamParams, DecodeParams or WgmmaParams, got "
-                            f"{type(params).__name__}")
+            raise TypeError(f"params must be a mxfp4.plan.SmallParams, StreamParams, BandParams, DecodeParams or "
+                            f"WgmmaParams, got {type(params).__name__}")
         if params.out_f32:
             raise ValueError("params.out_f32 variants write the unrounded float32 total (ops.gemm_a4w4_partial), "
                              "not gemm_a4w4's bf16 output")
@@ -310,13 +311,14 @@ def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_d
             if a.dtype is torch.float32 and not cuda_ops.reads_as_given(params, a.dtype) and _beyond_bf16(a):
                 raise ValueError(f"params {params} read float32 a through bf16, and a holds a finite value of "
                                  "magnitude >= 1.75 * 2**127 (quantized to 2**128, beyond bf16): pass StreamParams "
-                                 "or backend='reference'")
+                                 "or BandParams or backend='reference'")
             params.check()
             if not params.fits(plan.Problem(m, n16, k64)):
                 raise ValueError(f"params {params} do not fit the problem {m}x{n16}x{k64} (split at most "
                                  f"K / 32; DecodeParams: M at most 8 * mt, shared memory at most {plan.SMEM_LIMIT}; "
                                  f"SmallParams: kb = K / 32, M at most {plan.MAX_GRID_Y} tiles of 8 * mt rows; "
-                                 f"StreamParams: M at most 8 * mt)")
+                                 f"StreamParams: M at most 8 * mt; BandParams: M at most 8 * mt, K at most "
+                                 f"{plan.BAND_MAX_K})")
         cuda_ops.gemm(a if two_d else a.reshape(m, k), w.data, w.scales, buf, params)
     if out is not None:
         if not bf16_out:

@@ -5,7 +5,8 @@ Up to ``STREAM_MAX_M`` rows three kernels run, each shape the fastest: ``SmallPa
 variant of ``cuda/csrc/gemm_small.cu`` (one launch at short K, A's quantization shared by a cluster
 along N; tiles of tokens along the grid's y, so the table may name it up to ``TABLE_MAX_M`` rows),
 ``StreamParams`` one of ``cuda/csrc/gemm_stream.cu`` (A quantized once, then the weight streamed with
-every SM an equal share), ``DecodeParams`` one of ``cuda/csrc/gemm_decode.cu`` (A quantized once,
+every SM an equal share), ``BandParams`` one of ``cuda/csrc/gemm_band.cu`` (the same with A in bands and the
+block sums of a segment added inside the tensor core: 17..32 rows of a large weight), ``DecodeParams`` one of ``cuda/csrc/gemm_decode.cu`` (A quantized once,
 then the GEMM; the table names it where it measured fastest). ``WgmmaParams`` fixes one variant of
 ``cuda/csrc/gemm_wgmma.cu``, the kernels for M >= ``WGMMA_MIN_M``. ``choose`` returns the table's
 entry for the shape when the shipped table has one (up to ``TABLE_MAX_M`` rows), otherwise
@@ -17,12 +18,12 @@ import dataclasses
 import json
 import pathlib
 
-from .params import (MAX_GRID_Y, SEGMENT_BLOCKS, SMEM_LIMIT, DecodeParams, GroupedParams, Problem, SmallParams,
-                     StreamParams, WgmmaParams, valid)
+from .params import (BAND_MAX_K, MAX_GRID_Y, SEGMENT_BLOCKS, SMEM_LIMIT, BandParams, DecodeParams, GroupedParams,
+                     Problem, SmallParams, StreamParams, WgmmaParams, valid)
 
-KernelParams = SmallParams | DecodeParams | StreamParams | WgmmaParams
+KernelParams = SmallParams | DecodeParams | StreamParams | BandParams | WgmmaParams
 """The parameter set of one dense GEMM call, whichever kernel it runs."""
-KERNEL_PARAMS = (SmallParams, DecodeParams, StreamParams, WgmmaParams)
+KERNEL_PARAMS = (SmallParams, DecodeParams, StreamParams, BandParams, WgmmaParams)
 
 TABLE_PATH = pathlib.Path(__file__).with_name("configs") / "h200.json"
 
@@ -132,13 +133,44 @@ def stream_heuristic(p: Problem, sm_count: int = 132) -> StreamParams | None:
     return min((short, narrow) if mt == 4 else (wide, narrow, short), key=loss)
 
 
+BAND_MIN_M = 17
+BAND_MIN_WEIGHT = 100_000_000
+"""The banded GEMM runs from ``BAND_MIN_M`` rows (to ``STREAM_MAX_M``) on weights of at least this many
+elements (N x K). H100, L2 flushed, one run, against the streaming GEMM's heuristic choice: 32x57344x8192
+151.4 us against 176.2, 32x13312x16384 80.4 against 88.1, 32x8192x28672 88.9 against 93.6, 24x16384x6656
+(1.09e8 elements) 49.6 against 52.3; it lost at 32x8192x8192 (6.7e7: 40.0 against 36.4) and at up to 16 rows
+(16x57344x8192 132.9 against 119.0, 1x57344x8192 111.6 against 101.6): docs/experiments.md."""
+
+
+def band_params(mt: int, wg: int, ks: int, depth: int = 4, sign_split: bool = False) -> BandParams:
+    """The banded GEMM with the deepest ring that fits (up to ``STREAM_RING_WEIGHT_BYTES`` of weight)."""
+    stages = max(2, min(8, STREAM_RING_WEIGHT_BYTES // (1024 * wg * ks)))
+    while stages > 2 and BandParams(mt, wg, ks, stages, depth).smem_bytes() > SMEM_LIMIT:
+        stages -= 1
+    return BandParams(mt, wg, ks, stages, depth, sign_split)
+
+
+def band_heuristic(p: Problem) -> BandParams | None:
+    """The banded GEMM for ``p`` (``BAND_MIN_M`` .. ``STREAM_MAX_M`` rows, a weight of at least
+    ``BAND_MIN_WEIGHT`` elements, K at most ``params.BAND_MAX_K``; else None): 32-token tiles of 128 weight
+    rows (two warpgroups) by units of 16 blocks, one wgmma a block on signed codes: the fastest of the sweep
+    (one to three warpgroups, units of 16 or 32 blocks, signs split or not) at the four shapes above (H100;
+    the split within 1%)."""
+    if not (BAND_MIN_M <= p.m <= STREAM_MAX_M and p.n * p.k >= BAND_MIN_WEIGHT and p.k <= BAND_MAX_K):
+        return None
+    return band_params(4, 2, 16)
+
+
 def heuristic(p: Problem, sm_count: int = 132) -> KernelParams:
     """A launch for any shape: the short-K kernel up to ``SMALL_MAX_K`` and 32 rows
-    (``small_heuristic``), else the streaming GEMM up to ``STREAM_MAX_M`` rows (``stream_heuristic``),
-    else the large-M kernels (``wgmma_params``)."""
+    (``small_heuristic``), else the banded GEMM where ``band_heuristic`` takes the shape, else the streaming
+    GEMM up to ``STREAM_MAX_M`` rows (``stream_heuristic``), else the large-M kernels (``wgmma_params``)."""
     small = small_heuristic(p) if p.k <= SMALL_MAX_K else None
     if small is not None:
         return small
+    band = band_heuristic(p)
+    if band is not None:
+        return band
     stream = stream_heuristic(p, sm_count)
     return stream if stream is not None else wgmma_params(p, sm_count)
 
@@ -174,9 +206,10 @@ def grouped_heuristic(t: int, e: int, n: int, k: int, sm_count: int = 132) -> Gr
     return None if split is None else GroupedParams(DecodeParams(mt, 8, 2, 8, split))
 
 
-KERNELS = {"small": SmallParams, "decode": DecodeParams, "stream": StreamParams, "wgmma": WgmmaParams}
-"""The table's kernel names: the short-K kernel, the two-launch decode kernels, the streaming GEMM and
-the large-M kernels."""
+KERNELS = {"small": SmallParams, "decode": DecodeParams, "stream": StreamParams, "band": BandParams,
+           "wgmma": WgmmaParams}
+"""The table's kernel names: the short-K kernel, the two-launch decode kernels, the streaming GEMM, the banded
+GEMM and the large-M kernels."""
 
 TABLE_MAX_M = 64
 """The table steers shapes up to this many rows; from 33 rows its entries choose among the short-K

@@ -1,5 +1,6 @@
 """The tuner: for each shape, time the candidate kernels (below 33 rows the short-K kernel's
-SmallParams (K <= 8192), the streaming GEMM's StreamParams and the decode kernels' DecodeParams; from
+SmallParams (K <= 8192), the streaming GEMM's StreamParams, the banded GEMM's BandParams and the decode
+kernels' DecodeParams; from
 33 rows the short-K and decode kernels against the large-M kernels) under the competition rule, keep the fastest exact one, and write the table that :func:`mxfp4.plan.choose`
 reads (JSON, written atomically).
 Shapes above ``plan.TABLE_MAX_M`` rows always run the large-M kernels: they are skipped."""
@@ -27,12 +28,23 @@ FINALISTS = 3
 
 def candidates(p: plan.Problem, sm_count: int = 132) -> list[plan.KernelParams]:
     """Variants worth timing for ``p``: below ``plan.WGMMA_MIN_M`` rows those of the short-K kernel,
-    the streaming GEMM and the decode kernels (``small_candidates``, ``stream_candidates``,
-    ``decode_candidates``), from there to ``plan.TABLE_MAX_M`` the short-K kernel's, the decode kernels'
+    the streaming GEMM, the banded GEMM and the decode kernels (``small_candidates``,
+    ``stream_candidates``, ``band_candidates``, ``decode_candidates``), from there to ``plan.TABLE_MAX_M`` the short-K kernel's, the decode kernels'
     and the large-M kernels' (``wgmma_candidates``)."""
     if p.m >= plan.WGMMA_MIN_M:
         return small_candidates(p) + decode_candidates(p, sm_count) + wgmma_candidates(p, sm_count)
-    return small_candidates(p) + stream_candidates(p) + decode_candidates(p, sm_count)
+    return small_candidates(p) + stream_candidates(p) + band_candidates(p) + decode_candidates(p, sm_count)
+
+
+def band_candidates(p: plan.Problem) -> list[plan.BandParams]:
+    """The banded GEMM for ``p`` (up to ``plan.STREAM_MAX_M`` rows): tiles of 64, 128 and 192 rows (one to
+    three warpgroups), units of 16 and 32 blocks, the codes' signs split over two wgmma or one wgmma on signed
+    codes, the deepest ring that fits."""
+    if p.m > plan.STREAM_MAX_M or p.k > plan.BAND_MAX_K:
+        return []
+    mt = next(t for t in (1, 2, 4) if 8 * t >= p.m)
+    out = [plan.band_params(mt, wg, ks, 4, split) for wg in (1, 2, 3) for ks in (16, 32) for split in (True, False)]
+    return [c for c in out if plan.valid(c)]
 
 
 def stream_candidates(p: plan.Problem) -> list[plan.StreamParams]:

@@ -7,6 +7,7 @@ import torch
 from .. import plan
 from . import runtime
 from .launch import Launch, rows, rows_for_kernel, weight
+from .launch.band import BandLaunch
 from .launch.decode import DecodeLaunch, GroupedLaunch
 from .launch.small import SmallLaunch
 from .launch.stream import StreamLaunch
@@ -15,7 +16,8 @@ from .launch.wgmma import WgmmaLaunch
 PTR, I32, I64 = runtime.Param.PTR, runtime.Param.I32, runtime.Param.I64
 
 FAMILIES: dict[type, type[Launch]] = {plan.SmallParams: SmallLaunch, plan.DecodeParams: DecodeLaunch,
-                                      plan.StreamParams: StreamLaunch, plan.WgmmaParams: WgmmaLaunch}
+                                      plan.StreamParams: StreamLaunch, plan.BandParams: BandLaunch,
+                                      plan.WgmmaParams: WgmmaLaunch}
 """The launch of each dense GEMM's parameter set (``plan.KERNEL_PARAMS``)."""
 
 _launches: dict[tuple, Launch] = {}

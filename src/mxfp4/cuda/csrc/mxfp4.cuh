@@ -175,15 +175,20 @@ __device__ __forceinline__ u32 e2m1x4_to_s8x4(u32 c) {
   return __byte_perm(pos, neg, ((c >> 1) & 0x4444u) | 0x3210u);
 }
 
+// PTX prmt.b32 in its default mode: byte i of the result is byte (sel >> 4 i) & 7 of (b:a), or, where bit 3 of
+// that selector nibble is set, that byte's sign replicated (0x00 or 0xFF). CUDA's __byte_perm ignores bit 3.
+// With a table of the positive e2m1 magnitudes and 4 codes as the selector, the negative codes read 0.
+__device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
+  u32 r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+  return r;
+}
+
 // Twice the magnitudes of the positive e2m1 codes among four (nibbles 0..3 of c; byte i from nibble i),
 // 0 for the negative ones: one byte-permute whose selector nibbles are the codes themselves (a set
 // bit 3, the sign, replicates the sign of a positive table byte: 0). With c ^ 0x8888 the same gives
-// the negative codes' magnitudes: the two halves of a sign-split MMA (gemm_stream.cu).
-__device__ __forceinline__ u32 e2m1x4_positive(u32 c, u32 lo = 0x03020100u) {
-  u32 r;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(0x0C080604u), "r"(c));
-  return r;
-}
+// the negative codes' magnitudes: the two halves of a sign-split MMA (gemm_stream.cu, gemm_band.cu).
+__device__ __forceinline__ u32 e2m1x4_positive(u32 c, u32 lo = 0x03020100u) { return prmt(lo, 0x0C080604u, c); }
 
 // Round a double to bf16 bits, to nearest even: round to float32 toward zero, make the result odd
 // if that was inexact (round to odd keeps the information for the second rounding), then round the

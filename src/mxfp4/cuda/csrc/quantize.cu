@@ -4,6 +4,8 @@
 //   plain layout.
 // - mxfp4_quantize_tokens: A (A_KIND 0 bf16, 1 fp16, 2 float32) into the streaming GEMM's operand
 //   (gemm_stream.cu), and its fix-up flags zeroed.
+// - mxfp4_quantize_bands: A (the same dtypes) into the banded GEMM's operand (gemm_band.cu): its bands,
+//   their half-scales and masks; and the GEMM's fix-up flags zeroed.
 #include "mxfp4.cuh"
 
 #ifndef A_KIND
@@ -47,4 +49,75 @@ mxfp4_quantize_tokens(const u8 *__restrict__ A, int lda, int M, int Ka, int K, u
     *(uint2 *)(as8 + (o * 4 + q) * 8) = make_uint2(mx::e2m1x4_to_s8x4(codes), mx::e2m1x4_to_s8x4(codes >> 16));
     if (q == 0) sa[o] = mx::half_scale(sbyte);
   }
+}
+
+// The banded GEMM's operand (gemm_band.cu): A [M, Ka] (row stride lda elements) read as [M, K] with zero
+// blocks past Ka, quantized, each token's 256-element segment cut into three bands. A CTA a segment, a warp a
+// token row (rows M..tok-1 zeros), a lane a quarter block (block lane / 4 of the segment). Band 0: the
+// blocks whose scale byte lies in the window of 4 ending at the segment's largest, band 1 the window of 4
+// ending at the largest of the rest, band L the rest and the NaN blocks; all-zero blocks none. In bands 0
+// and 1 twice the e2m1 values are shifted left by the byte minus the band's base (the window's lowest),
+// in band L not. Written, for band j (0, 1, L = 2) and block b (of nblk8 = K/32 rounded up to 8):
+// qa + ((j * nblk8 + b) * tok) * 32: the tok x 32 int8 values in the layout of mx::desc_k32, value k of a
+// block at K slot k % 8 < 4 ? 4 (k / 8) + k % 4 : 16 + 4 (k / 8) + k % 4 (the weight's fragment order), zero
+// where the token's block is not in band j; qs[(j * nblk8 + b) * tok + r]: the half-scale of the band's
+// base (bands 0 and 1, at every block of the segment where the token has the band) or of the block's own
+// byte (band L, NaN for 255), else 0; meta[segment]: the blocks each band holds for any token (bits 0..7
+// band 0, 8..15 band 1, 16..23 band L). Zeroes flags[0, nflags). Its first instruction lets the GEMM that
+// depends on it launch (programmatic dependent launch).
+extern "C" __global__ void __launch_bounds__(1024)
+mxfp4_quantize_bands(const u8 *__restrict__ A, int lda, int M, int Ka, int K, u8 *__restrict__ qa,
+                     float *__restrict__ qs, u32 *__restrict__ meta, int tok, u32 *__restrict__ flags, int nflags) {
+  mx::pdl_launch_dependents();
+  constexpr int ESIZE = A_KIND == 2 ? 4 : 2;
+  __shared__ u32 masks;
+  const long long it = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (it < nflags) flags[it] = 0u;
+  if (threadIdx.x == 0) masks = 0u;
+  __syncthreads();
+  const int nblk = K >> 5, nblk8 = (nblk + 7) & ~7;
+  const int r = threadIdx.x >> 5, lane = threadIdx.x & 31, q = lane & 3, b = blockIdx.x * 8 + (lane >> 2);
+  const bool ok = r < M && b < nblk && b * 32 < Ka;
+  u32 sbyte;
+  const u32 codes = mx::quantize_quarter<A_KIND>(A + ((long long)r * lda + b * 32 + q * 8) * ESIZE, ok, sbyte);
+  u32 nz = (codes & 0x77777777u) != 0u;
+  nz |= __shfl_xor_sync(0xffffffffu, nz, 1);
+  nz |= __shfl_xor_sync(0xffffffffu, nz, 2);
+  const bool isnan = sbyte == 255u, normal = nz && !isnan;
+  // The bands' bases (scale bytes; a key of 0: no such block).
+  const u32 top0 = __reduce_max_sync(0xffffffffu, normal ? sbyte + 1u : 0u);
+  const u32 base0 = top0 > 4u ? top0 - 4u : 0u;
+  const bool in0 = normal && sbyte >= base0;
+  const u32 top1 = __reduce_max_sync(0xffffffffu, normal && !in0 ? sbyte + 1u : 0u);
+  const u32 base1 = top1 > 4u ? top1 - 4u : 0u;
+  const bool in1 = normal && !in0 && sbyte >= base1;
+  const bool inl = (normal && !in0 && !in1) || isnan;
+  const int band = in0 ? 0 : in1 ? 1 : inl ? 2 : 3;
+  // Twice the e2m1 values, shifted: the positive codes' magnitudes, the negative ones' negated bytewise.
+  const u32 sh = in0 ? sbyte - base0 : in1 ? sbyte - base1 : 0u;
+  const u32 tl = 0x03020100u << sh, th = 0x0C080604u << sh;
+  auto signed4 = [&](u32 c) {
+    const u32 pos = mx::prmt(tl, th, c), neg = mx::prmt(tl, th, c ^ 0x8888u);
+    return pos | ((0x80808080u - neg) ^ 0x80808080u);
+  };
+  const u32 vlo = signed4(codes & 0xFFFFu), vhi = signed4(codes >> 16);
+  const u32 at = (r >> 3) * 256 + (r & 7) * 16 + 4 * q;
+#pragma unroll
+  for (int j = 0; j < 3; ++j) {
+    u8 *tile = qa + ((long long)j * nblk8 + b) * tok * 32 + at;
+    *(u32 *)tile = band == j ? vlo : 0u;
+    *(u32 *)(tile + 128) = band == j ? vhi : 0u;
+  }
+  if (q == 0) {
+    float *s = qs + (long long)b * tok + r;
+    s[0] = top0 ? mx::half_scale(base0) : 0.0f;
+    s[(long long)nblk8 * tok] = top1 ? mx::half_scale(base1) : 0.0f;
+    s[2 * (long long)nblk8 * tok] = inl ? mx::half_scale(sbyte) : 0.0f;
+  }
+  const u32 bit = q == 0 ? 1u << (lane >> 2) : 0u;
+  const u32 m = __reduce_or_sync(0xffffffffu, in0 ? bit : 0u) | (__reduce_or_sync(0xffffffffu, in1 ? bit : 0u) << 8) |
+                (__reduce_or_sync(0xffffffffu, inl ? bit : 0u) << 16);
+  if (lane == 0 && m) atomicOr(&masks, m);
+  __syncthreads();
+  if (threadIdx.x == 0) meta[blockIdx.x] = masks;
 }

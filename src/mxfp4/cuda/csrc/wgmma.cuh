@@ -1,6 +1,7 @@
 // Hopper's warpgroup MMA (wgmma) on int8 and what feeds it: shared-memory descriptors of the 128-byte
 // swizzle, the fences and waits around an MMA group, register moves between warpgroups, and the TMA
-// copy of a 2-D box. Used by the large-M kernels (gemm_wgmma.cu) and the int8 peak (wgmma_peak.cu).
+// copy of a 2-D box. Used by the large-M kernels (gemm_wgmma.cu), the banded GEMM (gemm_band.cu, whose weight
+// operand comes from registers: wgmma_rs_s8) and the int8 peak (wgmma_peak.cu).
 #pragma once
 #include "mxfp4.cuh"
 
@@ -61,6 +62,59 @@ __device__ __forceinline__ void wgmma_ss_s8(int (&d)[32], u64 da, u64 db) {
       : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
       : "l"(da), "l"(db));
 }
+
+// D (64 x N, s32) = A (64 x 32 s8, this warpgroup's registers: the m16n8k32 fragment of its warp's 16 rows)
+// * B (N x 32 s8, K-major in shared memory, descriptor), plus D where ACCUMULATE (an immediate; without
+// it D is an output only, so that ptxas sees no read of it). N = 8, 16, 32.
+template <bool ACCUMULATE>
+__device__ __forceinline__ void wgmma_rs_s8(int (&d)[4], const u32 (&a)[4], u64 db) {
+  if constexpr (ACCUMULATE)
+    asm volatile("wgmma.mma_async.sync.aligned.m64n8k32.s32.s8.s8 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, 1;"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+  else
+    asm volatile("wgmma.mma_async.sync.aligned.m64n8k32.s32.s8.s8 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, 0;"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+template <bool ACCUMULATE>
+__device__ __forceinline__ void wgmma_rs_s8(int (&d)[8], const u32 (&a)[4], u64 db) {
+  if constexpr (ACCUMULATE)
+    asm volatile("wgmma.mma_async.sync.aligned.m64n16k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, 1;"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+  else
+    asm volatile("wgmma.mma_async.sync.aligned.m64n16k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, 0;"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]), "=r"(d[4]), "=r"(d[5]), "=r"(d[6]), "=r"(d[7])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+template <bool ACCUMULATE>
+__device__ __forceinline__ void wgmma_rs_s8(int (&d)[16], const u32 (&a)[4], u64 db) {
+  if constexpr (ACCUMULATE)
+    asm volatile("wgmma.mma_async.sync.aligned.m64n32k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, 1;"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+  else
+    asm volatile("wgmma.mma_async.sync.aligned.m64n32k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, 0;"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]), "=r"(d[4]), "=r"(d[5]), "=r"(d[6]), "=r"(d[7]), "=r"(d[8]), "=r"(d[9]), "=r"(d[10]), "=r"(d[11]), "=r"(d[12]), "=r"(d[13]), "=r"(d[14]), "=r"(d[15])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+
+// Shared-memory descriptor of a K-major int8 operand of 32 bytes a row, no swizzle: 8-row core matrices of
+// 16-byte rows (128 bytes), the row's second 16 bytes 128 bytes on (LBO), the next 8 rows 256 bytes on (SBO):
+// row n, byte k at (n / 8) * 256 + (k / 16) * 128 + (n % 8) * 16 + k % 16. desc_k32_lo: its low word (the
+// address field and LBO), to which an operand further on in shared memory adds its offset in 16-byte units
+// (no carry out of the address field: shared memory ends below 2**18 bytes); desc_k32_of: the descriptor of
+// such a low word (the high word, SBO, the same for every operand).
+__device__ __forceinline__ u32 desc_k32_lo(u32 addr) { return ((addr & 0x3FFFFu) >> 4) | ((128u >> 4) << 16); }
+
+__device__ __forceinline__ u64 desc_k32_of(u32 lo) {
+  u64 d;
+  asm("mov.b64 %0, {%1, %2};" : "=l"(d) : "r"(lo), "r"(256u >> 4));
+  return d;
+}
+
+__device__ __forceinline__ u64 desc_k32(u32 addr) { return desc_k32_of(desc_k32_lo(addr)); }
 
 // 2-D TMA copy of the box at (c0 inner, c1 outer) of `map` into shared memory, completing on `bar`.
 __device__ __forceinline__ void tma_copy_2d(void *dst, const TensorMap *map, int c0, int c1, u64 *bar) {

@@ -5,7 +5,8 @@ bytes, and it builds each kernel's arguments in the order of the kernel's ``runt
 
 ``small``: ``gemm_small.cu`` (``SmallParams``); ``decode``: ``gemm_decode.cu`` (``DecodeParams``, and the
 grouped GEMM's ``GroupedParams``); ``stream``: ``gemm_stream.cu`` after ``quantize.cu``'s token
-quantizer (``StreamParams``); ``wgmma``: ``gemm_wgmma.cu`` (``WgmmaParams``). :mod:`mxfp4.cuda.ops`
+quantizer (``StreamParams``); ``band``: ``gemm_band.cu`` after ``quantize.cu``'s band quantizer
+(``BandParams``); ``wgmma``: ``gemm_wgmma.cu`` (``WgmmaParams``). :mod:`mxfp4.cuda.ops`
 looks a launch up per shape and calls it.
 
 Here too: what the kernels' loads and stores need of the tensors a launch is handed. Each tensor

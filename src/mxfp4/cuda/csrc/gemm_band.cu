@@ -1,0 +1,548 @@
+// Banded weight-streaming GEMM (M <= TOK = 8 * MT, up to 32; the plan takes it at 17..32 rows of a large
+// weight, where it measured faster than the streaming GEMM, gemm_stream.cu): C [M, N] = dequant(quant(A)) @
+// dequant(W)^T, W in aiter's shuffled layouts as stored, in two launches chained by programmatic dependent
+// launch: quantize.cu's mxfp4_quantize_bands writes A as the wgmma's B operand in three bands (below) and
+// zeroes the fix-up flags; this GEMM streams the weight from its first instruction.
+//
+// Work: units of a tile of ROWS = 64 * WG weight rows by KS blocks of K (KS a multiple of 8: whole
+// 256-element segments), numbered tile-major; CTA i of the grid takes units [U i / grid, U (i + 1) / grid)
+// (stream-K: every CTA the same share to one unit). Warp roles: WG consumer warpgroups, warpgroup wg owning
+// the tile's rows 64 wg .. 64 wg + 63, and a producer warpgroup (its registers given to the consumers by
+// setmaxnreg) whose first warp's lanes issue a unit's bulk copies side by side into a ring of STAGES
+// stages: the row groups' codes as stored (a group's K range is contiguous), the 32-row scale units, and
+// A's bands and band scales of the unit's blocks (from the workspace, L2-resident; bands 1 and L only where
+// the unit holds any).
+//
+// The numbers. A block's products are exact int32 sums of twice the e2m1 values (wgmma m64nTOKk32 s8, the
+// weight in registers as the A operand, the tokens from shared memory as B). A segment's sums are added
+// inside the tensor core, each block's shifted by its exponent above the segment's base, on both sides:
+// - a token's blocks are cut by the quantizer into bands (quantize.cu): band 0 the blocks whose exponent
+//   lies in the window of 4 below the largest, band 1 the same window below the largest of the rest, band L
+//   the rest (and NaN blocks); in bands 0 and 1 a value is shifted left by its exponent minus the band's
+//   base (at most 3: 12 << 3 still an int8), so the band's sum over the segment times 2**base is exact;
+// - a weight row's blocks whose exponent lies in [lo, lo + 3] (lo: the row's smallest in the segment) are
+//   converted shifted left by their exponent minus lo (the byte-permute table shifted, one funnel shift);
+//   the others are W-loose. SPLIT: the codes' signs split over two accumulators (the positive codes'
+//   magnitudes and the negative ones', one byte-permute for 4 codes each), which one integer add takes
+//   apart; else one wgmma on signed codes (the negative magnitudes negated bytewise).
+// The fold: per segment and band 0 / 1, 8 wgmma (pairs) into one accumulator (pair); then the sum put
+// into the mantissa of the row's start (mx::fold_start(lo): 1.5 * 2**23 times the row's half-scale, |sum| <
+// 2**22) gives the sum times the row's half-scale exactly, and one fma with the token's band half-scale adds
+// the term. Blocks of band L, and W-loose blocks, are terms of their own (the loose pass): each its wgmma
+// (pair), scaled by the row's start for that block (lo's, or the block's own exponent's, or for a scale
+// byte above 232 the two-scale form) and the token's block or band half-scale. Every term is exact; the
+// K/256 (and loose K/32) terms are added in float32 in a fixed order, then rounded once to bf16 (OUT_F32:
+// stored as the float32 total). Deterministic: a shape always cuts and folds the same way; a row's path
+// depends on the other rows of its warpgroup's tile (the W-loose blocks are the tile's), so its last bits
+// can depend on them, always inside the bound.
+//
+// A tile split between CTAs (at most the first and last of a CTA's range) is summed by the CTA holding its
+// last unit (the owner): the others store their partials in the workspace and set a flag; the owner, after
+// its whole range, waits for the flags of those CTAs (all of lower index, so all already running) and adds
+// the partials in CTA order, its own last.
+#include "wgmma.cuh"
+
+#if !defined(MT) || !defined(SPLIT)
+#error "MT, WG, KS, STAGES, DEPTH and SPLIT are set by the JIT"
+#endif
+
+namespace {
+
+constexpr int TOK = 8 * MT;          // token rows held (M <= TOK), the wgmma's N
+constexpr int ROWS = 64 * WG;        // weight rows of a tile
+constexpr int CTHREADS = 128 * WG;   // consumer threads
+constexpr int THREADS = CTHREADS + 128; // and the producer warpgroup (its first warp issues the copies)
+// Registers a thread (setmaxnreg): the producer warpgroup gives its share to the consumers.
+constexpr int PRODUCER_REGS = 40;
+constexpr int CONSUMER_REGS = WG == 1 ? 240 : WG == 2 ? 232 : 152;
+constexpr int SEGS = KS / 8;         // segments of a unit
+constexpr int NBANDS = 3;            // A's bands: 0 and 1 folded, 2 (L) block by block
+constexpr int MAXSEG = 512;          // segments of K held in the band table (K <= 131072)
+constexpr int ACC = TOK / 2;         // a thread's accumulators: rows g, g + 8 of its warp, TOK / 4 token pairs
+
+static_assert(MT == 1 || MT == 2 || MT == 4, "MT must be 1, 2 or 4");
+static_assert(WG >= 1 && WG <= 3, "WG must be 1, 2 or 3");
+static_assert(KS % 8 == 0 && KS >= 8 && KS <= 64, "KS must be a multiple of 8 (whole segments), at most 64");
+static_assert(STAGES >= 2, "at least two stages");
+static_assert(DEPTH == 2 || DEPTH == 4 || DEPTH == 6 || DEPTH == 8, "DEPTH (a fold's blocks in flight) must be 2, 4, 6 or 8");
+static_assert(ROWS / 16 <= 16 && ROWS / 32 <= 8, "the producer's lanes 0..15 issue the codes, 16..23 the scales");
+
+// The shared memory of a CTA, the one definition (params.BandParams.smem_bytes states the same sizes;
+// tests/test_band.py checks it against smem_bytes below, read from the PTX).
+struct Smem {
+  static constexpr u32 W = ROWS * KS * 16;             // a stage's codes: [ROWS / 16][KS][256]
+  static constexpr u32 WS = ROWS * KS;                 // its scale units: [ROWS / 32][KS / 8][256]
+  static constexpr u32 AV = NBANDS * KS * TOK * 32;    // A's bands: [3][KS][TOK x 32] (desc_k32's layout)
+  static constexpr u32 AS = NBANDS * KS * TOK * 4;     // their half-scales: [3][KS][TOK] float32
+  static constexpr u32 STAGE = W + WS + AV + AS;
+  static constexpr u32 RING = STAGES * STAGE;
+  static constexpr u32 META = MAXSEG * 4;              // each segment's band masks (quantize.cu)
+  static constexpr u32 SCAN = 2 * WG * SEGS * 64 * 16; // [2][WG][SEGS][64] {shifts lo, hi; exponents lo, hi}
+  static constexpr u32 LO = 2 * WG * SEGS * 64 * 4;    // [2][WG][SEGS][64] the rows' lo
+  static constexpr u32 LOOSE = 2 * WG * SEGS * 2 * 4;  // [2][WG][SEGS][2] W-loose blocks, by half warpgroup
+  static constexpr u32 OWN = TOK * ROWS * 4;           // the owned tile's partial: [TOK][ROWS]
+  static constexpr u32 BARS = (2 * STAGES + 1) * 8;    // full[STAGES], empty[STAGES], meta
+  static constexpr u32 BYTES = RING + META + SCAN + LO + LOOSE + OWN + BARS;
+};
+static_assert(Smem::STAGE % 16 == 0 && Smem::W % 16 == 0 && Smem::WS % 16 == 0 && Smem::AV % 16 == 0,
+              "bulk copies need 16-byte offsets");
+static_assert(Smem::BYTES <= 227 * 1024, "the variant's shared memory exceeds the 227 KiB a CTA may have");
+
+}  // namespace
+
+extern "C" __constant__ u32 mxfp4_band_smem_bytes = Smem::BYTES;
+
+namespace {
+
+constexpr u32 TLO = 0x03020100u, THI = 0x0C080604u;  // twice the e2m1 magnitudes 0 0.5 1 1.5 | 2 3 4 6
+
+// The CTA whose range holds unit u (ranges [U * i / grid, U * (i + 1) / grid)).
+__device__ __forceinline__ int cta_of(long long u, long long units, int grid) {
+  return (int)(((u + 1) * grid + units - 1) / units) - 1;
+}
+
+__device__ __forceinline__ u32 warp_uniform(u32 x) { return __shfl_sync(0xffffffffu, x, 0); }
+
+#if SPLIT
+// 8 codes of a row (nibble i: code i, sign in bit 3) to the positive codes' magnitudes (p) and the negative
+// ones' (n), twice the e2m1 values shifted left by amt (clamped: 32 gives zeros); fragment order: lo
+// codes 0..3, hi codes 4..7.
+__device__ __forceinline__ void convert(u32 c, u32 amt, u32 &plo, u32 &phi, u32 &nlo, u32 &nhi) {
+  const u32 tl = __funnelshift_lc(0u, TLO, amt), th = __funnelshift_lc(0u, THI, amt);
+  const u32 ch = c >> 16;
+  plo = mx::prmt(tl, th, c);
+  phi = mx::prmt(tl, th, ch);
+  nlo = mx::prmt(tl, th, c ^ 0x8888u);
+  nhi = mx::prmt(tl, th, ch ^ 0x8888u);
+}
+#else
+// The same 8 codes as signed int8 (twice the e2m1 values shifted left by amt; 32: zeros): the negative
+// codes' magnitudes negated bytewise, (0x80 - m) ^ 0x80 (no borrow between bytes: m <= 96).
+__device__ __forceinline__ void convert_signed(u32 c, u32 amt, u32 &lo, u32 &hi) {
+  const u32 tl = __funnelshift_lc(0u, TLO, amt), th = __funnelshift_lc(0u, THI, amt);
+  const u32 ch = c >> 16;
+  lo = mx::prmt(tl, th, c) | ((0x80808080u - mx::prmt(tl, th, c ^ 0x8888u)) ^ 0x80808080u);
+  hi = mx::prmt(tl, th, ch) | ((0x80808080u - mx::prmt(tl, th, ch ^ 0x8888u)) ^ 0x80808080u);
+}
+#endif
+
+__device__ __forceinline__ u32 byte_of(u32 x, int k) { return __byte_perm(x, 0u, 0x4440u | (u32)k); }
+
+// The accumulator start of a row's fold (lo its base byte; a row with lo above 232 folds nothing).
+__device__ __forceinline__ u32 row_start(u32 lo) { return lo <= 232u ? mx::fold_start(lo) : 0x4B400000u; }
+
+// A block or segment sum: the positive codes' minus the negative ones' (SPLIT), or the signed codes' alone.
+__device__ __forceinline__ int sum(const int (&p)[ACC], const int (&n)[ACC], int j) { return SPLIT ? p[j] - n[j] : p[j]; }
+
+// acc += (float((p - n) + c) - c) * s for the thread's fragment: rows g (c0) and g + 8 (c1), token pairs
+// (2t, 2t + 1) + 8 i with multipliers s[2 i], s[2 i + 1] read by `mult`.
+template <class Mult>
+__device__ __forceinline__ void add_terms(float (&acc)[ACC], const int (&p)[ACC], const int (&n)[ACC], u32 c0,
+                                          u32 c1, Mult mult) {
+  const float k0 = __uint_as_float(c0), k1 = __uint_as_float(c1);
+#pragma unroll
+  for (int i = 0; i < TOK / 8; ++i) {
+    const float2 s = mult(i);
+    acc[4 * i] = fmaf(__int_as_float(sum(p, n, 4 * i) + (int)c0) - k0, s.x, acc[4 * i]);
+    acc[4 * i + 1] = fmaf(__int_as_float(sum(p, n, 4 * i + 1) + (int)c0) - k0, s.y, acc[4 * i + 1]);
+    acc[4 * i + 2] = fmaf(__int_as_float(sum(p, n, 4 * i + 2) + (int)c1) - k1, s.x, acc[4 * i + 2]);
+    acc[4 * i + 3] = fmaf(__int_as_float(sum(p, n, 4 * i + 3) + (int)c1) - k1, s.y, acc[4 * i + 3]);
+  }
+}
+
+// The loose pass's term with a row factor (m0, m1: 1, or a scale above 232's half-scale).
+__device__ __forceinline__ void add_loose(float (&acc)[ACC], const int (&p)[ACC], const int (&n)[ACC], u32 c0,
+                                          u32 c1, float m0, float m1, const float *s) {
+  const float k0 = __uint_as_float(c0), k1 = __uint_as_float(c1);
+  const int t = threadIdx.x & 3;
+#pragma unroll
+  for (int i = 0; i < TOK / 8; ++i) {
+    const float2 sv = *(const float2 *)(s + 8 * i + 2 * t);
+    acc[4 * i] = fmaf(__int_as_float(sum(p, n, 4 * i) + (int)c0) - k0, m0 * sv.x, acc[4 * i]);
+    acc[4 * i + 1] = fmaf(__int_as_float(sum(p, n, 4 * i + 1) + (int)c0) - k0, m0 * sv.y, acc[4 * i + 1]);
+    acc[4 * i + 2] = fmaf(__int_as_float(sum(p, n, 4 * i + 2) + (int)c1) - k1, m1 * sv.x, acc[4 * i + 2]);
+    acc[4 * i + 3] = fmaf(__int_as_float(sum(p, n, 4 * i + 3) + (int)c1) - k1, m1 * sv.y, acc[4 * i + 3]);
+  }
+}
+
+// One weight row's 8 scale bytes of a segment, from its 32-row unit's 256 bytes (u: the unit's segment at
+// the row's 16-row offset, 4 * (r % 16); h: r / 16 % 2): blocks 0..3 in lo, 4..7 in hi.
+__device__ __forceinline__ void row_exponents(const u8 *u, u32 h, u32 &lo, u32 &hi) {
+  const u32 w0 = *(const u32 *)u, w1 = *(const u32 *)(u + 64), w2 = *(const u32 *)(u + 128),
+            w3 = *(const u32 *)(u + 192);
+  const u32 sel = h ? 0x7351u : 0x6240u;
+  const u32 t01 = __byte_perm(w0, w1, sel), t23 = __byte_perm(w2, w3, sel);
+  lo = __byte_perm(t01, t23, 0x5410u);
+  hi = __byte_perm(t01, t23, 0x7632u);
+}
+
+// 0xFF in each byte of x that is not zero.
+__device__ __forceinline__ u32 nonzero_bytes(u32 x) {
+  const u32 hb = (((x & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | x) & 0x80808080u;
+  return (hb >> 7) * 0xFFu;
+}
+
+// Bits 0..3 from the high bits of x's bytes (x: 0x80 or 0 in each byte).
+__device__ __forceinline__ u32 byte_bits(u32 x) { return (((x >> 7) * 0x00204081u) >> 21) & 0xFu; }
+
+// Both rows' codes of a block as the wgmma's fragment: sign-split (pp, nn) or signed (pp).
+__device__ __forceinline__ void convert_rows(u32 x0, u32 x1, u32 a0, u32 a1, u32 (&pp)[4], u32 (&nn)[4]) {
+#if SPLIT
+  convert(x0, a0, pp[0], pp[2], nn[0], nn[2]);
+  convert(x1, a1, pp[1], pp[3], nn[1], nn[3]);
+#else
+  convert_signed(x0, a0, pp[0], pp[2]);
+  convert_signed(x1, a1, pp[1], pp[3]);
+#endif
+}
+
+// A term of the loose pass: one block's wgmma pair (the weight's registers pp, nn; the tokens' values at
+// shared address a) from zero, waited for, added with the rows' starts and factors and the tokens'
+// half-scales s.
+__device__ __forceinline__ void loose_term(float (&acc)[ACC], const u32 (&pp)[4], const u32 (&nn)[4], u32 a, u32 l0,
+                                           u32 l1, float m0, float m1, const float *s) {
+  int dp[ACC], dn[ACC];
+  mx::wgmma_fence();
+  mx::wgmma_rs_s8<false>(dp, pp, mx::desc_k32(a));
+  if (SPLIT) mx::wgmma_rs_s8<false>(dn, nn, mx::desc_k32(a));
+  mx::wgmma_commit();
+  mx::wgmma_wait<0>();
+  mx::fence_regs(dp);
+  if (SPLIT) mx::fence_regs(dn);
+  add_loose(acc, dp, dn, l0, l1, m0, m1, s);
+}
+
+// Row g (h 0) or g + 8 (h 1) of the fragment: NaN for every token.
+__device__ __forceinline__ void nan_row(float (&acc)[ACC], int h) {
+#pragma unroll
+  for (int j = 0; j < ACC; ++j)
+    if (((j >> 1) & 1) == h) acc[j] = __uint_as_float(0x7fc00000u);
+}
+
+// One block of a segment's fold: row g's codes at wcb (g + 8: +128), converted with the rows' shift bytes q0,
+// q1 into pp, nn, then the wgmma pairs of band 0 (the tokens' values: descriptor low word lo) and band 1 (BAND1),
+// added to the accumulators d (ACCUMULATE: not the segment's first block). Waits for the block DEPTH - 1
+// before (whose registers the next block's conversion takes).
+template <bool BAND1, bool ACCUMULATE>
+__device__ __forceinline__ void fold_block(int (&d)[4][ACC], u32 (&pp)[4], u32 (&nn)[4], const u8 *wcb, u32 q0, u32 q1,
+                                           u32 lo) {
+  const u32 x0 = *(const u32 *)wcb, x1 = *(const u32 *)(wcb + 128);
+#if SPLIT
+  convert(x0, q0, pp[0], pp[2], nn[0], nn[2]);
+  convert(x1, q1, pp[1], pp[3], nn[1], nn[3]);
+#else
+  convert_signed(x0, q0, pp[0], pp[2]);
+  convert_signed(x1, q1, pp[1], pp[3]);
+#endif
+  mx::wgmma_fence();
+  const u64 d0 = mx::desc_k32_of(lo);
+  mx::wgmma_rs_s8<ACCUMULATE>(d[0], pp, d0);
+  if (SPLIT) mx::wgmma_rs_s8<ACCUMULATE>(d[1], nn, d0);
+  if (BAND1) {
+    const u64 d1 = mx::desc_k32_of(lo + (KS * TOK * 32 >> 4));  // band 1's values
+    mx::wgmma_rs_s8<ACCUMULATE>(d[2], pp, d1);
+    if (SPLIT) mx::wgmma_rs_s8<ACCUMULATE>(d[3], nn, d1);
+  }
+  mx::wgmma_commit();
+  mx::wgmma_wait<DEPTH - 1>();
+}
+
+// A segment: what its fold, its terms and its loose pass read.
+struct Seg {
+  const u8 *wc;     // row g's codes of its block 0 (g + 8: +128)
+  const float *as;  // band 0's half-scales of its block 0 (band j: + j * KS * TOK floats)
+  uint4 r0, r1;     // the rows' scan: shift bytes (x, y: blocks 0..3, 4..7), exponent bytes (z, w)
+  u32 a0;           // band 0's values of its block 0 (a shared address; band j: + j * KS * TOK * 32)
+  u32 c0, c1;       // the rows' fold starts
+  u32 wl, am;       // its W-loose blocks, its band masks (warp-uniform)
+};
+
+// A segment's fold: its 8 blocks of band 0 (and band 1: BAND1) into one accumulator pair each (band 0's pair,
+// then band 1's), DEPTH blocks' conversions in registers at a time (a block's wgmma reads them until its
+// group is waited for); then its terms: the sums in the rows' starts' mantissas, times the tokens' band
+// half-scales (at the segment's first block).
+template <bool BAND1>
+__device__ __forceinline__ void fold(float (&acc)[ACC], const Seg &c) {
+  const int t = threadIdx.x & 3;
+  int d[4][ACC];
+  u32 fp[DEPTH][4], fn[DEPTH][4];
+  const u32 d0 = mx::desc_k32_lo(c.a0);  // block b's: + b * TOK * 32 bytes in the address field (16-byte units)
+  fold_block<BAND1, false>(d, fp[0], fn[0], c.wc, byte_of(c.r0.x, 0), byte_of(c.r1.x, 0), d0);
+#pragma unroll
+  for (int b = 1; b < 8; ++b)
+    fold_block<BAND1, true>(d, fp[b % DEPTH], fn[b % DEPTH], c.wc + b * 256, byte_of(b < 4 ? c.r0.x : c.r0.y, b & 3),
+                            byte_of(b < 4 ? c.r1.x : c.r1.y, b & 3), d0 + b * TOK * 2);
+  mx::wgmma_wait<0>();
+  mx::fence_regs(d[0]);
+  if (SPLIT) mx::fence_regs(d[1]);
+  add_terms(acc, d[0], d[1], c.c0, c.c1, [&](int j) { return *(const float2 *)(c.as + 8 * j + 2 * t); });
+  if (BAND1) {
+    mx::fence_regs(d[2]);
+    if (SPLIT) mx::fence_regs(d[3]);
+    const float *s1 = c.as + KS * TOK;
+    add_terms(acc, d[2], d[3], c.c0, c.c1, [&](int j) { return *(const float2 *)(s1 + 8 * j + 2 * t); });
+  }
+}
+
+// A segment's loose pass: its W-loose blocks (bands 0 and 1 for the rows outside their window, shift 0; the
+// other rows zero) and band L's blocks (every row: in its window shifted, else shift 0), each a term of its
+// own. The rows' starts: in the window lo's; else the block's own exponent's (above 232: 1.5 * 2**23, the
+// row's half-scale a factor of its own); a NaN scale makes the row NaN for every token.
+__device__ __forceinline__ void loose_pass(float (&acc)[ACC], const Seg &p) {
+  for (u32 rest = warp_uniform(p.wl | ((p.am >> 16) & 0xFFu)); rest; rest &= rest - 1u) {
+    const int b = __ffs(rest) - 1;
+    const u32 x0 = *(const u32 *)(p.wc + b * 256), x1 = *(const u32 *)(p.wc + b * 256 + 128);
+    const u32 q0 = byte_of(b < 4 ? p.r0.x : p.r0.y, b & 3), q1 = byte_of(b < 4 ? p.r1.x : p.r1.y, b & 3);
+    const u32 e0 = byte_of(b < 4 ? p.r0.z : p.r0.w, b & 3), e1 = byte_of(b < 4 ? p.r1.z : p.r1.w, b & 3);
+    const bool in0 = q0 < 32u, in1 = q1 < 32u;
+    const u32 l0 = in0 ? p.c0 : row_start(e0), l1 = in1 ? p.c1 : row_start(e1);
+    const float m0 = (in0 || e0 <= 232u) ? 1.0f : mx::half_scale(e0);
+    const float m1 = (in1 || e1 <= 232u) ? 1.0f : mx::half_scale(e1);
+    const u32 a_b = p.a0 + b * TOK * 32;
+    const float *sb = p.as + b * TOK;
+    u32 pp[4], nn[4];
+    if ((p.wl >> b) & 1u) {
+      convert_rows(x0, x1, q0 ^ 32u, q1 ^ 32u, pp, nn);
+      if ((p.am >> b) & 1u) loose_term(acc, pp, nn, a_b, l0, l1, m0, m1, sb);
+      if ((p.am >> (8 + b)) & 1u) loose_term(acc, pp, nn, a_b + KS * TOK * 32, l0, l1, m0, m1, sb + KS * TOK);
+      if (e0 == 255u) nan_row(acc, 0);
+      if (e1 == 255u) nan_row(acc, 1);
+    }
+    if ((p.am >> (16 + b)) & 1u) {
+      convert_rows(x0, x1, q0 & 31u, q1 & 31u, pp, nn);
+      loose_term(acc, pp, nn, a_b + 2 * KS * TOK * 32, l0, l1, m0, m1, sb + 2 * KS * TOK);
+    }
+  }
+}
+
+}  // namespace
+
+// grid (CTAs, 1, 1), THREADS threads, Smem::BYTES of dynamic shared memory. qa / qs / meta: the quantizer's
+// bands ([3][nblk8][TOK x 32] int8, [3][nblk8][TOK] float32, nblk8 = K/32 rounded up to 8) and segment masks
+// ([K/256] u32); part [grid][TOK][ROWS] float32 and flags [grid]: the split tiles' partials and their flags
+// (zeroed by the quantizer). C [M, N] with row stride ldc.
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+mxfp4_gemm_band(const u8 *__restrict__ qa, const float *__restrict__ qs, const u32 *__restrict__ meta,
+                  const u8 *__restrict__ W, const u8 *__restrict__ Wsc, int ldsc, out_t *__restrict__ C, int ldc, int M,
+                  int N, int K, float *__restrict__ part, u32 *__restrict__ flags) {
+  extern __shared__ __align__(128) u8 smem[];
+  mx::require_dynamic_smem(Smem::BYTES);
+  u8 *ring = smem;
+  u32 *segmask = (u32 *)(smem + Smem::RING);
+  uint4 *scan = (uint4 *)(smem + Smem::RING + Smem::META);
+  u32 *scanlo = (u32 *)(smem + Smem::RING + Smem::META + Smem::SCAN);
+  u32 *loose = (u32 *)(smem + Smem::RING + Smem::META + Smem::SCAN + Smem::LO);
+  float *own = (float *)(smem + Smem::RING + Smem::META + Smem::SCAN + Smem::LO + Smem::LOOSE);
+  u64 *full = (u64 *)(smem + Smem::RING + Smem::META + Smem::SCAN + Smem::LO + Smem::LOOSE + Smem::OWN);
+  u64 *empty = full + STAGES;
+  u64 *meta_bar = empty + STAGES;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int nblk = K >> 5, nblk8 = (nblk + 7) & ~7, nseg = nblk8 >> 3;
+  if (nseg > MAXSEG) __trap();  // the band table holds MAXSEG segments (params.BAND_MAX_K)
+  const int chunks = (nblk + KS - 1) / KS, tiles = (N + ROWS - 1) / ROWS;
+  const long long units = (long long)tiles * chunks;
+  const int cta = blockIdx.x, grid = gridDim.x;
+  const long long u_begin = units * cta / grid, u_end = units * (cta + 1) / grid;
+
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mx::mbar_init(&full[s], 2);          // the weight's arrival and A's
+      mx::mbar_init(&empty[s], CTHREADS);  // every consumer thread releases its own reads
+    }
+    mx::mbar_init(meta_bar, 32);
+    mx::fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (warp >= 4 * WG) {  // ---- the producer warpgroup: its first warp's lanes issue a unit's copies side by side
+    mx::setmaxnreg_dec<PRODUCER_REGS>();
+    if (warp > 4 * WG) return;
+    const int nunits = (int)(u_end - u_begin);
+    // Unit u_begin + i into stage i % STAGES: lane 0 arrives with the weight's bytes (before the quantizer
+    // is waited for) and with A's; lane c < ROWS / 16 copies row group c's codes, lane 16 + c scale unit c,
+    // lanes 24 + 2 j and 25 + 2 j band j's values and half-scales (bands 1 and L only where a segment of
+    // the unit holds any: the masks are the quantizer's).
+    auto issue = [&](int i, bool with_weight, bool with_a) {
+      const long long u = u_begin + i;
+      const int t = (int)(u / chunks), kb0 = (int)(u % chunks) * KS, nb = min(KS, nblk - kb0);
+      const int nb8 = (nb + 7) & ~7;
+      const int n0 = t * ROWS, groups = min(ROWS / 16, (N - n0) >> 4), sunits = (groups + 1) >> 1;
+      u8 *st = ring + (i % STAGES) * Smem::STAGE;
+      u64 *bar = &full[i % STAGES];
+      if (with_weight) {
+        if (lane == 0) mx::mbar_arrive_expect_tx(bar, (u32)(groups * nb * 256 + sunits * (nb8 >> 3) * 256));
+        __syncwarp();
+        if (lane < groups)
+          mx::bulk_copy(st + lane * KS * 256, W + (long long)((n0 >> 4) + lane) * 8 * K + kb0 * 256, (u32)nb * 256u,
+                        bar);
+        else if (lane >= 16 && lane < 16 + sunits)
+          mx::bulk_copy(st + Smem::W + (lane - 16) * (KS / 8) * 256,
+                        Wsc + (long long)((n0 >> 5) + lane - 16) * 32 * ldsc + (kb0 >> 3) * 256,
+                        (u32)(nb8 >> 3) * 256u, bar);
+      }
+      if (with_a) {
+        u32 present = 1u;  // band 0 always
+        for (int sg = kb0 >> 3; sg < (kb0 + nb8) >> 3; ++sg) {
+          const u32 m = segmask[sg];
+          present |= ((m >> 8) & 0xFFu ? 2u : 0u) | ((m >> 16) & 0xFFu ? 4u : 0u);
+        }
+        const u32 bytes = nb8 * TOK * 36u * (1u + ((present >> 1) & 1u) + ((present >> 2) & 1u));
+        if (lane == 0) mx::mbar_arrive_expect_tx(bar, bytes);
+        __syncwarp();
+        const int j = (lane - 24) >> 1;
+        if (lane >= 24 && lane < 30 && ((present >> j) & 1u)) {
+          if ((lane & 1) == 0)
+            mx::bulk_copy(st + Smem::W + Smem::WS + j * KS * TOK * 32,
+                          qa + ((long long)j * nblk8 + kb0) * TOK * 32, (u32)(nb8 * TOK * 32), bar);
+          else
+            mx::bulk_copy(st + Smem::W + Smem::WS + Smem::AV + j * KS * TOK * 4,
+                          qs + ((long long)j * nblk8 + kb0) * TOK, (u32)(nb8 * TOK * 4), bar);
+        }
+      }
+    };
+    const int first = min(STAGES, nunits);
+    for (int i = 0; i < first; ++i) issue(i, true, false);
+    mx::pdl_wait();  // A, its masks and the zeroed flags are the quantizer's
+    for (int sg = lane; sg < nseg; sg += 32) segmask[sg] = meta[sg];
+    mx::mbar_arrive(meta_bar);
+    __syncwarp();
+    for (int i = 0; i < first; ++i) issue(i, false, true);
+    for (int i = first; i < nunits; ++i) {
+      mx::mbar_wait(&empty[i % STAGES], ((i / STAGES) & 1) ^ 1);  // the stage's previous unit is consumed
+      issue(i, true, true);
+    }
+    return;
+  }
+
+  // ---- the consumers: warpgroup wg, warp w of it, fragment row g (and g + 8), token pair t
+  mx::setmaxnreg_inc<CONSUMER_REGS>();
+  const int wg = warp >> 2, w = warp & 3, g = lane >> 2, t = lane & 3, wtid = tid & 127;
+  float acc[ACC];
+  int owned = -1;  // the tile whose partial `own` holds (the CTA's first tile, begun by another CTA)
+  int i = 0;       // units consumed: unit u_begin + i sits in stage i % STAGES
+  mx::mbar_wait(meta_bar, 0);
+  for (long long u = u_begin; u < u_end;) {
+    const int tl = (int)(u / chunks);
+    const long long t0 = (long long)tl * chunks, t1 = t0 + chunks, stop = min(u_end, t1);
+    const int n0 = tl * ROWS;
+#pragma unroll
+    for (int j = 0; j < ACC; ++j) acc[j] = 0.0f;
+    for (; u < stop; ++u, ++i) {
+      const int s = i % STAGES, par = i & 1;
+      mx::mbar_wait(&full[s], (i / STAGES) & 1);
+      const u8 *st = ring + s * Smem::STAGE;
+      const int kb0 = (int)(u - t0) * KS, nb = min(KS, nblk - kb0), nsegu = (nb + 7) >> 3;
+
+      // The weight rows' windows of this unit: thread wtid takes (segment, row) pairs wtid, wtid + 128, ...
+      // of its warpgroup's 64 rows: the shifts (32: not in the window, or a block past K), the exponents,
+      // lo; each warp ORs its 32 rows' W-loose blocks.
+      for (int p = wtid; p < SEGS * 64; p += 128) {
+        const int sg = p >> 6, r = p & 63, R = 64 * wg + r;
+        u32 elo = 0x7F7F7F7Fu, ehi = 0x7F7F7F7Fu, qlo = 0x20202020u, qhi = 0x20202020u, lo = 127u, lbits = 0u;
+        if (sg < nsegu) {
+          if (n0 + R < N)
+            row_exponents(st + Smem::W + (R >> 5) * (KS / 8) * 256 + sg * 256 + 4 * (R & 15), (R >> 4) & 1, elo, ehi);
+          const int nv = min(8, nb - 8 * sg);  // blocks of the segment inside K
+          const u32 vlo = nv >= 4 ? 0xFFFFFFFFu : (1u << (8 * nv)) - 1u;
+          const u32 vhi = nv >= 8 ? 0xFFFFFFFFu : (nv <= 4 ? 0u : (1u << (8 * (nv - 4))) - 1u);
+          const u32 mlo = elo | ~vlo, mhi = ehi | ~vhi;  // blocks past K: 0xFF, above any
+          const u32 m2 = __vminu2(__vminu2(mlo & 0x00FF00FFu, (mlo >> 8) & 0x00FF00FFu),
+                                  __vminu2(mhi & 0x00FF00FFu, (mhi >> 8) & 0x00FF00FFu));
+          lo = min(m2 & 0xFFFFu, m2 >> 16);
+          const u32 lo4 = lo * 0x01010101u, slo = mlo - lo4, shi = mhi - lo4;  // no borrow: every byte >= lo
+          u32 olo = nonzero_bytes(slo & 0xFCFCFCFCu), ohi = nonzero_bytes(shi & 0xFCFCFCFCu);
+          if (lo > 232u) olo = ohi = 0xFFFFFFFFu;  // no fold start: every block loose
+          qlo = (slo & ~olo) | (0x20202020u & olo);
+          qhi = (shi & ~ohi) | (0x20202020u & ohi);
+          lbits = byte_bits(olo & vlo & 0x80808080u) | (byte_bits(ohi & vhi & 0x80808080u) << 4);
+        }
+        const int o = ((par * WG + wg) * SEGS + sg) * 64 + r;
+        scan[o] = make_uint4(qlo, qhi, elo, ehi);
+        scanlo[o] = lo;
+        lbits = __reduce_or_sync(0xffffffffu, lbits);
+        if (lane == 0) loose[((par * WG + wg) * SEGS + sg) * 2 + (r >> 5)] = lbits;
+      }
+      mx::named_barrier(1 + wg, 128);
+
+      const u8 *wcode = st + (4 * wg + w) * KS * 256 + g * 16 + 4 * t;  // row g's codes of block 0 (g + 8: +128)
+      const u32 av = mx::smem_addr(st + Smem::W + Smem::WS);
+      const float *as = (const float *)(st + Smem::W + Smem::WS + Smem::AV);
+      for (int sg = 0; sg < nsegu; ++sg) {
+        Seg c;
+        const int o = ((par * WG + wg) * SEGS + sg) * 64 + 16 * w + g, lw = ((par * WG + wg) * SEGS + sg) * 2;
+        c.wc = wcode + sg * 8 * 256;
+        c.as = as + sg * 8 * TOK;
+        c.r0 = scan[o];
+        c.r1 = scan[o + 8];
+        c.a0 = av + sg * 8 * TOK * 32;
+        c.c0 = row_start(scanlo[o]);
+        c.c1 = row_start(scanlo[o + 8]);
+        c.wl = warp_uniform(loose[lw] | loose[lw + 1]);
+        c.am = warp_uniform(segmask[(kb0 >> 3) + sg]);
+        if ((c.am >> 8) & 0xFFu)
+          fold<true>(acc, c);
+        else
+          fold<false>(acc, c);
+        loose_pass(acc, c);
+      }
+      mx::mbar_arrive(&empty[s]);
+    }
+
+    // The tile's end in this CTA: stored, owned or handed on. Thread's rows R0 = 64 wg + 16 w + g, R0 + 8.
+    const bool whole = t0 >= u_begin && t1 <= u_end, last = t1 <= u_end;
+    const int R0 = 64 * wg + 16 * w + g;
+#pragma unroll
+    for (int j = 0; j < ACC; ++j) {
+      const int tok = 8 * (j >> 2) + 2 * t + (j & 1), R = R0 + 8 * ((j >> 1) & 1);
+      if (whole) {
+        if (tok < M && n0 + R < N) {
+#if OUT_F32
+          C[(long long)tok * ldc + n0 + R] = acc[j];
+#else
+          C[(long long)tok * ldc + n0 + R] = mx::float_to_bf16(acc[j]);
+#endif
+        }
+      } else if (last) {
+        own[tok * ROWS + R] = acc[j];
+      } else {
+        part[((long long)cta * TOK + tok) * ROWS + R] = acc[j];
+      }
+    }
+    if (!whole && last) owned = tl;
+    if (!last) {
+      mx::named_barrier(4, CTHREADS);  // every consumer's partial is stored
+      if (tid == 0) {
+        mx::pdl_wait();  // the quantizer's zeroing of the flags comes first
+        __threadfence();
+        mx::flag_release(&flags[cta], 1u);
+      }
+    }
+  }
+
+  if (owned >= 0) {  // the first tile: the partials of the CTAs before, in order, then this CTA's
+    const long long t0 = (long long)owned * chunks;
+    const int first = cta_of(t0, units, grid);
+    if (tid == 0) {
+      mx::pdl_wait();
+      for (int c = first; c < cta; ++c)
+        if (units * c / grid < units * (c + 1) / grid)  // a CTA with units (the host launches no empty one)
+          while (mx::flag_acquire(&flags[c]) == 0u) {
+          }
+    }
+    mx::named_barrier(4, CTHREADS);
+    const int n0 = owned * ROWS;
+    for (int p = tid; p < TOK * ROWS; p += CTHREADS) {
+      const int tok = p / ROWS, r = p % ROWS;
+      if (tok >= M || n0 + r >= N) continue;
+      float v = __ldcg(part + ((long long)first * TOK + tok) * ROWS + r);
+      for (int c = first + 1; c < cta; ++c) v += __ldcg(part + ((long long)c * TOK + tok) * ROWS + r);
+      v += own[tok * ROWS + r];
+#if OUT_F32
+      C[(long long)tok * ldc + n0 + r] = v;
+#else
+      C[(long long)tok * ldc + n0 + r] = mx::float_to_bf16(v);
+#endif
+    }
+  }
+}
