@@ -164,3 +164,26 @@ def variants_meet_special_values(kind: str, m: int, variants) -> None:
         assert torch.equal(torch.isinf(out)[domain], torch.isinf(want)[domain])
         ok = torch.isfinite(want.double()) & torch.isfinite(out.double()) & domain
         assert ((out.double() - exact).abs()[ok] <= testing.kernel_bound(exact, mag, 512)[ok]).all()
+
+
+def reads_fp16_and_float32_as_given(params, dtype) -> None:
+    """gemm_a4w4 with ``params`` on A of ``dtype`` (16x2112x2880, randn times 3.7) gives the reference's bits: a
+    kernel whose quantizer reads the dtype itself (the streaming GEMMs)."""
+    a, w = large_m_operands(16, 2112, 2880, "randn")
+    a = (a.float() * 3.7).to(dtype)
+    wd = mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout)
+    out = mxfp4.gemm_a4w4(a.cuda(), wd, params=params)
+    assert torch.equal(out.cpu(), mxfp4.gemm_a4w4(a, w, backend="reference"))
+
+
+def partial_meets_the_bound(m, n, k, family) -> None:
+    """ops.gemm_a4w4_partial of m x n x k (the plan choosing ``family``'s kernel): every float32 total within
+    (K/32) 2**-24 sum|a_k w_k| of the exact product."""
+    from mxfp4 import ops, plan, testing
+
+    a, w = large_m_operands(m, n, k, "randn")
+    wd = mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout)
+    assert isinstance(ops.params_for(plan.Problem(m, n, k), torch.device("cuda")), family)
+    part = ops.gemm_a4w4_partial(a.cuda(), wd).cpu().double()
+    exact, mag = testing.exact_product(a, w)
+    assert ((part - exact).abs() <= (k // 32) * 2.0 ** -24 * mag).all()

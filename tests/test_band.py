@@ -7,13 +7,14 @@ import pytest
 import torch
 
 import mxfp4
-from mxfp4 import formats, ops, plan, testing
+from mxfp4 import formats, plan, testing
 from mxfp4.bench.data import heavy_tailed, model_like
 from mxfp4.bench.shapes import shape_set
 from mxfp4.cuda import jit
 
 from .band_emulation import emulate
-from .cases import Case, large_m_operands, make_case, same_bits
+from .cases import (Case, large_m_operands, make_case, partial_meets_the_bound, reads_fp16_and_float32_as_given,
+                    same_bits)
 from .test_stream import prmt
 
 
@@ -80,7 +81,8 @@ EMULATED = [(16, 256, 2048, "heavy", plan.BandParams(2, 2, 16, 3), 7),
             (1, 48, 96, "randn", plan.BandParams(1, 2, 32, 2), 1)]
 
 
-@pytest.mark.parametrize("m, n, k, kind, params, grid", EMULATED, ids=lambda x: str(x) if isinstance(x, (int, str)) else "")
+@pytest.mark.parametrize("m, n, k, kind, params, grid", EMULATED,
+                         ids=lambda x: str(x) if isinstance(x, (int, str)) else "")
 def test_emulation_meets_the_contract(m, n, k, kind, params, grid):
     """The algorithm (bands, windows, fold, loose pass, float32 order, the split's partials) on the CPU:
     inside the kernels' bound, NaN where the exact product has it, bit-identical on ordinary data; each
@@ -108,8 +110,9 @@ def test_emulation_nan_weight_rows():
     assert torch.isnan(out[:, 5]).all() and not torch.isnan(out[:, :5]).any() and paths["nan"] == 1
 
 
-@pytest.mark.parametrize("m, n, k, taken", [(32, 57344, 8192, True), (17, 8192, 28672, True), (32, 13312, 16384, True),
-                                            (16, 57344, 8192, False), (32, 8192, 8192, False), (33, 57344, 8192, False)])
+@pytest.mark.parametrize("m, n, k, taken", [(32, 57344, 8192, True), (17, 8192, 28672, True),
+                                            (32, 13312, 16384, True), (16, 57344, 8192, False),
+                                            (32, 8192, 8192, False), (33, 57344, 8192, False)])
 def test_heuristic(m, n, k, taken):
     """The banded GEMM where it measured faster: 17..32 rows of a weight of at least 2**27 elements."""
     p = plan.band_heuristic(plan.Problem(m, n, k))
@@ -160,19 +163,9 @@ def test_kernel_is_the_emulation(params, m, n, k, kind):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
 def test_fp16_and_float32_activations_are_read_as_they_are(dtype):
-    a, w = large_m_operands(16, 2112, 2880, "randn")
-    a = (a.float() * 3.7).to(dtype)
-    wd = mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout)
-    params = plan.BandParams(2, 2, 16, 3)
-    out = mxfp4.gemm_a4w4(a.cuda(), wd, params=params)
-    assert torch.equal(out.cpu(), mxfp4.gemm_a4w4(a, w, backend="reference"))
+    reads_fp16_and_float32_as_given(plan.BandParams(2, 2, 16, 3), dtype)
 
 
 @pytest.mark.gpu
 def test_float32_partial():
-    a, w = large_m_operands(24, 8192, 16384, "randn")
-    wd = mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout)
-    assert isinstance(ops.params_for(plan.Problem(24, 8192, 16384), torch.device("cuda")), plan.BandParams)
-    part = ops.gemm_a4w4_partial(a.cuda(), wd).cpu().double()
-    exact, mag = testing.exact_product(a, w)
-    assert ((part - exact).abs() <= (16384 // 32) * 2.0 ** -24 * mag).all()
+    partial_meets_the_bound(24, 8192, 16384, plan.BandParams)

@@ -17,7 +17,7 @@ from mxfp4.bench.shapes import shape_set
 jit = pytest.importorskip("mxfp4.cuda.jit")
 runtime = pytest.importorskip("mxfp4.cuda.runtime")
 from mxfp4.cuda import launch, ops as cuda_ops  # noqa: E402
-from mxfp4.cuda.launch import band, stream  # noqa: E402
+from mxfp4.cuda.launch import stream  # noqa: E402
 
 PTR, I32, I64, TMAP = runtime.Param.PTR, runtime.Param.I32, runtime.Param.I64, runtime.Param.TMAP
 
@@ -116,7 +116,6 @@ class Recorder:
         monkeypatch.setattr(runtime, "prefer_shared", lambda k: None)
         monkeypatch.setattr(runtime, "allow_large_cluster", lambda k: None)
         monkeypatch.setattr(stream, "sm_count", lambda index: 132)
-        monkeypatch.setattr(band, "sm_count", lambda index: 132)
         monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 0x5000, raising=False)
         empty = torch.empty
 

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 import mxfp4
-from mxfp4 import formats, ops, plan, testing
+from mxfp4 import formats, plan, testing
 from mxfp4.bench.shapes import shape_set
 from mxfp4.cuda import jit
 
-from .cases import large_m_operands
+from .cases import large_m_operands, partial_meets_the_bound, reads_fp16_and_float32_as_given
 
 
 def stream_variants():
@@ -159,19 +159,9 @@ def test_kernel_meets_the_contract(params, m, n, k, kind):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
 def test_fp16_and_float32_activations_are_read_as_they_are(dtype):
-    a, w = large_m_operands(16, 2112, 2880, "randn")
-    a = (a.float() * 3.7).to(dtype)
-    wd = mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout)
-    params = plan.stream_heuristic(plan.Problem(16, 2112, 2880))
-    out = mxfp4.gemm_a4w4(a.cuda(), wd, params=params)
-    assert torch.equal(out.cpu(), mxfp4.gemm_a4w4(a, w, backend="reference"))
+    reads_fp16_and_float32_as_given(plan.stream_heuristic(plan.Problem(16, 2112, 2880)), dtype)
 
 
 @pytest.mark.gpu
 def test_float32_partial():
-    a, w = large_m_operands(16, 2112, 2880, "randn")
-    wd = mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout)
-    assert isinstance(ops.params_for(plan.Problem(16, 2112, 2880), torch.device("cuda")), plan.StreamParams)
-    part = ops.gemm_a4w4_partial(a.cuda(), wd).cpu().double()
-    exact, mag = testing.exact_product(a, w)
-    assert ((part - exact).abs() <= (2880 // 32) * 2.0 ** -24 * mag).all()
+    partial_meets_the_bound(16, 2112, 2880, plan.StreamParams)

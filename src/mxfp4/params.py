@@ -4,7 +4,8 @@
 CTAs); ``DecodeParams``: ``cuda/csrc/gemm_decode.cu`` (A quantized once, then the GEMM);
 ``StreamParams``: ``cuda/csrc/gemm_stream.cu`` (A quantized once, then the weight streamed through a
 ring, every SM an equal share); ``BandParams``: ``cuda/csrc/gemm_band.cu`` (the same streaming with A in
-three bands and each segment's block sums added inside the tensor core); ``WgmmaParams``: ``cuda/csrc/gemm_wgmma.cu`` (the large-M kernels);
+three bands and each segment's block sums added inside the tensor core); ``WgmmaParams``:
+``cuda/csrc/gemm_wgmma.cu`` (the large-M kernels);
 ``GroupedParams``: the grouped GEMM of a mixture of experts (in ``gemm_decode.cu``). Each states its
 kernel's shared memory (the kernel exports its own, and the tests compare them), checks what the
 kernel needs and says which problems it takes; :mod:`mxfp4.plan` chooses among them (and names them too).
@@ -196,8 +197,26 @@ class DecodeParams:
         return p.m <= self.tokens and self.split <= p.blocks and self.smem_bytes(p.k) <= SMEM_LIMIT
 
 
+class _StreamK:
+    """What the two weight-streaming GEMMs' parameter sets share (``StreamParams``, ``BandParams``): 8 * mt
+    token rows, and the stream-K split of a problem into units of a tile (``rows``) by ``ks`` blocks over
+    the grid (csrc/streamk.cuh)."""
+
+    @property
+    def tokens(self) -> int:
+        return 8 * self.mt
+
+    def units(self, p: Problem) -> int:
+        """Work units of ``p``: tiles of ``rows`` weight rows times chunks of ks blocks."""
+        return -(-p.n // self.rows) * -(-p.blocks // self.ks)
+
+    def grid(self, p: Problem, sm_count: int) -> int:
+        """CTAs: one an SM, or one a unit where ``p`` has fewer (every CTA takes at least one)."""
+        return min(sm_count, self.units(p))
+
+
 @dataclasses.dataclass(frozen=True)
-class StreamParams:
+class StreamParams(_StreamK):
     """One call of the weight-streaming GEMM (``cuda/csrc/gemm_stream.cu``): A quantized once into a
     workspace (``mxfp4_quantize_tokens``, quantize.cu), then the GEMM as its programmatic dependent.
 
@@ -232,10 +251,6 @@ class StreamParams:
         return (self.g * self.kw + 1) * 32
 
     @property
-    def tokens(self) -> int:
-        return 8 * self.mt
-
-    @property
     def rows(self) -> int:
         return 16 * self.g
 
@@ -249,14 +264,6 @@ class StreamParams:
         exports it as ``mxfp4_stream_smem_bytes``; the tests compare the two)."""
         pitch = self.rows + 4
         return self.stages * self.stage_bytes() + (self.kw + 1) * self.tokens * pitch * 4 + 16 * self.stages
-
-    def units(self, p: Problem) -> int:
-        """Work units of ``p``: tiles of 16 g rows times chunks of ks blocks."""
-        return -(-p.n // self.rows) * -(-p.blocks // self.ks)
-
-    def grid(self, p: Problem, sm_count: int) -> int:
-        """CTAs: one an SM, or one a unit where ``p`` has fewer (every CTA takes at least one)."""
-        return min(sm_count, self.units(p))
 
     def workspace_offsets(self, p: Problem, grid: int) -> tuple[int, int, int, int]:
         """The per-call workspace, in bytes from its start: (A's half-scales, the CTAs' flags, their
@@ -293,7 +300,7 @@ gemm_band.cu)."""
 
 
 @dataclasses.dataclass(frozen=True)
-class BandParams:
+class BandParams(_StreamK):
     """One call of the banded weight-streaming GEMM (``cuda/csrc/gemm_band.cu``): A quantized once into a
     workspace in three bands (``mxfp4_quantize_bands``, quantize.cu), then the GEMM as its programmatic
     dependent: the weight in registers as wgmma's A operand, the tokens from shared memory, each 256-element
@@ -303,10 +310,10 @@ class BandParams:
     owning 64 weight rows of a tile (64 * wg rows; a producer warpgroup beside them); ks: K blocks of a unit
     (a multiple of 8: whole segments), the ring's stage; stages: the ring's depth; depth: a fold's blocks in
     flight (their conversions held in registers, depth - 1 wgmma groups pending); sign_split: the codes' signs
-    split over two wgmma a block (the positive and the negative codes' magnitudes, one byte-permute for 4 codes
-    each), else one wgmma on signed codes (two byte-permutes and two more integer instructions for 4). The grid is one CTA an SM
-    (or one a unit, when there are fewer), each taking an equal share of the units (a tile by ks
-    blocks). out_f32: the output is the float32 total unrounded (a row-parallel partial)."""
+    split over two wgmma a block (the positive and the negative codes' magnitudes, one byte-permute for 4
+    codes each), else one wgmma on signed codes (two byte-permutes and two more integer instructions for 4).
+    The grid is one CTA an SM (or one a unit, when there are fewer), each taking an equal share of the units
+    (a tile by ks blocks). out_f32: the output is the float32 total unrounded (a row-parallel partial)."""
 
     source = "gemm_band.cu"
     BANDS = 3
@@ -330,10 +337,6 @@ class BandParams:
         return 128 * self.wg + 128
 
     @property
-    def tokens(self) -> int:
-        return 8 * self.mt
-
-    @property
     def rows(self) -> int:
         return 64 * self.wg
 
@@ -351,14 +354,6 @@ class BandParams:
         scan = 2 * self.wg * segs * (64 * 20 + 8)
         return (self.stages * self.stage_bytes() + self.MAXSEG * 4 + scan + self.tokens * self.rows * 4
                 + (2 * self.stages + 1) * 8)
-
-    def units(self, p: Problem) -> int:
-        """Work units of ``p``: tiles of 64 wg rows times chunks of ks blocks."""
-        return -(-p.n // self.rows) * -(-p.blocks // self.ks)
-
-    def grid(self, p: Problem, sm_count: int) -> int:
-        """CTAs: one an SM, or one a unit where ``p`` has fewer (every CTA takes at least one)."""
-        return min(sm_count, self.units(p))
 
     def workspace_offsets(self, p: Problem, grid: int) -> tuple[int, int, int, int, int]:
         """The per-call workspace, in bytes from its start: (the bands' half-scales, the segments' masks,
@@ -379,7 +374,8 @@ class BandParams:
             (self.wg in (1, 2, 3), "wg must be 1, 2 or 3"),
             (self.wg < 3 or (self.mt == 1 and self.depth <= 4),
              "wg 3 holds 8 tokens and 4 blocks in flight at most (its 152 registers a thread)"),
-            (self.depth in (2, 4, 6, 8) and (self.depth <= 4 or self.mt < 4), "depth must be 2, 4, 6 or 8 (4 at most at mt 4)"),
+            (self.depth in (2, 4, 6, 8) and (self.depth <= 4 or self.mt < 4),
+             "depth must be 2, 4, 6 or 8 (4 at most at mt 4)"),
             (self.ks % 8 == 0 and 8 <= self.ks <= 64, "ks must be a multiple of 8 from 8 to 64"),
             (self.stages >= 2, "stages must be at least 2"),
             (self.smem_bytes() <= SMEM_LIMIT, f"shared memory {self.smem_bytes()} > {SMEM_LIMIT}"),

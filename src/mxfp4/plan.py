@@ -6,8 +6,9 @@ variant of ``cuda/csrc/gemm_small.cu`` (one launch at short K, A's quantization 
 along N; tiles of tokens along the grid's y, so the table may name it up to ``TABLE_MAX_M`` rows),
 ``StreamParams`` one of ``cuda/csrc/gemm_stream.cu`` (A quantized once, then the weight streamed with
 every SM an equal share), ``BandParams`` one of ``cuda/csrc/gemm_band.cu`` (the same with A in bands and the
-block sums of a segment added inside the tensor core: 17..32 rows of a large weight), ``DecodeParams`` one of ``cuda/csrc/gemm_decode.cu`` (A quantized once,
-then the GEMM; the table names it where it measured fastest). ``WgmmaParams`` fixes one variant of
+block sums of a segment added inside the tensor core: 17..32 rows of a large weight), ``DecodeParams`` one of
+``cuda/csrc/gemm_decode.cu`` (A quantized once, then the GEMM; the table names it where it measured
+fastest). ``WgmmaParams`` fixes one variant of
 ``cuda/csrc/gemm_wgmma.cu``, the kernels for M >= ``WGMMA_MIN_M``. ``choose`` returns the table's
 entry for the shape when the shipped table has one (up to ``TABLE_MAX_M`` rows), otherwise
 ``heuristic``. ``grouped_heuristic`` picks the grouped GEMM's ``GroupedParams``.
@@ -96,12 +97,19 @@ STREAM_MAX_M = 32
 large-M kernels' 34.0, H200)."""
 
 
-def stream_params(mt: int, g: int, kw: int, ks: int, sign_split: bool = False, one_token: bool = False) -> StreamParams:
-    """The streaming GEMM with the deepest ring that fits (up to ``STREAM_RING_WEIGHT_BYTES`` of weight)."""
-    stages = max(2, min(16, STREAM_RING_WEIGHT_BYTES // (256 * g * ks)))
-    while stages > 2 and StreamParams(mt, g, kw, ks, stages, sign_split=sign_split).smem_bytes() > SMEM_LIMIT:
+def _deepest_ring(make, most: int):
+    """``make(stages)`` (a streaming GEMM's parameters) with the deepest ring that fits shared memory, at most
+    ``most`` stages and ``STREAM_RING_WEIGHT_BYTES`` of weight (16 bytes a tile row and block), at least 2."""
+    one = make(1)
+    stages = max(2, min(most, STREAM_RING_WEIGHT_BYTES // (16 * one.rows * one.ks)))
+    while stages > 2 and make(stages).smem_bytes() > SMEM_LIMIT:
         stages -= 1
-    return StreamParams(mt, g, kw, ks, stages, sign_split=sign_split, one_token=one_token)
+    return make(stages)
+
+
+def stream_params(mt: int, g: int, kw: int, ks: int, sign_split: bool = False, one_token: bool = False) -> StreamParams:
+    """The streaming GEMM with the deepest ring that fits (``_deepest_ring``, up to 16 stages)."""
+    return _deepest_ring(lambda st: StreamParams(mt, g, kw, ks, st, sign_split=sign_split, one_token=one_token), 16)
 
 
 def stream_heuristic(p: Problem, sm_count: int = 132) -> StreamParams | None:
@@ -143,11 +151,8 @@ elements (N x K). H100, L2 flushed, one run, against the streaming GEMM's heuris
 
 
 def band_params(mt: int, wg: int, ks: int, depth: int = 4, sign_split: bool = False) -> BandParams:
-    """The banded GEMM with the deepest ring that fits (up to ``STREAM_RING_WEIGHT_BYTES`` of weight)."""
-    stages = max(2, min(8, STREAM_RING_WEIGHT_BYTES // (1024 * wg * ks)))
-    while stages > 2 and BandParams(mt, wg, ks, stages, depth).smem_bytes() > SMEM_LIMIT:
-        stages -= 1
-    return BandParams(mt, wg, ks, stages, depth, sign_split)
+    """The banded GEMM with the deepest ring that fits (``_deepest_ring``, up to 8 stages)."""
+    return _deepest_ring(lambda st: BandParams(mt, wg, ks, st, depth, sign_split), 8)
 
 
 def band_heuristic(p: Problem) -> BandParams | None:

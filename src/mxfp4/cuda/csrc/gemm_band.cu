@@ -36,10 +36,9 @@
 // depends on the other rows of its warpgroup's tile (the W-loose blocks are the tile's), so its last bits
 // can depend on them, always inside the bound.
 //
-// A tile split between CTAs (at most the first and last of a CTA's range) is summed by the CTA holding its
-// last unit (the owner): the others store their partials in the workspace and set a flag; the owner, after
-// its whole range, waits for the flags of those CTAs (all of lower index, so all already running) and adds
-// the partials in CTA order, its own last.
+// A tile split between CTAs (at most the first and last of a CTA's range) is summed by its owner, the
+// partials in CTA order (csrc/streamk.cuh).
+#include "streamk.cuh"
 #include "wgmma.cuh"
 
 #if !defined(MT) || !defined(SPLIT)
@@ -64,7 +63,8 @@ static_assert(MT == 1 || MT == 2 || MT == 4, "MT must be 1, 2 or 4");
 static_assert(WG >= 1 && WG <= 3, "WG must be 1, 2 or 3");
 static_assert(KS % 8 == 0 && KS >= 8 && KS <= 64, "KS must be a multiple of 8 (whole segments), at most 64");
 static_assert(STAGES >= 2, "at least two stages");
-static_assert(DEPTH == 2 || DEPTH == 4 || DEPTH == 6 || DEPTH == 8, "DEPTH (a fold's blocks in flight) must be 2, 4, 6 or 8");
+static_assert(DEPTH == 2 || DEPTH == 4 || DEPTH == 6 || DEPTH == 8,
+              "DEPTH (a fold's blocks in flight) must be 2, 4, 6 or 8");
 static_assert(ROWS / 16 <= 16 && ROWS / 32 <= 8, "the producer's lanes 0..15 issue the codes, 16..23 the scales");
 
 // The shared memory of a CTA, the one definition (params.BandParams.smem_bytes states the same sizes;
@@ -95,11 +95,6 @@ extern "C" __constant__ u32 mxfp4_band_smem_bytes = Smem::BYTES;
 namespace {
 
 constexpr u32 TLO = 0x03020100u, THI = 0x0C080604u;  // twice the e2m1 magnitudes 0 0.5 1 1.5 | 2 3 4 6
-
-// The CTA whose range holds unit u (ranges [U * i / grid, U * (i + 1) / grid)).
-__device__ __forceinline__ int cta_of(long long u, long long units, int grid) {
-  return (int)(((u + 1) * grid + units - 1) / units) - 1;
-}
 
 __device__ __forceinline__ u32 warp_uniform(u32 x) { return __shfl_sync(0xffffffffu, x, 0); }
 
@@ -132,26 +127,14 @@ __device__ __forceinline__ u32 byte_of(u32 x, int k) { return __byte_perm(x, 0u,
 __device__ __forceinline__ u32 row_start(u32 lo) { return lo <= 232u ? mx::fold_start(lo) : 0x4B400000u; }
 
 // A block or segment sum: the positive codes' minus the negative ones' (SPLIT), or the signed codes' alone.
-__device__ __forceinline__ int sum(const int (&p)[ACC], const int (&n)[ACC], int j) { return SPLIT ? p[j] - n[j] : p[j]; }
-
-// acc += (float((p - n) + c) - c) * s for the thread's fragment: rows g (c0) and g + 8 (c1), token pairs
-// (2t, 2t + 1) + 8 i with multipliers s[2 i], s[2 i + 1] read by `mult`.
-template <class Mult>
-__device__ __forceinline__ void add_terms(float (&acc)[ACC], const int (&p)[ACC], const int (&n)[ACC], u32 c0,
-                                          u32 c1, Mult mult) {
-  const float k0 = __uint_as_float(c0), k1 = __uint_as_float(c1);
-#pragma unroll
-  for (int i = 0; i < TOK / 8; ++i) {
-    const float2 s = mult(i);
-    acc[4 * i] = fmaf(__int_as_float(sum(p, n, 4 * i) + (int)c0) - k0, s.x, acc[4 * i]);
-    acc[4 * i + 1] = fmaf(__int_as_float(sum(p, n, 4 * i + 1) + (int)c0) - k0, s.y, acc[4 * i + 1]);
-    acc[4 * i + 2] = fmaf(__int_as_float(sum(p, n, 4 * i + 2) + (int)c1) - k1, s.x, acc[4 * i + 2]);
-    acc[4 * i + 3] = fmaf(__int_as_float(sum(p, n, 4 * i + 3) + (int)c1) - k1, s.y, acc[4 * i + 3]);
-  }
+__device__ __forceinline__ int sum(const int (&p)[ACC], const int (&n)[ACC], int j) {
+  return SPLIT ? p[j] - n[j] : p[j];
 }
 
-// The loose pass's term with a row factor (m0, m1: 1, or a scale above 232's half-scale).
-__device__ __forceinline__ void add_loose(float (&acc)[ACC], const int (&p)[ACC], const int (&n)[ACC], u32 c0,
+// acc += (float((p - n) + c) - c) * m * s for the thread's fragment: rows g (start c0, factor m0) and g + 8
+// (c1, m1), token pairs (2t, 2t + 1) + 8 i with the tokens' half-scales s[8 i + 2t], s[8 i + 2t + 1]. The
+// row factors are 1 but in the loose pass, for a scale byte above 232 (its half-scale, or NaN).
+__device__ __forceinline__ void add_terms(float (&acc)[ACC], const int (&p)[ACC], const int (&n)[ACC], u32 c0,
                                           u32 c1, float m0, float m1, const float *s) {
   const float k0 = __uint_as_float(c0), k1 = __uint_as_float(c1);
   const int t = threadIdx.x & 3;
@@ -209,7 +192,7 @@ __device__ __forceinline__ void loose_term(float (&acc)[ACC], const u32 (&pp)[4]
   mx::wgmma_wait<0>();
   mx::fence_regs(dp);
   if (SPLIT) mx::fence_regs(dn);
-  add_loose(acc, dp, dn, l0, l1, m0, m1, s);
+  add_terms(acc, dp, dn, l0, l1, m0, m1, s);
 }
 
 // Row g (h 0) or g + 8 (h 1) of the fragment: NaN for every token.
@@ -263,7 +246,6 @@ struct Seg {
 // half-scales (at the segment's first block).
 template <bool BAND1>
 __device__ __forceinline__ void fold(float (&acc)[ACC], const Seg &c) {
-  const int t = threadIdx.x & 3;
   int d[4][ACC];
   u32 fp[DEPTH][4], fn[DEPTH][4];
   const u32 d0 = mx::desc_k32_lo(c.a0);  // block b's: + b * TOK * 32 bytes in the address field (16-byte units)
@@ -275,12 +257,11 @@ __device__ __forceinline__ void fold(float (&acc)[ACC], const Seg &c) {
   mx::wgmma_wait<0>();
   mx::fence_regs(d[0]);
   if (SPLIT) mx::fence_regs(d[1]);
-  add_terms(acc, d[0], d[1], c.c0, c.c1, [&](int j) { return *(const float2 *)(c.as + 8 * j + 2 * t); });
+  add_terms(acc, d[0], d[1], c.c0, c.c1, 1.0f, 1.0f, c.as);
   if (BAND1) {
     mx::fence_regs(d[2]);
     if (SPLIT) mx::fence_regs(d[3]);
-    const float *s1 = c.as + KS * TOK;
-    add_terms(acc, d[2], d[3], c.c0, c.c1, [&](int j) { return *(const float2 *)(s1 + 8 * j + 2 * t); });
+    add_terms(acc, d[2], d[3], c.c0, c.c1, 1.0f, 1.0f, c.as + KS * TOK);
   }
 }
 
@@ -512,24 +493,14 @@ mxfp4_gemm_band(const u8 *__restrict__ qa, const float *__restrict__ qs, const u
     if (!whole && last) owned = tl;
     if (!last) {
       mx::named_barrier(4, CTHREADS);  // every consumer's partial is stored
-      if (tid == 0) {
-        mx::pdl_wait();  // the quantizer's zeroing of the flags comes first
-        __threadfence();
-        mx::flag_release(&flags[cta], 1u);
-      }
+      if (tid == 0) mx::streamk_hand_on(flags, cta);
     }
   }
 
   if (owned >= 0) {  // the first tile: the partials of the CTAs before, in order, then this CTA's
     const long long t0 = (long long)owned * chunks;
-    const int first = cta_of(t0, units, grid);
-    if (tid == 0) {
-      mx::pdl_wait();
-      for (int c = first; c < cta; ++c)
-        if (units * c / grid < units * (c + 1) / grid)  // a CTA with units (the host launches no empty one)
-          while (mx::flag_acquire(&flags[c]) == 0u) {
-          }
-    }
+    const int first = mx::streamk_cta_of(t0, units, grid);
+    if (tid == 0) mx::streamk_wait(flags, first, cta, units, grid);
     mx::named_barrier(4, CTHREADS);
     const int n0 = owned * ROWS;
     for (int p = tid; p < TOK * ROWS; p += CTHREADS) {

@@ -32,7 +32,7 @@
 // Numerics: every block sum and every scaling is exact (inside the domain -147 <= ea + ew <= 112);
 // the K/32 block terms are added in float32 in a fixed order, then rounded to bf16 (OUT_F32: stored
 // as the float32 total).
-#include "mxfp4.cuh"
+#include "streamk.cuh"
 
 #ifndef MT
 #error "MT, G, KW, KS and STAGES are set by the JIT"
@@ -84,11 +84,6 @@ static_assert(Smem::BYTES <= 227 * 1024, "the variant's shared memory exceeds th
 extern "C" __constant__ u32 mxfp4_stream_smem_bytes = Smem::BYTES;
 
 namespace {
-
-// The CTA whose range holds unit u (ranges [U * i / grid, U * (i + 1) / grid)).
-__device__ __forceinline__ int cta_of(long long u, long long units, int grid) {
-  return (int)(((u + 1) * grid + units - 1) / units) - 1;
-}
 
 // One block of a row group: its codes to int8, MT MMAs, each block sum scaled into acc. The sums come
 // from MMAs on a zero accumulator; one integer add puts a sum s (|s| < 2**22) into the mantissa of the
@@ -334,23 +329,13 @@ mxfp4_gemm_stream(const u8 *__restrict__ qa, const float *__restrict__ qs, const
     }
     if (!whole && last) owned = t;
     consumer_sync();  // red is read (and the partial stored) before it is written again
-    if (!last && tid == 0) {
-      mx::pdl_wait();  // the quantizer's zeroing of the flags comes first
-      __threadfence();
-      mx::flag_release(&flags[cta], 1u);
-    }
+    if (!last && tid == 0) mx::streamk_hand_on(flags, cta);
   }
 
   if (owned >= 0) {  // the first tile: the partials of the CTAs before, in order, then this CTA's
     const long long t0 = (long long)owned * chunks;
-    const int first = cta_of(t0, units, grid);
-    if (tid == 0) {
-      mx::pdl_wait();
-      for (int c = first; c < cta; ++c)
-        if (units * c / grid < units * (c + 1) / grid)  // a CTA with units (the host launches no empty one)
-          while (mx::flag_acquire(&flags[c]) == 0u) {
-          }
-    }
+    const int first = mx::streamk_cta_of(t0, units, grid);
+    if (tid == 0) mx::streamk_wait(flags, first, cta, units, grid);
     consumer_sync();
     const int n0 = owned * ROWS;
     for (int p = tid; p < TOK * ROWS / 2; p += CTHREADS) {

@@ -46,17 +46,24 @@ class StreamLaunch(Launch):
         """``a`` as given (its dtype, its K), rows the kernels can load (else a copy)."""
         return rows_for_kernel(a)
 
+    QUANT, GEMM = QUANT, GEMM
+    """The signatures of the quantizer and the GEMM the launch builds (the banded GEMM's launch names its own)."""
+
     def __init__(self, params: StreamParams, m: int, n: int, k: int, dtype: torch.dtype, device: torch.device) -> None:
         p = Problem(params.tokens, n, k)
         grid = params.grid(p, sm_count(device.index))
-        quant = runtime.kernel("quantize.cu", QUANT, quantizer_defines(dtype), device)
+        quant = runtime.kernel("quantize.cu", self.QUANT, quantizer_defines(dtype), device)
         smem = params.smem_bytes()
-        gemm = runtime.kernel(params.source, GEMM, params.defines(), device, smem)
-        items = max(params.tokens * (k // 32) * 4, grid)  # one thread a quarter block; every flag zeroed
-        configs = (runtime.config((-(-items // 256), 1, 1), 256, 0, None),
+        gemm = runtime.kernel(params.source, self.GEMM, params.defines(), device, smem)
+        configs = (self.quantizer_config(params, k, grid),
                    runtime.config((grid, 1, 1), params.threads, smem, None, dependent=True))
         self.grid, self.offsets = grid, params.workspace_offsets(p, grid)
-        super().__init__(params, device, n, k, (quant, gemm), configs, self.offsets[3])
+        super().__init__(params, device, n, k, (quant, gemm), configs, self.offsets[-1])
+
+    @staticmethod
+    def quantizer_config(params: StreamParams, k: int, grid: int):
+        items = max(params.tokens * (k // 32) * 4, grid)  # one thread a quarter block; every flag zeroed
+        return runtime.config((-(-items // 256), 1, 1), 256, 0, None)
 
     def __call__(self, a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         a = self.operand(a, self.k)
