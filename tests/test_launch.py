@@ -2,6 +2,7 @@
 prototype (the parameters' kinds in the compiled PTX, their names and C types in the .cu source), the
 values they carry, and the argument buffer the driver reads."""
 import ctypes
+import itertools
 import multiprocessing
 import os
 import re
@@ -199,9 +200,9 @@ def test_every_shipped_launch_matches_its_kernels_prototype(tmp_path, monkeypatc
     assert set(dense) | set(grouped) == set(plan.shipped_variants([(s.m, s.n, s.k) for s in shape_set("all")]))
     for params, (m, n, k) in sorted(dense.items(), key=str):
         params.check()
-        calls = [(torch.bfloat16, None)]
-        if isinstance(params, (plan.StreamParams, plan.BandParams)):  # its quantizer reads A's dtype, K unpadded
-            calls += [(torch.float16, None), (torch.float32, None), (torch.bfloat16, k - 32)]
+        calls = [(torch.bfloat16, None), (torch.float16, None), (torch.float32, None)]  # every family: a build a dtype
+        if isinstance(params, (plan.StreamParams, plan.BandParams)):  # its quantizer reads K unpadded
+            calls += [(torch.bfloat16, k - 32)]
         for dtype, ka in calls:
             rec.allocated.clear()
             a, data, scales, out, names = operands(m, n, k, dtype, ka, params.out_f32)
@@ -209,10 +210,10 @@ def test_every_shipped_launch_matches_its_kernels_prototype(tmp_path, monkeypatc
             cuda_ops.gemm(a, data, scales, out, params)
             assert len(rec.launches) == start + (1 if isinstance(params, plan.SmallParams) else 2)
             check_launches(rec, start, [a, data, scales, out], names)
-    for params, (t, e, n, k) in sorted(grouped.items(), key=str):
+    for (params, (t, e, n, k)), dtype in itertools.product(sorted(grouped.items(), key=str), launch.A_KINDS):
         rec.allocated.clear()
         params.check()
-        a, data, scales, out, names = operands(t, n, k, experts=e)
+        a, data, scales, out, names = operands(t, n, k, dtype, experts=e)
         offsets = torch.full((e,), t, dtype=torch.int32)
         start = len(rec.launches)
         cuda_ops.grouped_gemm_a4w4(a, data, scales, offsets, out, params, e, -(-n // 256) * 256)
@@ -228,6 +229,9 @@ def test_every_shipped_launch_matches_its_kernels_prototype(tmp_path, monkeypatc
     rec.builds.setdefault(("wgmma_peak.cu", ()), set()).add(cuda_ops.PEAK)  # int8_wgmma_tops: timed on a GPU only
 
     builds = sorted(rec.builds)
+    shipped = plan.shipped_variants([(s.m, s.n, s.k) for s in shape_set("all")])
+    listed = {(source, tuple(sorted((d or {}).items()))) for p in shipped for source, d in cuda_ops.builds(p)}
+    assert set(builds) == listed | {("quantize.cu", ()), ("stream_floor.cu", ()), ("wgmma_peak.cu", ())}  # mxfp4 compile's
     assert {source for source, _ in builds} == {"gemm_small.cu", "gemm_decode.cu", "gemm_stream.cu", "gemm_band.cu",
                                                 "gemm_wgmma.cu", "quantize.cu", "stream_floor.cu", "wgmma_peak.cu"}
     with ProcessPoolExecutor(max_workers=os.cpu_count(), mp_context=multiprocessing.get_context("spawn")) as pool:
@@ -244,7 +248,7 @@ def test_every_shipped_launch_matches_its_kernels_prototype(tmp_path, monkeypatc
 
 def test_one_launch_a_family_and_shape(monkeypatch):
     """Every dense parameter set has its family's launch, built once per the part of the shape it depends
-    on; the streaming GEMM reads fp16 and float32 A as they are, the others bf16."""
+    on and A's dtype (every family reads fp16 and float32 A as they are)."""
     rec = Recorder(monkeypatch)
     monkeypatch.setattr(cuda_ops, "_launches", {})
     assert set(cuda_ops.FAMILIES) == set(plan.KERNEL_PARAMS)
@@ -259,10 +263,12 @@ def test_one_launch_a_family_and_shape(monkeypatch):
     assert cuda_ops.launch_for(sp, 8, 2112, 7168, torch.bfloat16, cpu) is bf16
     assert cuda_ops.launch_for(sp, 8, 2112, 7168, torch.float32, cpu) is not bf16  # its quantizer reads the dtype
     assert bf16.workspace_bytes == sp.workspace_offsets(plan.Problem(8, 2112, 7168), bf16.grid)[3]
-    assert [cuda_ops.reads_as_given(p, torch.float32) for p in (small, sp, plan.DecodeParams(), plan.WGMMA_TN64)] == [
-        False, True, False, False]
-    assert len(rec.kernels) == 2 + 2 * 2  # each launch built once: its kernels asked for once
+    fp16 = cuda_ops.launch_for(small, 1, 4096, 512, torch.float16, cpu)
+    assert fp16 is not one  # the short-K kernel quantizes A itself: a build a dtype
+    assert len(rec.kernels) == 2 + 2 * 2 + 1  # each launch built once: its kernels asked for once
+    assert rec.builds[("gemm_small.cu", tuple(sorted({**small.defines(), "A_KIND": 1}.items())))]
     a = torch.empty(3, 96, dtype=torch.float16)
     assert cuda_ops.FAMILIES[plan.StreamParams].operand(a, 128) is a  # as given: dtype and K
-    b = cuda_ops.FAMILIES[plan.SmallParams].operand(a, 128)
-    assert b.dtype is torch.bfloat16 and b.shape == (3, 128) and launch.rows_ok(b)
+    b = cuda_ops.FAMILIES[plan.SmallParams].operand(a, 128)  # its dtype, K padded to the weight's
+    assert b.dtype is torch.float16 and b.shape == (3, 128) and launch.rows_ok(b)
+    assert cuda_ops.FAMILIES[plan.SmallParams].operand(b, 128) is b

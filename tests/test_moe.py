@@ -204,6 +204,19 @@ def test_grouped_kernel_meets_the_contract(e, n, k, offsets_dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_grouped_kernel_reads_fp16_and_float32_as_given(dtype):
+    """fp16 and float32 rows (values beyond bf16's precision) quantized by the grouped launch itself: the
+    reference's bits for every row."""
+    counts = _counts(8, seed=5)
+    a, plain, stacked, offsets = _experts_problem(counts, 512, 1024, seed=5)
+    a = (a.float() * 3.7).to(dtype)
+    out = grouped_gemm_a4w4(a, stacked, offsets)
+    report = _check_grouped(out, a, plain, counts)
+    assert report.passed and report.identical_fraction == 1.0, report
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("mt", [1, 2, 4, 8])
 def test_grouped_kernel_loops_experts_larger_than_its_token_tile(mt):
     """Every token tile against experts of 0..100 rows (a 33-row expert is 5 chunks at mt 1), one split

@@ -177,14 +177,13 @@ def _compile(args) -> int:
     """Compiles every shipped kernel variant for sm_90a into the disk cache (no GPU needed)."""
     from . import plan
     from .bench.shapes import shape_set
-    from .cuda import jit
-    from .cuda.launch import stream
+    from .cuda import jit, ops
 
     variants = plan.shipped_variants([(s.m, s.n, s.k) for s in shape_set("all")])
-    for dtype in stream.A_KINDS:  # the quantizers: bf16 (and the plain layout), fp16, float32
-        jit.compile_cubin("quantize.cu", stream.quantizer_defines(dtype))
+    jit.compile_cubin("quantize.cu", None)  # the plain-layout quantizer (mxfp4.quantize on a GPU)
     for i, p in enumerate(variants):
-        jit.compile_cubin(p.source, p.defines())
+        for source, defines in ops.builds(p):  # every dtype of A
+            jit.compile_cubin(source, defines)
         print(f"[{i + 1}/{len(variants)}] {p}")
     print(f"cubins in {jit.cache_dir()}")
     return 0

@@ -133,39 +133,3 @@ def e8m0_to_float(scales: torch.Tensor, dtype: torch.dtype = torch.float32) -> t
     value = pow2(scales.to(torch.int64) - 127)
     value = torch.where(scales == E8M0_NAN, torch.full_like(value, float("nan")), value)
     return value.to(dtype)
-
-
-KERNEL_INPUT_LIMIT = 1.75 * 2.0 ** 127
-"""Finite float32 magnitudes from here on quantize to code 2 at scale 2**127 (``ScaleRule.AITER``):
-a value of 2**128, which bf16 (and float32) cannot hold, so :func:`quantized_values_bf16` cannot
-carry such a block to the kernels (it comes out Inf). Only float32 reaches it (fp16 stops at
-65504; a bf16 block the kernels quantize themselves)."""
-
-
-def quantized_values_bf16(x: torch.Tensor) -> torch.Tensor:
-    """``dequant(quant(x))`` under ``ScaleRule.AITER``, as bf16 of ``x``'s shape: exact, and
-    quantizing it again gives the same values.
-
-    Each value is an e2m1 magnitude (at most two significant bits) times ``2**e``,
-    ``-127 <= e <= 127``: a bf16 number (subnormals down to 2**-128 included), except 2**128
-    (:data:`KERNEL_INPUT_LIMIT`), which comes out Inf. Quantized again, a block whose largest
-    value is ``q * 2**e`` gets ``e' = e - d`` (d = 0 for q in {4, 6}, 1 for {2, 3}, 2 for
-    {1, 1.5}, 3 for 0.5; clamped at -127) and codes ``2**d`` times the old, all e2m1 magnitudes:
-    the same values (tests/test_formats.py checks every fp16 pattern and float32 edges). A NaN or
-    Inf block is NaN throughout. This is how fp16 and float32 activations reach the bf16 kernels.
-    """
-    x32 = x.to(torch.float32)
-    blocks = x32.reshape(*x.shape[:-1], x.shape[-1] // BLOCK, BLOCK)
-    mag = blocks.abs()
-    amax = mag.amax(dim=-1)  # NaN where the block holds NaN, Inf where Inf
-    nonfinite = ~torch.isfinite(amax)
-    e = scale_exponent(torch.where(nonfinite, torch.zeros_like(amax), amax).view(torch.int32), ScaleRule.AITER)
-    # y = |x| / 2**e is exact (a power of two; what underflows to a float32 subnormal is far below 0.25)
-    y = mag * pow2(-e).to(torch.float32).unsqueeze(-1)
-    # the e2m1 grid has steps 0.5 below 2, 1 below 4, 2 up to 6: round half to even on the step is
-    # aiter's nearest-code rule with ties to the even code (formats.MIDPOINTS)
-    step = torch.where(y < 2, 0.5, torch.where(y < 4, 1.0, 2.0))
-    q = (torch.round(y / step) * step).clamp_(max=6.0)
-    values = torch.copysign(q, blocks) * pow2(e).to(torch.float32).unsqueeze(-1)
-    values = torch.where(nonfinite.unsqueeze(-1), torch.full_like(values, float("nan")), values)
-    return values.reshape(x.shape).to(torch.bfloat16)

@@ -6,7 +6,7 @@ import warnings
 
 import torch
 
-from . import formats, plan, reference
+from . import plan, reference
 from .device import cuda_supported, sm_count
 from .formats import ScaleRule
 from .tensor import Layout, MXFP4Tensor, dequantize
@@ -136,28 +136,7 @@ def _kernel_rule_broken(a: torch.Tensor, w: MXFP4Tensor) -> str | None:
         return "the CUDA kernels read the weight in aiter's shuffled layout: prepare it once with mxfp4.prepare(w)"
     if w.scale_rule is not ScaleRule.AITER:
         return f"the CUDA kernels quantize A with ScaleRule.AITER; w uses {w.scale_rule.name} (pass backend='reference')"
-    if a.dtype is torch.float32 and not _reads_float32(a, w) and _beyond_bf16(a):
-        return ("float32 a holds a finite value of magnitude >= 1.75 * 2**127, whose quantized value 2**128 the "
-                "kernels' bf16 input cannot hold")
     return None
-
-
-def _reads_float32(a: torch.Tensor, w: MXFP4Tensor) -> bool:
-    """Whether the kernel a call of ``a``'s shape takes quantizes float32 ``a`` itself (the streaming and
-    banded GEMMs), so that no value of it passes through bf16."""
-    n16, k2 = w.data.shape
-    m = a.numel() // max(a.shape[-1], 1)
-    return m > 0 and _cuda_ops().reads_as_given(_params(m, n16, 2 * k2, a.get_device()), torch.float32)
-
-
-def _beyond_bf16(a: torch.Tensor) -> bool:
-    """Whether float32 ``a`` holds a finite |x| >= formats.KERNEL_INPUT_LIMIT. One device-to-host read
-    (float32 calls only); not possible while a CUDA graph is captured, where such a block gives NaN
-    outputs (its values come out Inf) instead of running on the reference."""
-    if torch.cuda.is_current_stream_capturing():
-        return False
-    mag = a.abs()
-    return bool(((mag >= formats.KERNEL_INPUT_LIMIT) & (mag != float("inf"))).any())
 
 
 @functools.lru_cache(maxsize=None)
@@ -196,9 +175,7 @@ def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, 
     ``out_dtype`` (bf16 by default; fp16 or float32: that bf16 value converted, docs/design.md) or
     in ``out``'s dtype. On a Hopper GPU: the CUDA kernels (one or two launches, plan.choose), which
     read ``w`` as stored (aiter's shuffled layout, see :func:`mxfp4.prepare`; any N and K, padded
-    there) and keep nothing between calls; the streaming and banded GEMMs read fp16 and float32 ``a`` as
-    it is, the other kernels take its quantized values in bf16 (exact,
-    :func:`mxfp4.formats.quantized_values_bf16`). Elsewhere the exact reference. ``params`` forces a
+    there) and ``a`` in its dtype, and keep nothing between calls. Elsewhere the exact reference. ``params`` forces a
     kernel variant (``SmallParams``: the short-K kernel, ``StreamParams``: the streaming GEMM,
     ``BandParams``: the banded GEMM, ``DecodeParams``: the two-launch decode kernels, ``WgmmaParams``: the
     large-M kernels); by default
@@ -308,10 +285,6 @@ def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_d
         if params is None:
             params = _params(m, n16, k64, a.get_device(), unrounded)
         if user_params:
-            if a.dtype is torch.float32 and not cuda_ops.reads_as_given(params, a.dtype) and _beyond_bf16(a):
-                raise ValueError(f"params {params} read float32 a through bf16, and a holds a finite value of "
-                                 "magnitude >= 1.75 * 2**127 (quantized to 2**128, beyond bf16): pass StreamParams "
-                                 "or BandParams or backend='reference'")
             params.check()
             if not params.fits(plan.Problem(m, n16, k64)):
                 raise ValueError(f"params {params} do not fit the problem {m}x{n16}x{k64} (split at most "

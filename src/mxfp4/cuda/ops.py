@@ -6,7 +6,7 @@ import torch
 
 from .. import plan
 from . import runtime
-from .launch import Launch, rows, rows_for_kernel, weight
+from .launch import A_KINDS, Launch, a_defines, rows, rows_for_kernel, weight
 from .launch.band import BandLaunch
 from .launch.decode import DecodeLaunch, GroupedLaunch
 from .launch.small import SmallLaunch
@@ -36,10 +36,13 @@ def launch_for(params: plan.KernelParams, m: int, n: int, k: int, dtype: torch.d
     return launch
 
 
-def reads_as_given(params: plan.KernelParams, dtype: torch.dtype) -> bool:
-    """Whether the kernels of ``params`` read A of ``dtype`` as it is (else they take its quantized values
-    in bf16, which cannot hold 2**128)."""
-    return dtype in FAMILIES[type(params)].A_DTYPES
+def builds(params: plan.KernelParams | plan.GroupedParams) -> list[tuple[str, dict[str, int] | None]]:
+    """The (source, defines) builds a call of ``params`` may load, for A of any dtype: its module once for
+    each dtype where a kernel of it quantizes A, else once and ``quantize.cu``'s quantizer for each dtype."""
+    family = FAMILIES.get(type(params), GroupedLaunch)
+    if family.QUANTIZES_A:
+        return [(params.source, a_defines(params.defines(), dtype)) for dtype in A_KINDS]
+    return [(params.source, params.defines())] + [("quantize.cu", a_defines(None, dtype)) for dtype in A_KINDS]
 
 
 def gemm(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor,
@@ -62,10 +65,10 @@ def grouped_gemm_a4w4(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor,
     detected: the rows they leave out, or give to two experts, are unspecified; nothing is read or
     written out of bounds."""
     t, n, k64, device = a.shape[0], out.shape[1], 2 * data.shape[1], a.device
-    key = GroupedLaunch.key(params, t, num_experts, n, k64, device.index)
+    key = GroupedLaunch.key(params, t, num_experts, n, k64, a.dtype, device.index)
     launch = _launches.get(key)
     if launch is None:
-        launch = _launches[key] = GroupedLaunch(params, t, num_experts, n, k64, device)
+        launch = _launches[key] = GroupedLaunch(params, t, num_experts, n, k64, a.dtype, device)
     return launch(a, data, scales, offsets, out, num_experts, n_padded)
 
 

@@ -1,7 +1,7 @@
 // Decode-size GEMM (M <= TOK = 8 * MT): C [M, N] bf16 = dequant(quant(A)) @ dequant(W)^T in two
 // launches chained by programmatic dependent launch (PDL).
 //
-// mxfp4_decode_quant quantizes A once (the device function quantize8, as everywhere) into a per-call
+// mxfp4_decode_quant quantizes A once (mx::quantize_loaded from A's dtype, as everywhere) into a per-call
 // workspace: as8 [K/32][TOK][32] int8 (twice the e2m1 values, in the order the weight's codes reach a
 // thread's registers), then sa [K/32][TOK] float32 half-scales; rows M..TOK-1 are zeros. It lets the
 // GEMM launch at once (griddepcontrol.launch_dependents), so the GEMM's weight loads overlap it.
@@ -104,18 +104,18 @@ extern "C" __constant__ SmemTable mxfp4_decode_smem_bytes = SmemTable();
 // ((b * rows + r) * 4 + q) * 8 holds the quarter's 8 values; sa[b * rows + r] the block's half-scale.
 // Rows M..rows-1 quantize zeros (codes 0).
 extern "C" __global__ void __launch_bounds__(256)
-mxfp4_decode_quant(const u16 *__restrict__ A, int lda, int M, int K, u8 *__restrict__ as8, float *__restrict__ sa,
+mxfp4_decode_quant(const a_t *__restrict__ A, int lda, int M, int K, u8 *__restrict__ as8, float *__restrict__ sa,
                    int rows) {
   mx::pdl_launch_dependents();
   const int nblk = K >> 5;
   const long long it = (long long)blockIdx.x * 256 + threadIdx.x;
   const long long items = (long long)rows * nblk * 4;
   const int r = (int)(it / (nblk * 4)), b = (int)((it >> 2) % nblk), q = (int)(it & 3);
-  uint4 v = make_uint4(0u, 0u, 0u, 0u);
-  if (it < items && r < M) v = *(const uint4 *)(A + (long long)r * lda + b * 32 + q * 8);
+  const mx::Quarter<A_KIND> v = mx::load_quarter<A_KIND>(A, (long long)r * lda + b * 32 + q * 8,
+                                                         it < items && r < M);
   if (it - (it & 31) >= items) return;  // whole warps past the end (the shuffles need all lanes)
   u32 sbyte;
-  const u32 codes = mx::quantize8(v, sbyte);
+  const u32 codes = mx::quantize_loaded<A_KIND>(v, sbyte);
   if (it < items) {
     const long long o = (long long)b * rows + r;
     *(uint2 *)(as8 + (o * 4 + q) * 8) = make_uint2(mx::e2m1x4_to_s8x4(codes), mx::e2m1x4_to_s8x4(codes >> 16));

@@ -8,8 +8,8 @@
 // its CTA's share of its tile of A (1 / CL of it); then
 // lane 0 of each warp starts a bulk copy (the copy engine) of its part of the weight's codes as stored
 // (aiter's (16, 16) shuffle: a group's K range is contiguous) into shared memory, and thread 0 one of
-// the CTA's 32-row units of scale bytes. The cluster quantizes A (aiter's rule, quantize8, the same
-// bits as everywhere), each CTA its share, into every CTA's shared memory (distributed shared memory
+// the CTA's 32-row units of scale bytes. The cluster quantizes A (aiter's rule, mx::quantize_loaded from A's
+// dtype, A_KIND, the same bits as everywhere), each CTA its share, into every CTA's shared memory (distributed shared memory
 // stores) as int8 twice the e2m1 value with a float32 half-scale per block; a cluster barrier
 // publishes them. Each warp then waits for its own part of the weight and runs the unrolled loop from
 // shared memory: per block its two words of codes become int8 (three byte-permutes per 4 codes),
@@ -109,7 +109,7 @@ __device__ __forceinline__ void warp_blocks(float (&acc)[MT][4], const u8 *w_t, 
 }
 
 extern "C" __global__ void __launch_bounds__(NT)
-mxfp4_gemm_small(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, const u8 *__restrict__ Wsc, int ldsc,
+mxfp4_gemm_small(const a_t *__restrict__ A, int lda, const u8 *__restrict__ W, const u8 *__restrict__ Wsc, int ldsc,
                  out_t *__restrict__ C, int ldc, int M, int N, int K) {
   extern __shared__ __align__(16) u8 smem[];
   u8 *as8 = smem + Smem::A8;
@@ -148,12 +148,12 @@ mxfp4_gemm_small(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, c
   // ---- this CTA's share of A, loaded first: item it is quarter q of (block b, token r),
   // it = (b * TOK + r) * 4 + q, so a block's four quarters sit in four consecutive lanes. With a
   // cluster each CTA quantizes CITEMS of them ----
-  uint4 v[IPT];
+  mx::Quarter<A_KIND> v[IPT];
 #pragma unroll
   for (int i = 0; i < IPT; ++i) {
     const int it = (int)crank * CITEMS + i * NT + tid, b = it / (TOK * 4), r = (it >> 2) % TOK, q = it & 3;
-    v[i] = make_uint4(0u, 0u, 0u, 0u);
-    if (i * NT + tid < CITEMS && m0 + r < M) v[i] = *(const uint4 *)(A + (long long)(m0 + r) * lda + b * 32 + q * 8);
+    v[i] = mx::load_quarter<A_KIND>(A, (long long)(m0 + r) * lda + b * 32 + q * 8,
+                                    i * NT + tid < CITEMS && m0 + r < M);
   }
 
   // ---- the bulk copies, issued after A's loads so that A's bytes are not queued behind the
@@ -188,7 +188,7 @@ mxfp4_gemm_small(const u16 *__restrict__ A, int lda, const u8 *__restrict__ W, c
     const int it = (int)crank * CITEMS + i * NT + tid;
     if (i * NT + warp * 32 < CITEMS) {  // warp-uniform: CITEMS is a multiple of 32
       u32 sbyte;
-      const u32 codes = mx::quantize8(v[i], sbyte);
+      const u32 codes = mx::quantize_loaded<A_KIND>(v[i], sbyte);
       const u32 lo = mx::e2m1x4_to_s8x4(codes), hi = mx::e2m1x4_to_s8x4(codes >> 16);
       const float hs = mx::half_scale(sbyte);
 #if CL > 1

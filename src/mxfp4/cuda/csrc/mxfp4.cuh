@@ -19,6 +19,17 @@ typedef float out_t;
 typedef u16 out_t;
 #endif
 
+// The activations' element, a JIT define of the kernels that quantize A: 0 bf16, 1 fp16 (their bits as
+// a_t), 2 float32.
+#ifndef A_KIND
+#define A_KIND 0
+#endif
+#if A_KIND == 2
+typedef float a_t;
+#else
+typedef u16 a_t;
+#endif
+
 namespace mx {
 
 // 2**k as float32 for k in [-127, 127] (2**-127 is the subnormal 0x00400000).
@@ -117,30 +128,53 @@ __device__ __forceinline__ float half_bits_to_float(u32 h) {
   return f;
 }
 
-// Quantizes the 8 consecutive activations at p (16-byte aligned; A_KIND 0: bf16, 1: fp16, 2: float32,
-// 32-byte aligned) or zeros where !ok, with quantize8's lane rule; bf16 takes quantize8 itself.
+// A quarter block of activations as loaded (KIND 0: bf16, 1: fp16, one 16-byte word; 2: float32, two), so
+// that a kernel may issue its loads early and quantize later.
 template <int KIND>
-__device__ __forceinline__ u32 quantize_quarter(const void *p, bool ok, u32 &scale_byte) {
-  if (KIND == 0) {
-    const uint4 v = ok ? *(const uint4 *)p : make_uint4(0u, 0u, 0u, 0u);
-    return quantize8(v, scale_byte);
+struct Quarter {
+  uint4 v[KIND == 2 ? 2 : 1];
+};
+
+// The 8 consecutive activations at A + i (16-byte aligned), or zeros where !ok.
+template <int KIND>
+__device__ __forceinline__ Quarter<KIND> load_quarter(const a_t *A, long long i, bool ok) {
+  constexpr int WORDS = KIND == 2 ? 2 : 1;
+  Quarter<KIND> x;
+#pragma unroll
+  for (int w = 0; w < WORDS; ++w) x.v[w] = make_uint4(0u, 0u, 0u, 0u);
+  if (ok) {
+#pragma unroll
+    for (int w = 0; w < WORDS; ++w) x.v[w] = ((const uint4 *)(A + i))[w];
   }
+  return x;
+}
+
+// Quantizes a loaded quarter with quantize8's lane rule; bf16 takes quantize8 itself, fp16 and float32
+// quantize8f on their exact float32 values.
+template <int KIND>
+__device__ __forceinline__ u32 quantize_loaded(const Quarter<KIND> &a, u32 &scale_byte) {
+  if (KIND == 0) return quantize8(a.v[0], scale_byte);
   float x[8];
   if (KIND == 1) {
-    const uint4 v = ok ? *(const uint4 *)p : make_uint4(0u, 0u, 0u, 0u);
-    const u32 w[4] = {v.x, v.y, v.z, v.w};
+    const u32 w[4] = {a.v[0].x, a.v[0].y, a.v[0].z, a.v[0].w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       x[2 * i] = half_bits_to_float(w[i] & 0xffffu);
       x[2 * i + 1] = half_bits_to_float(w[i] >> 16);
     }
   } else {
-    const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    const float4 v0 = ok ? ((const float4 *)p)[0] : z, v1 = ok ? ((const float4 *)p)[1] : z;
-    x[0] = v0.x; x[1] = v0.y; x[2] = v0.z; x[3] = v0.w;
-    x[4] = v1.x; x[5] = v1.y; x[6] = v1.z; x[7] = v1.w;
+    const uint4 v0 = a.v[0], v1 = a.v[KIND == 2 ? 1 : 0];
+    x[0] = __uint_as_float(v0.x); x[1] = __uint_as_float(v0.y); x[2] = __uint_as_float(v0.z);
+    x[3] = __uint_as_float(v0.w); x[4] = __uint_as_float(v1.x); x[5] = __uint_as_float(v1.y);
+    x[6] = __uint_as_float(v1.z); x[7] = __uint_as_float(v1.w);
   }
   return quantize8f(x, scale_byte);
+}
+
+// Quantizes the 8 consecutive activations at A + i (16-byte aligned) or zeros where !ok.
+template <int KIND>
+__device__ __forceinline__ u32 quantize_quarter(const a_t *A, long long i, bool ok, u32 &scale_byte) {
+  return quantize_loaded<KIND>(load_quarter<KIND>(A, i, ok), scale_byte);
 }
 
 // Traps unless the launch gave this CTA at least `bytes` of dynamic shared memory: a variant run with

@@ -8,10 +8,6 @@
 //   their half-scales and masks; and the GEMM's fix-up flags zeroed.
 #include "mxfp4.cuh"
 
-#ifndef A_KIND
-#define A_KIND 0
-#endif
-
 extern "C" __global__ void mxfp4_quantize(const u16 *__restrict__ A, int lda, u8 *__restrict__ codes,
                                           u8 *__restrict__ scales, int M, int K) {
   int r, k8;
@@ -31,10 +27,9 @@ extern "C" __global__ void mxfp4_quantize(const u16 *__restrict__ A, int lda, u8
 // twice the e2m1 values), sa[b * rows + r] the block's half-scale. Zeroes flags[0, nflags). Its first
 // instruction lets the GEMM that depends on it launch (programmatic dependent launch).
 extern "C" __global__ void __launch_bounds__(256)
-mxfp4_quantize_tokens(const u8 *__restrict__ A, int lda, int M, int Ka, int K, u8 *__restrict__ as8,
+mxfp4_quantize_tokens(const a_t *__restrict__ A, int lda, int M, int Ka, int K, u8 *__restrict__ as8,
                       float *__restrict__ sa, int rows, u32 *__restrict__ flags, int nflags) {
   mx::pdl_launch_dependents();
-  constexpr int ESIZE = A_KIND == 2 ? 4 : 2;
   const int nblk = K >> 5;
   const long long it = (long long)blockIdx.x * 256 + threadIdx.x;
   if (it < nflags) flags[it] = 0u;
@@ -43,7 +38,7 @@ mxfp4_quantize_tokens(const u8 *__restrict__ A, int lda, int M, int Ka, int K, u
   const int r = (int)(it / (nblk * 4)), b = (int)((it >> 2) % nblk), q = (int)(it & 3);
   const bool ok = it < items && r < M && b * 32 < Ka;
   u32 sbyte;
-  const u32 codes = mx::quantize_quarter<A_KIND>(A + ((long long)r * lda + b * 32 + q * 8) * ESIZE, ok, sbyte);
+  const u32 codes = mx::quantize_quarter<A_KIND>(A, (long long)r * lda + b * 32 + q * 8, ok, sbyte);
   if (it < items) {
     const long long o = (long long)b * rows + r;
     *(uint2 *)(as8 + (o * 4 + q) * 8) = make_uint2(mx::e2m1x4_to_s8x4(codes), mx::e2m1x4_to_s8x4(codes >> 16));
@@ -66,10 +61,9 @@ mxfp4_quantize_tokens(const u8 *__restrict__ A, int lda, int M, int Ka, int K, u
 // band 0, 8..15 band 1, 16..23 band L). Zeroes flags[0, nflags). Its first instruction lets the GEMM that
 // depends on it launch (programmatic dependent launch).
 extern "C" __global__ void __launch_bounds__(1024)
-mxfp4_quantize_bands(const u8 *__restrict__ A, int lda, int M, int Ka, int K, u8 *__restrict__ qa,
+mxfp4_quantize_bands(const a_t *__restrict__ A, int lda, int M, int Ka, int K, u8 *__restrict__ qa,
                      float *__restrict__ qs, u32 *__restrict__ meta, int tok, u32 *__restrict__ flags, int nflags) {
   mx::pdl_launch_dependents();
-  constexpr int ESIZE = A_KIND == 2 ? 4 : 2;
   __shared__ u32 masks;
   const long long it = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (it < nflags) flags[it] = 0u;
@@ -79,7 +73,7 @@ mxfp4_quantize_bands(const u8 *__restrict__ A, int lda, int M, int Ka, int K, u8
   const int r = threadIdx.x >> 5, lane = threadIdx.x & 31, q = lane & 3, b = blockIdx.x * 8 + (lane >> 2);
   const bool ok = r < M && b < nblk && b * 32 < Ka;
   u32 sbyte;
-  const u32 codes = mx::quantize_quarter<A_KIND>(A + ((long long)r * lda + b * 32 + q * 8) * ESIZE, ok, sbyte);
+  const u32 codes = mx::quantize_quarter<A_KIND>(A, (long long)r * lda + b * 32 + q * 8, ok, sbyte);
   u32 nz = (codes & 0x77777777u) != 0u;
   nz |= __shfl_xor_sync(0xffffffffu, nz, 1);
   nz |= __shfl_xor_sync(0xffffffffu, nz, 2);

@@ -1,5 +1,5 @@
 // mxfp4_wgmma_prep, the large-M kernels' first launch (part of gemm_wgmma.cu's module): A's token
-// tiles quantized into the workspace's blobs (wgmma_blob.cuh), and for mxfp4_gemm_i8 the weight's
+// tiles quantized from A's dtype (A_KIND) into the workspace's blobs (wgmma_blob.cuh), and for mxfp4_gemm_i8 the weight's
 // tiles as int8. PREP_THREADS a CTA; a warp quantizes one token's segment, so every token is done on
 // its own and A spreads over TN / 8 CTAs a tile and segment. No dynamic shared memory.
 #pragma once
@@ -7,7 +7,7 @@
 #include "wgmma_blob.cuh"
 
 extern "C" __global__ void __launch_bounds__(PREP_THREADS)
-mxfp4_wgmma_prep(const u16 *__restrict__ A, int lda, int M, int K, const u8 *__restrict__ W,
+mxfp4_wgmma_prep(const a_t *__restrict__ A, int lda, int M, int K, const u8 *__restrict__ W,
                  const u8 *__restrict__ Wsc, int ldsc, int N, u8 *__restrict__ ablob, u8 *__restrict__ wblob,
                  int ntile, int a_ctas) {
   mx::pdl_launch_dependents();  // the GEMM may start now: it waits (griddepcontrol.wait) before reading
@@ -28,12 +28,12 @@ mxfp4_wgmma_prep(const u16 *__restrict__ A, int lda, int M, int K, const u8 *__r
     u8 *tmask = (u8 *)(blk + SEG * TN);
     const int r = grp * WARPS + warp, b = lane >> 2, q = lane & 3;
     const int m = tile * TN + r, cb = s * SEG + b;
-    uint4 va = make_uint4(0u, 0u, 0u, 0u);
-    if (m < M && cb < nblk) va = *(const uint4 *)(A + (long long)m * lda + cb * 32 + q * 8);
+    const mx::Quarter<A_KIND> va =
+        mx::load_quarter<A_KIND>(A, (long long)m * lda + cb * 32 + q * 8, m < M && cb < nblk);
     // The token's band (band_window) and mask: the blocks inside it (zero and NaN blocks fit any
     // band; blocks past K are outside).
     u32 sbyte;
-    const u32 cs = mx::quantize8(va, sbyte);
+    const u32 cs = mx::quantize_loaded<A_KIND>(va, sbyte);
     u32 nz = cs != 0u;
     nz |= __shfl_xor_sync(0xffffffffu, nz, 1);
     nz |= __shfl_xor_sync(0xffffffffu, nz, 2);

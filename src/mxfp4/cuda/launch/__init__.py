@@ -9,6 +9,9 @@ quantizer (``StreamParams``); ``band``: ``gemm_band.cu`` after ``quantize.cu``'s
 (``BandParams``); ``wgmma``: ``gemm_wgmma.cu`` (``WgmmaParams``). :mod:`mxfp4.cuda.ops`
 looks a launch up per shape and calls it.
 
+Every family reads A of each dtype of ``A_KINDS`` as it is: the kernel that quantizes A (the GEMM's own
+module, or ``quantize.cu`` for the streaming GEMMs) is built with that dtype's ``A_KIND`` define.
+
 Here too: what the kernels' loads and stores need of the tensors a launch is handed. Each tensor
 attribute is read once: a read costs 0.2-0.4 us of Python (CPU), and a call made about 30 of them.
 """
@@ -16,7 +19,14 @@ from __future__ import annotations
 
 import torch
 
-from ... import formats
+A_KINDS = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
+"""The activations' dtypes the kernels read, each kernel that quantizes A built for one (its ``A_KIND``)."""
+
+
+def a_defines(defines: dict[str, int] | None, dtype: torch.dtype) -> dict[str, int] | None:
+    """``defines`` of a module that quantizes A, for A of ``dtype``: bf16 adds nothing (its build as it was)."""
+    kind = A_KINDS[dtype]
+    return {**(defines or {}), "A_KIND": kind} if kind else defines
 
 
 class Launch:
@@ -27,8 +37,9 @@ class Launch:
     checks what their loads need and launches them on the current stream, the arguments in each
     kernel's signature's order."""
 
-    A_DTYPES = (torch.bfloat16,)
-    """The dtypes of A its kernels read as they are (others as ``operand``'s bf16 values)."""
+    QUANTIZES_A = True
+    """Whether a kernel of the family's own module quantizes A (a build of it a dtype of A); else
+    ``quantize.cu``'s quantizer does."""
 
     __slots__ = ("params", "device", "n", "k", "kernels", "configs", "workspace_bytes")
 
@@ -40,17 +51,14 @@ class Launch:
     @staticmethod
     def key(params, m: int, n: int, k: int, dtype: torch.dtype, index: int) -> tuple:
         """The launch's key for a call of A [m, K] of ``dtype`` and a weight of n rows and k columns on
-        device ``index``: ``params``, the part of the shape the launch depends on, ``index`` (one launch
-        is built a key)."""
+        device ``index``: ``params``, the part of the shape the launch depends on, A's dtype (its kernels'
+        builds), ``index`` (one launch is built a key)."""
         raise NotImplementedError
 
     @staticmethod
     def operand(a: torch.Tensor, k64: int) -> torch.Tensor:
-        """2-D ``a`` [M, K] as the bf16-reading kernels take it: bf16 (fp16 / float32 as their quantized
-        values, exact: :func:`mxfp4.formats.quantized_values_bf16`), K padded with zero blocks to the
-        weight's K64, rows the kernels can load (else a copy)."""
-        if a.dtype is not torch.bfloat16:
-            a = formats.quantized_values_bf16(a)
+        """2-D ``a`` [M, K] as the kernels that quantize A in the GEMM's module take it: its dtype, K padded
+        with zero blocks to the weight's K64, rows the kernels can load (else a copy)."""
         if k64 != a.shape[1]:  # zero blocks, as the weight's padding (one copy of A)
             return torch.nn.functional.pad(a, (0, k64 - a.shape[1]))
         return rows_for_kernel(a)

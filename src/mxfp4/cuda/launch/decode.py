@@ -8,7 +8,7 @@ import torch
 
 from ...params import GROUPED_STATIC_SMEM, SMEM_LIMIT, DecodeParams, GroupedParams
 from .. import runtime
-from . import Launch, out_rows, rows, split_cluster, weight
+from . import Launch, a_defines, out_rows, rows, split_cluster, weight
 
 PTR, I32, I64 = runtime.Param.PTR, runtime.Param.I32, runtime.Param.I64
 
@@ -25,7 +25,7 @@ def _quant_config(rows_: int, k: int) -> runtime.LaunchConfig:
 
 
 class DecodeLaunch(Launch):
-    """out [M, N] bf16 (float32 for ``params.out_f32``) = quant(a [M, K] bf16) x W^T, M <= params.tokens:
+    """out [M, N] bf16 (float32 for ``params.out_f32``) = quant(a [M, K]) x W^T, M <= params.tokens:
     A quantized into the call's workspace (``params.workspace_bytes``), then the GEMM, a CTA per ``g``
     16-row groups and part of K (K split over clusters of ``params.split``)."""
 
@@ -33,10 +33,10 @@ class DecodeLaunch(Launch):
 
     @staticmethod
     def key(params: DecodeParams, m: int, n: int, k: int, dtype: torch.dtype, index: int) -> tuple:
-        return params, n, k, index
+        return params, n, k, dtype, index
 
     def __init__(self, params: DecodeParams, m: int, n: int, k: int, dtype: torch.dtype, device: torch.device) -> None:
-        defines = params.defines()
+        defines = a_defines(params.defines(), dtype)
         quant = runtime.kernel(params.source, QUANT, defines, device)
         # The variant's shared memory grows with K / split: allow the most once, whatever shape loads it first.
         gemm = runtime.kernel(params.source, GEMM, defines, device, SMEM_LIMIT)
@@ -63,7 +63,7 @@ class DecodeLaunch(Launch):
 
 
 class GroupedLaunch(Launch):
-    """out [T, N] bf16: row t of quant(a [T, K] bf16) times its expert's weight, the experts' weights
+    """out [T, N] bf16: row t of quant(a [T, K]) times its expert's weight, the experts' weights
     stacked (expert e's N rows at row e * n_padded), tokens sorted by expert, ``offsets`` (int32 /
     int64 [E], on the device) their cumulative ends, read by the kernel: A's T rows quantized into the
     call's workspace (``params.workspace_bytes``), then ``mxfp4_gemm_grouped``, a CTA per work item (a
@@ -73,11 +73,12 @@ class GroupedLaunch(Launch):
     __slots__ = ()
 
     @staticmethod
-    def key(params: GroupedParams, t: int, e: int, n: int, k: int, index: int) -> tuple:
-        return params, t, e, n, k, index
+    def key(params: GroupedParams, t: int, e: int, n: int, k: int, dtype: torch.dtype, index: int) -> tuple:
+        return params, t, e, n, k, dtype, index
 
-    def __init__(self, params: GroupedParams, t: int, e: int, n: int, k: int, device: torch.device) -> None:
-        defines, tile = params.defines(), params.tile
+    def __init__(self, params: GroupedParams, t: int, e: int, n: int, k: int, dtype: torch.dtype,
+                 device: torch.device) -> None:
+        defines, tile = a_defines(params.defines(), dtype), params.tile
         quant = runtime.kernel(params.source, QUANT, defines, device)
         # the most dynamic shared memory any shape may ask, beside the item search's static bytes
         gemm = runtime.kernel(params.source, GROUPED, defines, device, SMEM_LIMIT - GROUPED_STATIC_SMEM)

@@ -6,7 +6,7 @@ import torch
 
 from ...params import SmallParams
 from .. import runtime
-from . import Launch, out_rows, rows, weight
+from . import Launch, a_defines, out_rows, rows, weight
 
 PTR, I32 = runtime.Param.PTR, runtime.Param.I32
 
@@ -15,7 +15,7 @@ GEMM = runtime.Signature("mxfp4_gemm_small", A=PTR, lda=I32, W=PTR, Wsc=PTR, lds
 
 
 class SmallLaunch(Launch):
-    """out [M, N] bf16 (float32 for ``params.out_f32``) = quant(a [M, K] bf16) x W^T at K = 32 * params.kb:
+    """out [M, N] bf16 (float32 for ``params.out_f32``) = quant(a [M, K]) x W^T at K = 32 * params.kb:
     a CTA per ``wg`` 16-row groups and tile of ``params.tokens`` rows (grid.y), in clusters of
     ``params.cluster`` along N, with ``params.smem_bytes()`` of dynamic shared memory. One launch on the
     current stream; nothing is allocated."""
@@ -24,12 +24,12 @@ class SmallLaunch(Launch):
 
     @staticmethod
     def key(params: SmallParams, m: int, n: int, k: int, dtype: torch.dtype, index: int) -> tuple:
-        return params, params.m_tiles(m), n, index  # M enters through its tiles; K is the variant's
+        return params, params.m_tiles(m), n, dtype, index  # M enters through its tiles; K is the variant's
 
     def __init__(self, params: SmallParams, m: int, n: int, k: int, dtype: torch.dtype, device: torch.device) -> None:
         smem = params.smem_bytes()
         cluster = (params.cluster, 1, 1) if params.cluster > 1 else None
-        super().__init__(params, device, n, k, (runtime.kernel(params.source, GEMM, params.defines(), device, smem),),
+        super().__init__(params, device, n, k, (runtime.kernel(params.source, GEMM, a_defines(params.defines(), dtype), device, smem),),
                          (runtime.config((params.grid(n), params.m_tiles(m), 1), params.threads, smem, cluster),), 0)
 
     def __call__(self, a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> torch.Tensor:

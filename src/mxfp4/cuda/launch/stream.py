@@ -9,7 +9,7 @@ import torch
 from ...device import sm_count
 from ...params import Problem, StreamParams
 from .. import runtime
-from . import Launch, out_rows, rows, rows_for_kernel, weight
+from . import Launch, a_defines, out_rows, rows, rows_for_kernel, weight
 
 PTR, I32 = runtime.Param.PTR, runtime.Param.I32
 
@@ -18,15 +18,6 @@ QUANT = runtime.Signature("mxfp4_quantize_tokens", A=PTR, lda=I32, M=I32, Ka=I32
 GEMM = runtime.Signature("mxfp4_gemm_stream", qa=PTR, qs=PTR, W=PTR, Wsc=PTR, ldsc=I32, C=PTR, ldc=I32, M=I32,
                          N=I32, K=I32, part=PTR, flags=PTR)
 
-A_KINDS = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
-"""The activations' dtypes the token quantizer reads (its A_KIND define in quantize.cu)."""
-
-
-def quantizer_defines(dtype: torch.dtype) -> dict[str, int] | None:
-    """The defines of quantize.cu that read ``dtype`` (none for bf16: the plain quantizer's cubin)."""
-    kind = A_KINDS[dtype]
-    return {"A_KIND": kind} if kind else None
-
 
 class StreamLaunch(Launch):
     """out [M, N] bf16 (float32 for ``params.out_f32``) = quant(a [M, Ka]) x W^T, M <= params.tokens, ``a``
@@ -34,7 +25,7 @@ class StreamLaunch(Launch):
     workspace (``params.workspace_offsets``: A's operand, the CTAs' flags and partial tiles), then the
     GEMM on one CTA an SM (or one a unit, where there are fewer), each an equal share of the units."""
 
-    A_DTYPES = tuple(A_KINDS)
+    QUANTIZES_A = False
     __slots__ = ("grid", "offsets")
 
     @staticmethod
@@ -52,7 +43,7 @@ class StreamLaunch(Launch):
     def __init__(self, params: StreamParams, m: int, n: int, k: int, dtype: torch.dtype, device: torch.device) -> None:
         p = Problem(params.tokens, n, k)
         grid = params.grid(p, sm_count(device.index))
-        quant = runtime.kernel("quantize.cu", self.QUANT, quantizer_defines(dtype), device)
+        quant = runtime.kernel("quantize.cu", self.QUANT, a_defines(None, dtype), device)
         smem = params.smem_bytes()
         gemm = runtime.kernel(params.source, self.GEMM, params.defines(), device, smem)
         configs = (self.quantizer_config(params, k, grid),

@@ -8,7 +8,7 @@ import torch
 
 from ...params import SEGMENT_BLOCKS, WgmmaParams
 from .. import runtime
-from . import Launch, out_rows, rows, split_cluster, weight
+from . import Launch, a_defines, out_rows, rows, split_cluster, weight
 
 PTR, I32, TMAP = runtime.Param.PTR, runtime.Param.I32, runtime.Param.TMAP
 
@@ -43,7 +43,7 @@ def weight_map(address: int, groups: int, k: int) -> runtime.TensorMap:
 
 
 class WgmmaLaunch(Launch):
-    """out [M, N] bf16 (float32 for ``params.out_f32``) = quant(a [M, K] bf16) x W^T: the prep (A's token
+    """out [M, N] bf16 (float32 for ``params.out_f32``) = quant(a [M, K]) x W^T: the prep (A's token
     tiles, and the weight's tiles for ``params.int8_weight``), then ``mxfp4_gemm_i8`` (the weight as
     int8 from the workspace) or ``mxfp4_gemm_cv`` (the weight's codes by TMA and its scale bytes as
     stored, K split over clusters of ``params.split``), a CTA per tn tokens x 128 weight rows."""
@@ -52,10 +52,10 @@ class WgmmaLaunch(Launch):
 
     @staticmethod
     def key(params: WgmmaParams, m: int, n: int, k: int, dtype: torch.dtype, index: int) -> tuple:
-        return params, -(-m // params.tn), n, k, index  # M enters through its token tiles
+        return params, -(-m // params.tn), n, k, dtype, index  # M enters through its token tiles
 
     def __init__(self, params: WgmmaParams, m: int, n: int, k: int, dtype: torch.dtype, device: torch.device) -> None:
-        defines, smem = params.defines(), params.smem_bytes()
+        defines, smem = a_defines(params.defines(), dtype), params.smem_bytes()
         prep = runtime.kernel(params.source, PREP, defines, device)
         if not params.int8_weight:
             runtime.prefer_shared(prep)
