@@ -142,6 +142,7 @@ __device__ __forceinline__ void decode_tile(const u8 *__restrict__ W, const u8 *
   const int nb_max = (nblk + (int)S - 1) / (int)S;
 
   const Smem L{nb_max};  // the host sizes shared memory for this many blocks
+  mx::require_dynamic_smem((u32)L.bytes());
   u8 *as8 = smem;
   float *sa = (float *)(as8 + L.a8());
   float *sw = sa + L.sa();

@@ -119,6 +119,7 @@ mxfp4_gemm_small(const a_t *__restrict__ A, int lda, const u8 *__restrict__ W, c
   u64 *bar_w = (u64 *)(smem + Smem::BAR), *bar_s = bar_w + NT / 32;
   float *part = (float *)(smem + Smem::PART);
   if (K != KB * 32) __trap();  // the host launches this variant only for K = 32 KB
+  mx::require_dynamic_smem(Smem::BYTES);
   const int m0 = blockIdx.y * TOK;  // this CTA's first token row (grid.y: M's tiles of TOK rows)
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
