@@ -142,7 +142,6 @@ __device__ __forceinline__ void decode_tile(const u8 *__restrict__ W, const u8 *
   const int nb_max = (nblk + (int)S - 1) / (int)S;
 
   const Smem L{nb_max};  // the host sizes shared memory for this many blocks
-  mx::require_dynamic_smem((u32)L.bytes());
   u8 *as8 = smem;
   float *sa = (float *)(as8 + L.a8());
   float *sw = sa + L.sa();
@@ -228,6 +227,7 @@ __device__ __forceinline__ void decode_tile(const u8 *__restrict__ W, const u8 *
     if (i % ROWS >= rows_valid) sw[i] = 1.0f;
 
   // A's K range (rows 0..TOK-1 of the CTA's blocks) into as8 / sa, visible to every thread on return.
+  if (threadIdx.x == 0) mx::require_dynamic_smem((u32)L.bytes());
   load_a(as8, sa, bar, kb_begin, nb_cta);
 
   float acc[MT][4];
