@@ -20,7 +20,7 @@ runtime = pytest.importorskip("mxfp4.cuda.runtime")
 from mxfp4.cuda import launch, ops as cuda_ops  # noqa: E402
 from mxfp4.cuda.launch import stream  # noqa: E402
 
-PTR, I32, I64, TMAP = runtime.Param.PTR, runtime.Param.I32, runtime.Param.I64, runtime.Param.TMAP
+PTR, I32, I64 = runtime.Param.PTR, runtime.Param.I32, runtime.Param.I64
 
 
 def test_entry_params_are_the_ptx_prototypes_and_the_compile_is_cached(tmp_path, monkeypatch):
@@ -36,20 +36,17 @@ def test_entry_params_are_the_ptx_prototypes_and_the_compile_is_cached(tmp_path,
 # ---- the argument buffer ---------------------------------------------------------------------------
 
 def test_packer_lays_out_each_kind():
-    tmap = runtime.TensorMap()
-    ctypes.memmove(tmap.address, bytes(range(128)), 128)
-    sig = runtime.Signature("k", p=PTR, i=I32, m=TMAP, j=I32, q=I64)
+    sig = runtime.Signature("k", p=PTR, i=I32, j=I32, q=I64)
     k = runtime.Kernel(sig, 1, None)
-    k.packer.pack((0x1122334455667788, -3, tmap, 7, -(2 ** 40)))
-    slots = [k.packer.params[i] for i in range(5)]
-    assert slots[:2] == [k.packer.base, k.packer.base + 8] and slots[2] % 64 == 0 and slots[3] == slots[2] + 128
+    k.packer.pack((0x1122334455667788, -3, 7, -(2 ** 40)))
+    slots = [k.packer.params[i] for i in range(4)]
+    assert slots == [k.packer.base + 8 * i for i in range(4)]  # an 8-byte slot a parameter
     assert struct.unpack("<Q", ctypes.string_at(slots[0], 8))[0] == 0x1122334455667788
     assert struct.unpack("<i", ctypes.string_at(slots[1], 4))[0] == -3  # an int32 parameter: the low 4 bytes
-    assert ctypes.string_at(slots[2], 128) == bytes(range(128))
-    assert struct.unpack("<i", ctypes.string_at(slots[3], 4))[0] == 7
-    assert struct.unpack("<q", ctypes.string_at(slots[4], 8))[0] == -(2 ** 40)
-    assert sig.ptx == (".u64", ".u32", ".align 64 .b8 [128]", ".u32", ".u64")
-    assert repr(sig).startswith("k(T * p, int i, const __grid_constant__ TensorMap m")
+    assert struct.unpack("<i", ctypes.string_at(slots[2], 4))[0] == 7
+    assert struct.unpack("<q", ctypes.string_at(slots[3], 8))[0] == -(2 ** 40)
+    assert sig.ptx == (".u64", ".u32", ".u32", ".u64")
+    assert repr(sig) == "k(T * p, int i, int j, long long q)"
 
 
 def test_a_launch_takes_its_signatures_arguments(monkeypatch):
@@ -95,14 +92,14 @@ def shipped_cases():
 
 def source_prototypes(source: str) -> dict[str, list[tuple[str, runtime.Param]]]:
     """Each extern "C" kernel of csrc/<source> and the headers it includes: its parameters' names and kinds
-    as the C prototype declares them (a pointer, long long, a tensor map, int)."""
+    as the C prototype declares them (a pointer, long long, int)."""
     text = (jit.CSRC / source).read_text()
     text += "".join((jit.CSRC / h).read_text() for h in jit.headers(text))
     found = {}
     for name, params in re.findall(r'extern "C" __global__ void\s+(?:__\w+__\s*\([^)]*\)\s*)*(\w+)\(([^)]*)\)', text):
         decls = [" ".join(d.split()) for d in params.split(",")]
         found[name] = [(re.search(r"(\w+)$", d).group(1), PTR if "*" in d else I64 if d.startswith("long long ")
-                        else TMAP if "TensorMap" in d else I32 if d.startswith("int ") else None) for d in decls]
+                        else I32 if d.startswith("int ") else None) for d in decls]
     return found
 
 
@@ -138,18 +135,11 @@ class Recorder:
         slots = (ctypes.c_void_p * k.packer.count).from_address(params)
         values = {}
         for name, kind, slot in zip(k.signature.names, k.signature.kinds, slots):  # each parameter's own size
-            if kind is TMAP:
-                values[name] = ctypes.string_at(slot, 128)
-            else:
-                fmt = {PTR: "<Q", I64: "<q", I32: "<i"}[kind]
-                values[name] = struct.unpack(fmt, ctypes.string_at(slot, struct.calcsize(fmt)))[0]
+            fmt = {PTR: "<Q", I64: "<q", I32: "<i"}[kind]
+            values[name] = struct.unpack(fmt, ctypes.string_at(slot, struct.calcsize(fmt)))[0]
         attrs = (runtime._LaunchAttribute * c.num_attrs).from_address(c.attrs) if c.num_attrs else ()
         cluster = next((tuple(a.value[:3]) for a in attrs if a.id == runtime._CLUSTER_DIMENSION), (1, 1, 1))
         self.launches.append((k, source, smem, tuple(c.grid), c.shmem, cluster, values))
-        return 0
-
-    def cuTensorMapEncodeTiled(self, tmap, dtype, rank, address, *rest):
-        ctypes.memmove(tmap, struct.pack("<Q", address), 8)  # the map names the array it covers
         return 0
 
 
@@ -164,10 +154,7 @@ def check_launches(rec, start, known, expected):
         assert shmem <= max(smem, 48 * 1024) and smem <= plan.SMEM_LIMIT, k.name
         assert all(g % c == 0 for g, c in zip(grid, cluster)), (k.name, grid, cluster)
         for (name, value), kind in zip(values.items(), k.signature.kinds):
-            if kind is TMAP:
-                value = struct.unpack("<Q", value[:8])[0]  # the tensor map over the weight's codes
-                assert value == expected["W"], k.name
-            elif name in expected:
+            if name in expected:
                 assert value == expected[name], (k.signature, name, value, expected[name])
             elif kind is PTR:
                 assert any(lo <= value <= hi for lo, hi in spans), (k.signature, name)  # hi: an empty part

@@ -49,21 +49,16 @@ class _LaunchConfig(ctypes.Structure):
 
 _CLUSTER_DIMENSION = 4   # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
 _PROGRAMMATIC_STREAM_SERIALIZATION = 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-_TMA_INT64 = 5           # CU_TENSOR_MAP_DATA_TYPE_INT64
 _driver_lib = None
 
 
 def _driver():
-    """libcuda's cuLaunchKernelEx and cuTensorMapEncodeTiled, loaded once."""
+    """libcuda's cuLaunchKernelEx, loaded once."""
     global _driver_lib
     if _driver_lib is None:
         lib = ctypes.CDLL("libcuda.so.1")
         lib.cuLaunchKernelEx.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         lib.cuLaunchKernelEx.restype = ctypes.c_int
-        lib.cuTensorMapEncodeTiled.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p,
-                                               ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                                               ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
-        lib.cuTensorMapEncodeTiled.restype = ctypes.c_int
         lib.cuGetErrorName.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
         _driver_lib = lib
     return _driver_lib
@@ -81,12 +76,11 @@ class Param(enum.Enum):
     """A kind of kernel parameter: the C type of a prototype, its declaration in NVRTC's PTX (which
     tests/test_launch.py compares with every shipped kernel's) and its slot's ``struct`` format in the
     argument buffer. A scalar fills an 8-byte slot, of which the driver copies the parameter's own size
-    (an int32 its low 4 bytes); a tensor map 128 bytes at a 64-byte boundary."""
+    (an int32 its low 4 bytes)."""
 
     PTR = ("T *", ".u64", "Q")
     I64 = ("long long", ".u64", "q")
     I32 = ("int", ".u32", "i4x")
-    TMAP = ("const __grid_constant__ TensorMap", ".align 64 .b8 [128]", "128x")  # a CUtensorMap by value
 
     def __init__(self, c_type: str, ptx: str, fmt: str) -> None:
         self.c_type, self.ptx, self.fmt = c_type, ptx, fmt
@@ -194,52 +188,27 @@ def config(grid: tuple[int, int, int], block: int, smem_bytes: int,
 
 # ---- arguments -------------------------------------------------------------------------------------
 
-class TensorMap:
-    """A 128-byte CUtensorMap, passed to a kernel by value."""
-
-    __slots__ = ("_buf", "address")
-
-    def __init__(self) -> None:
-        self._buf = ctypes.create_string_buffer(128 + 64)
-        self.address = (ctypes.addressof(self._buf) + 63) & ~63  # the driver wants 64-byte alignment
-
-
 class _Packer:
     """The argument buffer of one signature (the :class:`Param` of each argument, in order): one ``struct``
-    format for the scalars, 64-byte aligned 128-byte slots for tensor maps, and the array of slot
-    addresses that ``cuLaunchKernelEx`` reads."""
+    format, an 8-byte slot a parameter, and the array of slot addresses that ``cuLaunchKernelEx`` reads."""
 
     def __init__(self, kinds: tuple[Param, ...]) -> None:
-        fmt, offsets, maps, off = "<", [], [], 0
-        for kind in kinds:
-            if kind is Param.TMAP:
-                pad = -off % 64
-                fmt, off = fmt + f"{pad}x", off + pad
-                maps.append(len(offsets))
-            offsets.append(off)
-            fmt, off = fmt + kind.fmt, off + (128 if kind is Param.TMAP else 8)
-        self.struct = struct.Struct(fmt)
+        self.struct = struct.Struct("<" + "".join(kind.fmt for kind in kinds))
         self.count = len(kinds)
-        self._buf = ctypes.create_string_buffer(off + 64)
+        self._buf = ctypes.create_string_buffer(8 * len(kinds) + 64)
         base = (ctypes.addressof(self._buf) + 63) & ~63
         self.base = base
-        self.buffer = (ctypes.c_char * (off + 1)).from_address(base)
-        self.params = (ctypes.c_void_p * max(1, len(offsets)))(*(base + o for o in offsets))
+        self.buffer = (ctypes.c_char * (8 * len(kinds) + 1)).from_address(base)
+        self.params = (ctypes.c_void_p * max(1, len(kinds)))(*(base + 8 * i for i in range(len(kinds))))
         self.params_address = ctypes.addressof(self.params)
-        self.maps = tuple((i, base + offsets[i]) for i in maps)
 
     def pack(self, args) -> None:
-        if not self.maps:
-            self.struct.pack_into(self.buffer, 0, *args)
-            return
-        self.struct.pack_into(self.buffer, 0, *[a for a in args if type(a) is not TensorMap])
-        for i, address in self.maps:
-            ctypes.memmove(address, args[i].address, 128)
+        self.struct.pack_into(self.buffer, 0, *args)
 
 
 def launch(k: Kernel, cfg: LaunchConfig, device: torch.device, *args) -> None:
     """Launches ``k`` with ``cfg`` on the current stream of ``device``; ``args`` in its signature's order:
-    pointers and integers as ``int``, each in its parameter's range, tensor maps as :class:`TensorMap`."""
+    pointers and integers as ``int``, each in its parameter's range."""
     packer = k.packer
     if len(args) != packer.count:
         raise TypeError(f"{k.signature} takes {packer.count} arguments, got {len(args)}")
@@ -255,7 +224,7 @@ def launch(k: Kernel, cfg: LaunchConfig, device: torch.device, *args) -> None:
         raise _error(rc, f"launching {k.name} (grid {cfg.grid}, cluster {cfg.cluster})")
 
 
-# ---- kernel attributes and tensor maps -------------------------------------------------------------
+# ---- kernel attributes -----------------------------------------------------------------------------
 
 def prefer_shared(k: Kernel) -> None:
     """The largest shared-memory carveout for ``k``, the one the GEMM that depends on it needs: an SM
@@ -276,22 +245,3 @@ def allow_large_cluster(k: Kernel) -> None:
     err, = driver.cuFuncSetAttribute(driver.CUfunction(k.function), attr, 1)
     if err != driver.CUresult.CUDA_SUCCESS:
         raise RuntimeError(f"cannot allow clusters above 8 CTAs on {k.name}: {err}")
-
-
-_map_arrays: dict[tuple, tuple] = {}  # (dims, box) -> the encode call's dimension arrays
-
-
-def tensor_map(address: int, dims: tuple[int, int], box: tuple[int, int]) -> TensorMap:
-    """A TMA tensor map over the dense 2-D array of 8-byte words at ``address``: ``dims`` (words a row,
-    rows), read in boxes of ``box`` (words, rows); no interleave, swizzle, L2 promotion or out-of-bounds
-    fill. Encoded per call (a host-side call of about a microsecond)."""
-    arrays = _map_arrays.get((dims, box))
-    if arrays is None:
-        arrays = _map_arrays[(dims, box)] = ((ctypes.c_uint64 * 2)(*dims), (ctypes.c_uint64 * 1)(dims[0] * 8),
-                                             (ctypes.c_uint32 * 2)(*box), (ctypes.c_uint32 * 2)(1, 1))
-    tmap = TensorMap()
-    rc = _driver().cuTensorMapEncodeTiled(tmap.address, _TMA_INT64, 2, address, *map(ctypes.addressof, arrays),
-                                          0, 0, 0, 0)
-    if rc:
-        raise _error(rc, f"encoding a tensor map ({dims[1]} rows x {dims[0]} words)")
-    return tmap

@@ -1,15 +1,8 @@
 // Hopper's warpgroup MMA (wgmma) on int8 and what feeds it: shared-memory descriptors of the 128-byte
-// swizzle, the fences and waits around an MMA group, register moves between warpgroups, and the TMA
-// copy of a 2-D box. Used by the large-M kernels (gemm_wgmma.cu), the banded GEMM (gemm_band.cu, whose weight
+// swizzle, the fences and waits around an MMA group and register moves between warpgroups. Used by the large-M kernels (gemm_wgmma.cu), the banded GEMM (gemm_band.cu, whose weight
 // operand comes from registers: wgmma_rs_s8) and the int8 peak (wgmma_peak.cu).
 #pragma once
 #include "mxfp4.cuh"
-
-// The 128-byte CUtensorMap, passed by value (__grid_constant__) and used by address; the kernels'
-// prototypes name it so (runtime.Param.TMAP).
-struct __align__(64) TensorMap {
-  u64 opaque[16];
-};
 
 namespace mx {
 
@@ -115,15 +108,6 @@ __device__ __forceinline__ u64 desc_k32_of(u32 lo) {
 }
 
 __device__ __forceinline__ u64 desc_k32(u32 addr) { return desc_k32_of(desc_k32_lo(addr)); }
-
-// 2-D TMA copy of the box at (c0 inner, c1 outer) of `map` into shared memory, completing on `bar`.
-__device__ __forceinline__ void tma_copy_2d(void *dst, const TensorMap *map, int c0, int c1, u64 *bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-          smem_addr(dst)),
-      "l"((u64)map), "r"(c0), "r"(c1), "r"(smem_addr(bar))
-      : "memory");
-}
 
 // The bytes from shared-memory pointer p to the next 1024-byte boundary (the 128-byte swizzle's
 // atoms): `smem_raw + smem_pad_1024(smem_raw)` aligns the dynamic shared memory by an offset from

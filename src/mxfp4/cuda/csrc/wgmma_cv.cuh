@@ -5,8 +5,10 @@
 #include "wgmma_consumer.cuh"
 
 // A CTA owns TN (64 or 128) tokens x 128 weight rows, 512 threads:
-//   warp 0 (lane 0) streams the weight's codes as stored (the tensor map over its 16-row groups) into
-//     the W ring (thread 0 issues the first STAGES copies before the CTA's barrier); warps 1 and 2 put
+//   warp 0 streams the weight's codes as stored into the W ring, lane g a segment of 16-row group g by
+//     one bulk copy (a group's K range is contiguous; the first STAGES stages before the register
+//     moves; groups past N and blocks past K are not copied, and their stale bytes meet A's zeros or
+//     land in rows that are not stored); warps 1 and 2 put
 //     each row's eight exponent bytes of the segment beside them (from the scale bytes as stored);
 //     warp 3 (lane 0) streams A's blobs from the prep into the A ring;
 //   warpgroup 1, the converter: thread r owns weight row r; per segment the row's band (row_band),
@@ -83,8 +85,7 @@ __device__ __forceinline__ void cvt8(u32 c, u32 pl, u32 ph, u32 nl, u32 nh, u32 
 
 extern "C" __global__ void __maxnreg__(CV_REGS)
 mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc,
-              const __grid_constant__ TensorMap wmap, out_t *__restrict__ C, int ldc, int M, int N, int K, int ntile,
-              int nwt) {
+              const u8 *__restrict__ W, out_t *__restrict__ C, int ldc, int M, int N, int K, int ntile, int nwt) {
   extern __shared__ __align__(1024) u8 smem_raw[];
   u8 *smem = smem_raw + mx::smem_pad_1024(smem_raw);
   u64 *wfull = (u64 *)(smem + Smem::BARS), *wempty = wfull + STAGES;
@@ -100,6 +101,17 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
   int tT, tW;
   raster_tile(blockIdx.x, ntile, nwt, tT, tW);
   const int n0 = tW * TW, t0 = tT * TN;
+  // Stage `stage` <- segment s_lo + i of the tile's row groups that exist, blocks up to K: by warp 0, lane g
+  // group g's copy (one thread issuing 8 copies a stage is slower: about 50 ns a copy, whatever its size).
+  const int groups = min(8, (N - n0) >> 4);
+  auto copy_codes = [&](int i, int stage) {
+    const int s = s_lo + i, nb = min(SEG, nblk - s * SEG);
+    if (lane == 0) mx::mbar_arrive_expect_tx(&wfull[stage], (u32)(groups * nb * 256));
+    __syncwarp();
+    if (lane < groups)
+      mx::bulk_copy(smem + stage * Smem::WSTAGE + lane * (SEG * 256),
+                    W + ((long long)(n0 / 16 + lane) * 8 * K + s * SEG * 256), (u32)nb * 256u, &wfull[stage]);
+  };
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -115,27 +127,21 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
       mx::mbar_init(&cempty[s], 256);
     }
     mx::fence_barrier_init();
-    // The first stages of codes go out now, before the CTA's barrier and register moves (they need
-    // nothing from the prep).
-    for (int i = 0; i < min(cnt, STAGES); ++i) {
-      mx::mbar_arrive_expect_tx(&wfull[i], (u32)Smem::CODES);
-      mx::tma_copy_2d(smem + i * Smem::WSTAGE, &wmap, (s_lo + i) * (SEG * 256 / 8), n0 / 16, &wfull[i]);
-    }
   }
   __syncthreads();
 
   if (warp < 4) {
+    // The first stages of codes go out now, before the register moves (they need nothing from the prep).
+    if (warp == 0)
+      for (int i = 0; i < min(cnt, STAGES); ++i) copy_codes(i, i);
     mx::setmaxnreg_dec<40>();
     if (warp == 0) {
-      // ---- the weight's codes, one TMA copy a stage after the first STAGES (issued above) ----
-      if (lane == 0) {
-        for (int i = STAGES; i < cnt; ++i) {
-          const int stage = i % STAGES;
-          mx::mbar_wait(&wempty[stage], ((i / STAGES) & 1) ^ 1);
-          mx::fence_proxy_async();
-          mx::mbar_arrive_expect_tx(&wfull[stage], (u32)Smem::CODES);
-          mx::tma_copy_2d(smem + stage * Smem::WSTAGE, &wmap, (s_lo + i) * (SEG * 256 / 8), n0 / 16, &wfull[stage]);
-        }
+      // ---- the weight's codes, a stage's copies after the first STAGES (issued above) ----
+      for (int i = STAGES; i < cnt; ++i) {
+        const int stage = i % STAGES;
+        mx::mbar_wait(&wempty[stage], ((i / STAGES) & 1) ^ 1);
+        mx::fence_proxy_async();
+        copy_codes(i, stage);
       }
     } else if (warp == 3) {
       // ---- A's blobs from the prep ----

@@ -10,14 +10,14 @@ from ...params import SEGMENT_BLOCKS, WgmmaParams
 from .. import runtime
 from . import Launch, a_defines, out_rows, rows, split_cluster, weight
 
-PTR, I32, TMAP = runtime.Param.PTR, runtime.Param.I32, runtime.Param.TMAP
+PTR, I32 = runtime.Param.PTR, runtime.Param.I32
 
 PREP = runtime.Signature("mxfp4_wgmma_prep", A=PTR, lda=I32, M=I32, K=I32, W=PTR, Wsc=PTR, ldsc=I32, N=I32, ablob=PTR,
                          wblob=PTR, ntile=I32, a_ctas=I32)
 GEMM_I8 = runtime.Signature("mxfp4_gemm_i8", ablob=PTR, wblob=PTR, C=PTR, ldc=I32, M=I32, N=I32, K=I32, ntile=I32,
                             nwt=I32)
-GEMM_CV = runtime.Signature("mxfp4_gemm_cv", ablob=PTR, Wsc=PTR, ldsc=I32, wmap=TMAP, C=PTR, ldc=I32, M=I32, N=I32,
-                            K=I32, ntile=I32, nwt=I32)
+GEMM_CV = runtime.Signature("mxfp4_gemm_cv", ablob=PTR, Wsc=PTR, ldsc=I32, W=PTR, C=PTR, ldc=I32, M=I32, N=I32, K=I32,
+                            ntile=I32, nwt=I32)
 
 PREP_THREADS = 256
 """Threads of a prep CTA (PREP_THREADS in csrc/wgmma_blob.cuh, exported as mxfp4_wgmma_prep_threads)."""
@@ -35,18 +35,11 @@ def geometry(params: WgmmaParams, m: int, n: int, k: int) -> dict[str, int]:
                 a_ctas=nseg * ntile * (params.tn // (PREP_THREADS // 32)), w_ctas=w_ctas)
 
 
-def weight_map(address: int, groups: int, k: int) -> runtime.TensorMap:
-    """TMA tensor map over the shuffled weight's codes at ``address``, as 16-row groups of k 8-byte
-    words; a box is 8 groups x 256 words (a segment: 8 blocks of 32 elements). Encoded per call from
-    the tensor as given (nothing is kept)."""
-    return runtime.tensor_map(address, (k, groups), (32 * SEGMENT_BLOCKS, 8))
-
-
 class WgmmaLaunch(Launch):
     """out [M, N] bf16 (float32 for ``params.out_f32``) = quant(a [M, K]) x W^T: the prep (A's token
     tiles, and the weight's tiles for ``params.int8_weight``), then ``mxfp4_gemm_i8`` (the weight as
-    int8 from the workspace) or ``mxfp4_gemm_cv`` (the weight's codes by TMA and its scale bytes as
-    stored, K split over clusters of ``params.split``), a CTA per tn tokens x 128 weight rows."""
+    int8 from the workspace) or ``mxfp4_gemm_cv`` (the weight's codes and scale bytes as stored, by
+    bulk copies; K split over clusters of ``params.split``), a CTA per tn tokens x 128 weight rows."""
 
     __slots__ = ("geometry",)
 
@@ -77,6 +70,6 @@ class WgmmaLaunch(Launch):
         ablob = ws.data_ptr()
         wblob = ablob + g["ablob"]
         runtime.launch(prep, prep_config, device, pa, lda, m, k, pw, ps, ldsc, n, ablob, wblob, g["ntile"], g["a_ctas"])
-        w = (wblob,) if self.params.int8_weight else (ps, ldsc, weight_map(pw, n // 16, k))
+        w = (wblob,) if self.params.int8_weight else (ps, ldsc, pw)
         runtime.launch(gemm, gemm_config, device, ablob, *w, pc, ldc, m, n, k, g["ntile"], g["nwt"])
         return out
