@@ -1,6 +1,7 @@
 // Hopper's warpgroup MMA (wgmma) on int8 and what feeds it: shared-memory descriptors of the 128-byte
-// swizzle, the fences and waits around an MMA group and register moves between warpgroups. Used by the large-M kernels (gemm_wgmma.cu), the banded GEMM (gemm_band.cu, whose weight
-// operand comes from registers: wgmma_rs_s8) and the int8 peak (wgmma_peak.cu).
+// swizzle, the fences and waits around an MMA group and register moves between warpgroups. Used by the
+// large-M kernels (gemm_wgmma.cu), the banded GEMM (gemm_band.cu, whose weight operand comes from
+// registers: wgmma_rs_s8) and the int8 peak (wgmma_peak.cu).
 #pragma once
 #include "mxfp4.cuh"
 

@@ -102,7 +102,7 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
   raster_tile(blockIdx.x, ntile, nwt, tT, tW);
   const int n0 = tW * TW, t0 = tT * TN;
   // Stage `stage` <- segment s_lo + i of the tile's row groups that exist, blocks up to K: by warp 0, lane g
-  // group g's copy (one thread issuing 8 copies a stage is slower: about 50 ns a copy, whatever its size).
+  // group g's copy (a bulk copy holds its issuing thread about 50 ns whatever its size, design.md's prep).
   const int groups = min(8, (N - n0) >> 4);
   auto copy_codes = [&](int i, int stage) {
     const int s = s_lo + i, nb = min(SEG, nblk - s * SEG);

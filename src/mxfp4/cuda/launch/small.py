@@ -29,7 +29,8 @@ class SmallLaunch(Launch):
     def __init__(self, params: SmallParams, m: int, n: int, k: int, dtype: torch.dtype, device: torch.device) -> None:
         smem = params.smem_bytes()
         cluster = (params.cluster, 1, 1) if params.cluster > 1 else None
-        super().__init__(params, device, n, k, (runtime.kernel(params.source, GEMM, a_defines(params.defines(), dtype), device, smem),),
+        gemm = runtime.kernel(params.source, GEMM, a_defines(params.defines(), dtype), device, smem)
+        super().__init__(params, device, n, k, (gemm,),
                          (runtime.config((params.grid(n), params.m_tiles(m), 1), params.threads, smem, cluster),), 0)
 
     def __call__(self, a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
