@@ -121,14 +121,7 @@ __device__ __forceinline__ void nan_row(float (&acc)[ACC], int h) {
 template <bool BAND1, bool ACCUMULATE>
 __device__ __forceinline__ void fold_block(int (&d)[4][ACC], u32 (&pp)[4], u32 (&nn)[4], const u8 *wcb, u32 q0, u32 q1,
                                            u32 lo) {
-  const u32 x0 = *(const u32 *)wcb, x1 = *(const u32 *)(wcb + 128);
-#if SPLIT
-  convert(x0, q0, pp[0], pp[2], nn[0], nn[2]);
-  convert(x1, q1, pp[1], pp[3], nn[1], nn[3]);
-#else
-  convert_signed(x0, q0, pp[0], pp[2]);
-  convert_signed(x1, q1, pp[1], pp[3]);
-#endif
+  convert_rows(*(const u32 *)wcb, *(const u32 *)(wcb + 128), q0, q1, pp, nn);
   mx::wgmma_fence();
   const u64 d0 = mx::desc_k32_of(lo);
   mx::wgmma_rs_s8<ACCUMULATE>(d[0], pp, d0);
