@@ -191,7 +191,7 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
         const u64 past = nb < SEG ? ~0ull << (8 * nb) : 0ull;
         u64 exa = ((u64)__byte_perm(u01, u23, 0x5410) << 32 | __byte_perm(t01, t23, 0x5410)) | past;
         u64 exb = ((u64)__byte_perm(u01, u23, 0x7632) << 32 | __byte_perm(t01, t23, 0x7632)) | past;
-        if (!va) exa = 0;  // rows past N: zero codes (the copy's fill), any band
+        if (!va) exa = 0;  // rows past N (codes not copied, never stored): exponent bytes 0, any band
         if (!vb) exb = 0;
         if (i >= STAGES) mx::mbar_wait(&wempty[stage], phase ^ 1);
         u8 *st = smem + stage * Smem::WSTAGE + Smem::CODES;
