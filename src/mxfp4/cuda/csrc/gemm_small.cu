@@ -10,8 +10,8 @@
 // (aiter's (16, 16) shuffle: a group's K range is contiguous) into shared memory, and thread 0 one of
 // the CTA's 32-row units of scale bytes. The cluster quantizes A (aiter's rule, mx::quantize_loaded from
 // A's dtype, A_KIND, the same bits as everywhere), each CTA its share, into every CTA's shared memory
-// (distributed shared memory stores) as int8 twice the e2m1 value with a float32 half-scale per block; a cluster barrier
-// publishes them. Each warp then waits for its own part of the weight and runs the unrolled loop from
+// (distributed shared memory stores) as int8 twice the e2m1 value with a float32 half-scale per block;
+// a cluster barrier publishes them. Each warp then waits for its own part of the weight and runs the unrolled loop from
 // shared memory: per block its two words of codes become int8 (three byte-permutes per 4 codes),
 // mma.sync m16n8k32 s8 gives exact int32 block sums (W the row operand, A the column operand) with
 // the weight row's half-scale folded into the accumulator's start (warp_blocks; CTAs with a scale

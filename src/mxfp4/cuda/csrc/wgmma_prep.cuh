@@ -1,7 +1,8 @@
 // mxfp4_wgmma_prep, the large-M kernels' first launch (part of gemm_wgmma.cu's module): A's token
 // tiles quantized from A's dtype (A_KIND) into the workspace's blobs (wgmma_blob.cuh), and for
-// mxfp4_gemm_i8 the weight's tiles as int8. PREP_THREADS a CTA; a warp quantizes one token's segment, so every token is done on
-// its own and A spreads over TN / 8 CTAs a tile and segment. No dynamic shared memory.
+// mxfp4_gemm_i8 the weight's tiles as int8. PREP_THREADS a CTA; a warp quantizes one token's segment, so
+// every token is done on its own and A spreads over TN / 8 CTAs a tile and segment. No dynamic shared
+// memory.
 #pragma once
 #include "wgmma_band.cuh"
 #include "wgmma_blob.cuh"
