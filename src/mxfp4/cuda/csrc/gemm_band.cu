@@ -186,7 +186,7 @@ mxfp4_gemm_band(const u8 *__restrict__ qa, const float *__restrict__ qs, const u
     __syncwarp();
     for (int i = 0; i < first; ++i) issue(i, false, true);
     for (int i = first; i < nunits; ++i) {
-      mx::mbar_wait(&empty[i % STAGES], ((i / STAGES) & 1) ^ 1);  // the stage's previous unit is consumed
+      mx::mbar_wait(&empty[i % STAGES], mx::ring_parity<STAGES>(i) ^ 1);  // the stage's previous unit is consumed
       issue(i, true, true);
     }
     return;
@@ -207,7 +207,7 @@ mxfp4_gemm_band(const u8 *__restrict__ qa, const float *__restrict__ qs, const u
     for (int j = 0; j < ACC; ++j) acc[j] = 0.0f;
     for (; u < stop; ++u, ++i) {
       const int s = i % STAGES, par = i & 1;
-      mx::mbar_wait(&full[s], (i / STAGES) & 1);
+      mx::mbar_wait(&full[s], mx::ring_parity<STAGES>(i));
       const u8 *st = ring + s * Smem::STAGE;
       const int kb0 = (int)(u - t0) * KS, nb = min(KS, nblk - kb0), nsegu = (nb + 7) >> 3;
 

@@ -275,7 +275,7 @@ mxfp4_gemm_stream(const u8 *__restrict__ qa, const float *__restrict__ qs, const
     mx::pdl_wait();  // A and the zeroed flags are the quantizer's
     for (int i = 0; i < first; ++i) issue(i, false, true);
     for (int i = first; i < nunits; ++i) {
-      mx::mbar_wait(&empty[i % STAGES], ((i / STAGES) & 1) ^ 1);  // the stage's previous unit is consumed
+      mx::mbar_wait(&empty[i % STAGES], mx::ring_parity<STAGES>(i) ^ 1);  // the stage's previous unit is consumed
       issue(i, true, true);
     }
     return;
@@ -294,7 +294,7 @@ mxfp4_gemm_stream(const u8 *__restrict__ qa, const float *__restrict__ qs, const
     for (int j = 0; j < MT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
     for (; u < stop; ++u, ++i) {
       const int s = i % STAGES;
-      mx::mbar_wait(&full[s], (i / STAGES) & 1);
+      mx::mbar_wait(&full[s], mx::ring_parity<STAGES>(i));
       const int nb = min(KS, nblk - (int)(u - t0) * KS);
       if (live) unit_blocks(ring + s * Smem::STAGE, gi, kw, nb, acc);
       mx::mbar_arrive(&empty[s]);

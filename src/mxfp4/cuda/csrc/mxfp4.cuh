@@ -280,6 +280,14 @@ __device__ __forceinline__ void mbar_wait(u64 *bar, u32 parity) {
       : "memory");
 }
 
+// Rings of N stages, each with a full and an empty mbarrier. Step i (from 0) uses stage i % N; it waits
+// for its full barrier's phase ring_parity<N>(i) and for its empty barrier's phase before, ring_parity ^ 1
+// (which passes at once in the first round).
+template <int N>
+__device__ __forceinline__ u32 ring_parity(int i) {
+  return (i / N) & 1;
+}
+
 // One bulk copy global -> shared (the copy engine; no tensor map), completing on an mbarrier.
 // dst, src and bytes are multiples of 16.
 __device__ __forceinline__ void bulk_copy(void *dst, const void *src, u32 bytes, u64 *bar) {

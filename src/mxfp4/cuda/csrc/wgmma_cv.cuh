@@ -139,7 +139,7 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
       // ---- the weight's codes, a stage's copies after the first STAGES (issued above) ----
       for (int i = STAGES; i < cnt; ++i) {
         const int stage = i % STAGES;
-        mx::mbar_wait(&wempty[stage], ((i / STAGES) & 1) ^ 1);
+        mx::mbar_wait(&wempty[stage], mx::ring_parity<STAGES>(i) ^ 1);
         mx::fence_proxy_async();
         copy_codes(i, stage);
       }
@@ -214,8 +214,8 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
     const u8 *code_row = smem + (r >> 4) * (SEG * 256) + (r & 15) * 16;  // + stage, + block * 256
     for (int i = 0; i < cnt; ++i) {
       const int stage = i % STAGES, slot = i % Smem::SLOTS;
-      mx::mbar_wait(&wfull[stage], (i / STAGES) & 1);
-      if (i >= Smem::SLOTS) mx::mbar_wait(&cempty[slot], ((i / Smem::SLOTS) & 1) ^ 1);
+      mx::mbar_wait(&wfull[stage], mx::ring_parity<STAGES>(i));
+      if (i >= Smem::SLOTS) mx::mbar_wait(&cempty[slot], mx::ring_parity<Smem::SLOTS>(i) ^ 1);
       const u8 *wst = smem + stage * Smem::WSTAGE;
       u8 *cv = smem + Smem::C + slot * Smem::SLOT;
       const u64 ex = *(const u64 *)(wst + Smem::CODES + r * 8);
