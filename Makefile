@@ -39,7 +39,7 @@ test: $(STAMP)
 	$(RUN) -m pytest -q -rs -p no:cacheprovider -m "not slow"
 
 # the tests marked slow (over ~10 s on a 2-core machine: every shipped kernel compiled, the 5,000-case fuzz run,
-# the short-K and decode kernels' shared memory read from every shipped variant)
+# every kernel family's shared memory read from every shipped variant)
 test-slow: $(STAMP)
 	$(RUN) -m pytest -q -rs -p no:cacheprovider -m slow
 

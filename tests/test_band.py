@@ -28,6 +28,7 @@ BAND = [plan.BandParams(1, 1, 8, 4), plan.BandParams(1, 2, 16, 4), plan.BandPara
           plan.BandParams(1, 3, 16, 3), plan.BandParams(1, 2, 16, 4, 8, True), plan.BandParams(2, 2, 16, 3, 4, True)]
 
 
+@pytest.mark.slow  # 6-11 s on 2 cores: one NVRTC compile (PTX only) a build
 def test_shared_memory_is_the_kernels():
     """The host's size of every shipped variant is the one the kernel exports (Smem::BYTES)."""
     variants = band_variants()

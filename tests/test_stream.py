@@ -27,6 +27,7 @@ STREAM = [plan.StreamParams(1, 8, 2, 16, 5, sign_split=True), plan.StreamParams(
           plan.StreamParams(1, 4, 4, 16, 5, one_token=True)]
 
 
+@pytest.mark.slow  # 6-11 s on 2 cores: one NVRTC compile (PTX only) a build
 def test_shared_memory_is_the_kernels():
     """The host's size of every shipped variant is the one the kernel exports (Smem::BYTES)."""
     variants = stream_variants()

@@ -20,6 +20,7 @@ from .cases import kernel_meets_the_contract, large_m_operands, same_bits, varia
 
 # ---- the sizes the kernels define ----------------------------------------------------------------
 
+@pytest.mark.slow  # 6-11 s on 2 cores: one NVRTC compile (PTX only) a build
 def test_shared_memory_and_workspace_are_the_kernels():
     """Every shipped large-M variant's (and the GPU tests') sizes on the host are the ones its module
     exports: the GEMM's dynamic shared memory (its Smem::BYTES) and threads, the blobs of the workspace
