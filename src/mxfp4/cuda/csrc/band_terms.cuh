@@ -23,13 +23,12 @@ __device__ __forceinline__ void convert(u32 c, u32 amt, u32 &plo, u32 &phi, u32 
   nhi = mx::prmt(tl, th, ch ^ 0x8888u);
 }
 #else
-// The same 8 codes as signed int8 (twice the e2m1 values shifted left by amt; 32: zeros): the negative
-// codes' magnitudes negated bytewise, (0x80 - m) ^ 0x80 (no borrow between bytes: m <= 96).
+// The same 8 codes as signed int8 (twice the e2m1 values shifted left by amt; 32: zeros).
 __device__ __forceinline__ void convert_signed(u32 c, u32 amt, u32 &lo, u32 &hi) {
   const u32 tl = __funnelshift_lc(0u, TLO, amt), th = __funnelshift_lc(0u, THI, amt);
   const u32 ch = c >> 16;
-  lo = mx::prmt(tl, th, c) | ((0x80808080u - mx::prmt(tl, th, c ^ 0x8888u)) ^ 0x80808080u);
-  hi = mx::prmt(tl, th, ch) | ((0x80808080u - mx::prmt(tl, th, ch ^ 0x8888u)) ^ 0x80808080u);
+  lo = mx::e2m1x4_to_s8x4_shifted(c, tl, th);
+  hi = mx::e2m1x4_to_s8x4_shifted(ch, tl, th);
 }
 #endif
 

@@ -19,6 +19,13 @@ __device__ __forceinline__ float cluster_ld_f32(u32 remote) {
   return v;
 }
 
+__device__ __forceinline__ float4 cluster_ld_f32x4(u32 remote) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(remote)
+               : "memory");
+  return v;
+}
+
 __device__ __forceinline__ void cluster_st_f32(u32 remote, float x) {
   asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(x) : "memory");
 }

@@ -212,6 +212,7 @@ __device__ __forceinline__ u32 e2m1x4_to_s8x4(u32 c) {
 // PTX prmt.b32 in its default mode: byte i of the result is byte (sel >> 4 i) & 7 of (b:a), or, where bit 3 of
 // that selector nibble is set, that byte's sign replicated (0x00 or 0xFF). CUDA's __byte_perm ignores bit 3.
 // With a table of the positive e2m1 magnitudes and 4 codes as the selector, the negative codes read 0.
+// Inline PTX also keeps the compiler from narrowing a 32-bit selector mask (an extra operation a selector).
 __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
   u32 r;
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
@@ -224,16 +225,11 @@ __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
 // the negative codes' magnitudes: the two halves of a sign-split MMA (gemm_stream.cu, gemm_band.cu).
 __device__ __forceinline__ u32 e2m1x4_positive(u32 c, u32 lo = 0x03020100u) { return prmt(lo, 0x0C080604u, c); }
 
-// Round a double to bf16 bits, to nearest even: round to float32 toward zero, make the result odd
-// if that was inexact (round to odd keeps the information for the second rounding), then round the
-// float32 to bf16 to nearest even. Correct for every double (NaN, Inf, overflow, subnormals).
-__device__ __forceinline__ u16 double_to_bf16(double x) {
-  if (x != x) return (u16)0x7fc0u;
-  const float f = __double2float_rz(x);
-  u32 b = __float_as_uint(f);
-  if ((double)f != x) b |= 1u;
-  if ((b & 0x7f800000u) == 0x7f800000u) return (u16)(b >> 16);  // Inf stays Inf
-  return (u16)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+// Four codes (nibbles 0..3 of c) to signed int8 through the magnitude table (tl, th) (twice the e2m1
+// magnitudes 0 1 2 3 | 4 6 8 12, each byte shifted left by a band's shift, or zeros): the positive codes'
+// magnitudes, the negative ones' negated bytewise, (0x80 - m) ^ 0x80 (no borrow between bytes: m <= 96).
+__device__ __forceinline__ u32 e2m1x4_to_s8x4_shifted(u32 c, u32 tl, u32 th) {
+  return prmt(tl, th, c) | ((0x80808080u - prmt(tl, th, c ^ 0x8888u)) ^ 0x80808080u);
 }
 
 // Round a float to bf16 bits, to nearest even (NaN stays NaN, overflow rounds to Inf).
@@ -341,16 +337,6 @@ __device__ __forceinline__ void cluster_sync_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;" ::: "memory");
 }
 
-// Two doubles in the shared memory of CTA `rank` of this cluster, at the offset of `p` (16-byte
-// aligned) in ours.
-__device__ __forceinline__ double2 cluster_load_f64x2(const double *p, u32 rank) {
-  u32 remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(p)), "r"(rank));
-  double2 v;
-  asm volatile("ld.shared::cluster.v2.f64 {%0, %1}, [%2];" : "=d"(v.x), "=d"(v.y) : "r"(remote) : "memory");
-  return v;
-}
-
 // Programmatic dependent launch: the next kernel on the stream (launched with the attribute) may
 // start once every CTA of this one has executed launch_dependents (or exited); wait blocks until
 // the previous kernel has finished and its memory writes are visible.
@@ -376,15 +362,6 @@ __device__ __forceinline__ u32 flag_acquire(const u32 *flag) {
   u32 v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
   return v;
-}
-
-// D = A (16x32 s8, row) * B (32x8 s8, col) + C, int32.
-__device__ __forceinline__ void mma_s8(int (&d)[4], const u32 (&a)[4], u32 b0, u32 b1, int c) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%10,%10,%10,%10};"
-      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c));
 }
 
 // D = A (16x32 s8, row) * B (32x8 s8, col), int32 (C = 0: no accumulator registers to set up).

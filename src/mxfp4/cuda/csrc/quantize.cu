@@ -90,11 +90,7 @@ mxfp4_quantize_bands(const a_t *__restrict__ A, int lda, int M, int Ka, int K, u
   // Twice the e2m1 values, shifted: the positive codes' magnitudes, the negative ones' negated bytewise.
   const u32 sh = in0 ? sbyte - base0 : in1 ? sbyte - base1 : 0u;
   const u32 tl = 0x03020100u << sh, th = 0x0C080604u << sh;
-  auto signed4 = [&](u32 c) {
-    const u32 pos = mx::prmt(tl, th, c), neg = mx::prmt(tl, th, c ^ 0x8888u);
-    return pos | ((0x80808080u - neg) ^ 0x80808080u);
-  };
-  const u32 vlo = signed4(codes & 0xFFFFu), vhi = signed4(codes >> 16);
+  const u32 vlo = mx::e2m1x4_to_s8x4_shifted(codes & 0xFFFFu, tl, th), vhi = mx::e2m1x4_to_s8x4_shifted(codes >> 16, tl, th);
   const u32 at = (r >> 3) * 256 + (r & 7) * 16 + 4 * q;
 #pragma unroll
   for (int j = 0; j < 3; ++j) {

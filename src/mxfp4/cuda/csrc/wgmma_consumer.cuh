@@ -1,5 +1,6 @@
 // The consumer warpgroups of both large-M GEMMs (part of gemm_wgmma.cu's module): a segment's wgmma
-// and their promotion into the float32 totals, the tiles' raster and the staged output tile's pitch.
+// and their promotion into the float32 totals, the tiles' raster and the output (float32 from registers, or
+// bf16 staged in shared memory and written in 16-byte pieces).
 //
 // The fold: the int32 accumulator starts at the bits of 1.5 * 2**23 * 2**(ew - 128) (ew: the row's
 // band minimum), so the sum lands in the mantissa and float(bits) - start is the sum times the row's
@@ -113,5 +114,47 @@ __device__ __forceinline__ void add_segment(float (&acc)[R], int (&d)[R], u32 fm
     mx::wgmma_wait<0>();
     mx::fence_regs(d);
     add_term(acc, d, wmult + b * TW, t, blk[b * TN + tok0], blk[b * TN + tok1]);
+  }
+}
+
+// The output, shared by both GEMMs: a thread's accumulator quads j in [j0, j1) (of J), columns col + 8j and
+// col + 8j + 1 of the tile for its tokens tok0 (quad elements 0, 1) and tok1 (2, 3).
+// OUT_F32: the float32 totals from registers, two columns a store, at C's rows m0, m1 and columns n + 8j.
+template <int J>
+__device__ __forceinline__ void store_totals(out_t *C, int ldc, int M, int N, int m0, int m1, int n, const float *acc,
+                                             int j0, int j1) {
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    if (j >= j0 && j < j1 && n + 8 * j < N) {  // N % 16 == 0: a pair is whole
+      if (m0 < M) *(float2 *)(C + (long long)m0 * ldc + n + 8 * j) = make_float2(acc[4 * j], acc[4 * j + 1]);
+      if (m1 < M) *(float2 *)(C + (long long)m1 * ldc + n + 8 * j) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+    }
+  }
+}
+
+// bf16: the totals rounded once and staged in shared memory as [token][weight row] (ct, C_PITCH a row; the
+// thread's columns row_off + 8j + 2t) ...
+template <int J>
+__device__ __forceinline__ void stage_totals(u16 *ct, int tok0, int tok1, int row_off, int t, const float *acc, int j0,
+                                             int j1) {
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    if (j >= j0 && j < j1) {
+      const int c = row_off + 8 * j + 2 * t;
+      *(u32 *)(ct + tok0 * C_PITCH + c) = (u32)mx::float_to_bf16(acc[4 * j]) | ((u32)mx::float_to_bf16(acc[4 * j + 1]) << 16);
+      *(u32 *)(ct + tok1 * C_PITCH + c) = (u32)mx::float_to_bf16(acc[4 * j + 2]) | ((u32)mx::float_to_bf16(acc[4 * j + 3]) << 16);
+    }
+  }
+}
+
+// ... then written by the 256 consumer threads (ctid) in 16-byte pieces: the tile's TN tokens from C's row t0,
+// TW rows from column n0, the 8-column chunks ch with keep(ch).
+template <class Keep>
+__device__ __forceinline__ void write_staged(out_t *C, int ldc, int M, int N, int t0, int n0, const u16 *ct, int ctid,
+                                             Keep keep) {
+  for (int p = ctid; p < TN * (TW / 8); p += 256) {
+    const int tok = p / (TW / 8), ch = p % (TW / 8);
+    const int m = t0 + tok, n = n0 + ch * 8;
+    if (keep(ch) && m < M && n < N) *(uint4 *)(C + (long long)m * ldc + n) = *(const uint4 *)(ct + tok * C_PITCH + ch * 8);
   }
 }

@@ -3,6 +3,7 @@
 // the CTA.
 #pragma once
 #include "wgmma_consumer.cuh"
+#include "cluster.cuh"
 
 // A CTA owns TN (64 or 128) tokens x 128 weight rows, 512 threads:
 //   warp 0 streams the weight's codes as stored into the W ring, lane g a segment of 16-row group g by
@@ -61,14 +62,6 @@ static_assert(Smem::BYTES <= 227 * 1024, "the variant's shared memory exceeds th
 
 }  // namespace
 
-// prmt takes the low 16 bits of its selector; in inline PTX, so that the compiler does not narrow the
-// selectors' 32-bit masks (which cost an extra operation a selector).
-__device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
-  u32 r;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
-  return r;
-}
-
 // 8 codes (c: element j in nibble j) to int8, twice the e2m1 value shifted by the tables' shift:
 // lo holds elements 0-3, hi elements 4-7. Tables (pl, ph) = 0 1 2 3 | 4 6 8 12 and (nl, nh) their
 // negatives, each byte shifted left by the block's band shift (tests/test_wgmma.py checks every
@@ -78,9 +71,9 @@ __device__ __forceinline__ void cvt8(u32 c, u32 pl, u32 ph, u32 nl, u32 nh, u32 
   // Byte masks of the negative codes: code i's sign is bit 4i + 3, the top bit of byte i / 2 of c
   // (odd i) or of c << 4 (even i); prmt's sign-replicating selectors (8 | byte) spread it.
   const u32 c4 = c << 4;
-  const u32 mlo = prmt(c4, c, 0xD9C8u), mhi = prmt(c4, c, 0xFBEAu);
-  lo = (prmt(pl, ph, idx) & ~mlo) | (prmt(nl, nh, idx) & mlo);
-  hi = (prmt(pl, ph, idx >> 16) & ~mhi) | (prmt(nl, nh, idx >> 16) & mhi);
+  const u32 mlo = mx::prmt(c4, c, 0xD9C8u), mhi = mx::prmt(c4, c, 0xFBEAu);
+  lo = (mx::prmt(pl, ph, idx) & ~mlo) | (mx::prmt(nl, nh, idx) & mlo);
+  hi = (mx::prmt(pl, ph, idx >> 16) & ~mhi) | (mx::prmt(nl, nh, idx >> 16) & mhi);
 }
 
 extern "C" __global__ void __maxnreg__(CV_REGS)
@@ -326,12 +319,7 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
       float4 w[J];
 #pragma unroll
       for (int j = 0; j < J; ++j) {
-        if (j >= j0 && j < j1) {
-          u32 remote;
-          asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(mx::smem_addr(part + j * 256 + ctid)), "r"(q));
-          asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-                       : "=f"(w[j].x), "=f"(w[j].y), "=f"(w[j].z), "=f"(w[j].w) : "r"(remote) : "memory");
-        }
+        if (j >= j0 && j < j1) w[j] = mx::cluster_ld_f32x4(mx::cluster_map(part + j * 256 + ctid, q));
       }
 #pragma unroll
       for (int j = 0; j < J; ++j) {
@@ -350,15 +338,7 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
 
 #if OUT_F32
   // ---- output: the float32 totals from registers, two columns a store ----
-  const int m0 = t0 + tok0, m1 = t0 + tok1;
-#pragma unroll
-  for (int j = 0; j < J; ++j) {
-    const int n = n0 + row_off + 8 * j + 2 * t;
-    if (j >= j0 && j < j1 && n < N) {  // N % 16 == 0: a pair is whole
-      if (m0 < M) *(float2 *)(C + (long long)m0 * ldc + n) = make_float2(acc[4 * j], acc[4 * j + 1]);
-      if (m1 < M) *(float2 *)(C + (long long)m1 * ldc + n) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
-    }
-  }
+  store_totals<J>(C, ldc, M, N, t0 + tok0, t0 + tok1, n0 + row_off + 2 * t, acc, j0, j1);
 #else
   // ---- output: staged as [token][weight row] (S = 1: in the drained W ring; else in the CV ring, as
   // the W ring holds the partials the other ranks read), written in 16-byte pieces. The CV ring is
@@ -367,22 +347,10 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
   // writes against the other warpgroup's last reads of the multipliers (tn 128) without it ----
   if (S > 1) mx::named_barrier(1, 256);
   u16 *ct = (u16 *)(smem + (S > 1 ? Smem::C : 0));
-#pragma unroll
-  for (int j = 0; j < J; ++j) {
-    if (j >= j0 && j < j1) {
-      const int col = row_off + 8 * j + 2 * t;
-      *(u32 *)(ct + tok0 * C_PITCH + col) = (u32)mx::float_to_bf16(acc[4 * j]) | ((u32)mx::float_to_bf16(acc[4 * j + 1]) << 16);
-      *(u32 *)(ct + tok1 * C_PITCH + col) = (u32)mx::float_to_bf16(acc[4 * j + 2]) | ((u32)mx::float_to_bf16(acc[4 * j + 3]) << 16);
-    }
-  }
+  stage_totals<J>(ct, tok0, tok1, row_off, t, acc, j0, j1);
   mx::named_barrier(1, 256);
   // This rank's 8-column chunks: j = chunk % J at TN 64 (the warpgroups' 64 rows each), the chunk at TN 128.
-  for (int p = ctid; p < TN * (TW / 8); p += 256) {
-    const int tok = p / (TW / 8), ch = p % (TW / 8), j = ch % J;
-    const int m = t0 + tok, n = n0 + ch * 8;
-    if (j >= j0 && j < j1 && m < M && n < N)
-      *(uint4 *)(C + (long long)m * ldc + n) = *(const uint4 *)(ct + tok * C_PITCH + ch * 8);
-  }
+  write_staged(C, ldc, M, N, t0, n0, ct, ctid, [&](int ch) { return ch % J >= j0 && ch % J < j1; });
 #endif
   if (S > 1) mx::cluster_wait();  // no CTA leaves while another reads its partial
 }

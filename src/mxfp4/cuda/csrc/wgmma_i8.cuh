@@ -111,31 +111,13 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t 
 #if OUT_F32
   // ---- output: the float32 totals from registers, two columns a store (a warp's: 8 tokens x 32
   // bytes) ----
-  const int m0 = t0 + tok0, m1 = t0 + tok1;
-#pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    const int n = n0 + 8 * j + 2 * t;
-    if (n < N) {  // N % 16 == 0: a pair is whole
-      if (m0 < M) *(float2 *)(C + (long long)m0 * ldc + n) = make_float2(acc[4 * j], acc[4 * j + 1]);
-      if (m1 < M) *(float2 *)(C + (long long)m1 * ldc + n) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
-    }
-  }
+  store_totals<16>(C, ldc, M, N, t0 + tok0, t0 + tok1, n0 + 2 * t, acc, 0, 16);
 #else
   // ---- output: staged in shared memory as [token][weight row], written in 16-byte pieces ----
   mx::named_barrier(1, 256);
   u16 *ct = (u16 *)smem;
-#pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    const int col = 8 * j + 2 * t;
-    *(u32 *)(ct + tok0 * C_PITCH + col) = (u32)mx::float_to_bf16(acc[4 * j]) | ((u32)mx::float_to_bf16(acc[4 * j + 1]) << 16);
-    *(u32 *)(ct + tok1 * C_PITCH + col) = (u32)mx::float_to_bf16(acc[4 * j + 2]) | ((u32)mx::float_to_bf16(acc[4 * j + 3]) << 16);
-  }
+  stage_totals<16>(ct, tok0, tok1, 0, t, acc, 0, 16);
   mx::named_barrier(1, 256);
-  for (int p = ctid; p < TN * (TW / 8); p += 256) {
-    const int tok = p / (TW / 8), ch = p % (TW / 8);
-    const int m = t0 + tok, n = n0 + ch * 8;
-    if (m < M && n < N)
-      *(uint4 *)(C + (long long)m * ldc + n) = *(const uint4 *)(ct + tok * C_PITCH + ch * 8);
-  }
+  write_staged(C, ldc, M, N, t0, n0, ct, ctid, [](int) { return true; });
 #endif
 }
