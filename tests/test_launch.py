@@ -33,6 +33,49 @@ def test_entry_params_are_the_ptx_prototypes_and_the_compile_is_cached(tmp_path,
     assert jit.compile_cubin("quantize.cu") == cached.read_bytes() and cached.read_bytes()[:4] == b"\x7fELF"
 
 
+def _function_bodies_with_dynamic_smem() -> dict[str, str]:
+    """Every function of csrc that declares the dynamic shared memory (extern __shared__): its name and body."""
+    found = {}
+    for path in sorted(jit.CSRC.glob("*.cu*")):
+        text = path.read_text()
+        for hit in re.finditer(r"extern __shared__", text):
+            lines = text[:hit.start()].splitlines(keepends=True)
+            start = max(i for i, line in enumerate(lines) if re.match(r"[A-Za-z_]", line) and "(" in line)
+            head = "".join(lines[start:])
+            open_at = sum(len(line) for line in lines[:start]) + head.index("{")
+            depth, end = 0, open_at
+            for end in range(open_at, len(text)):
+                depth += {"{": 1, "}": -1}.get(text[end], 0)
+                if depth == 0:
+                    break
+            name = re.findall(r"(\w+)\(", text[sum(len(line) for line in lines[:start]):open_at])
+            found[f"{path.name}:{name[0] if name[0] not in ('__launch_bounds__', '__maxnreg__') else name[1]}"] = \
+                text[open_at:end + 1]
+    return found
+
+
+# The decode tile checks once its weight loads and scale decode are under way (thread 0, before A's copy): the
+# check at its entry rescheduled the whole GEMM and cost 6% (H100); its earlier shared-memory writes past a short
+# allocation fault (an illegal address), they do not run on.
+LATE_CHECK = {"gemm_decode.cu:decode_tile"}
+
+
+def test_every_kernel_traps_on_too_little_dynamic_shared_memory():
+    """Every function that declares the dynamic shared memory checks its size (mx::require_dynamic_smem, a
+    trap) before its first barrier or bulk copy (LATE_CHECK: before A's copy): a launch with too little fails,
+    it never runs on less."""
+    bodies = _function_bodies_with_dynamic_smem()
+    assert len(bodies) >= 7, sorted(bodies)  # small, decode, stream, band, cv, i8, the wgmma peak
+    assert LATE_CHECK <= set(bodies)
+    for name, body in bodies.items():
+        at = body.find("require_dynamic_smem(")
+        assert at >= 0, name
+        uses = ("load_a(",) if name in LATE_CHECK else ("mbar_init(", "bulk_copy(", "__syncthreads()", "named_barrier(",
+                                                        "cluster_sync")
+        for first_use in uses:
+            assert body.find(first_use) == -1 or body.find(first_use) > at, (name, first_use)
+
+
 # ---- the argument buffer ---------------------------------------------------------------------------
 
 def test_packer_lays_out_each_kind():
