@@ -1,7 +1,7 @@
 // Decode-size GEMM (M <= TOK = 8 * MT): C [M, N] bf16 = dequant(quant(A)) @ dequant(W)^T in two
 // launches chained by programmatic dependent launch (PDL).
 //
-// mxfp4_decode_quant quantizes A once (mx::quantize_loaded from A's dtype, as everywhere) into a per-call
+// mxfp4_quantize_tokens (quantize.cu, the streaming GEMM's quantizer too) quantizes A once into a per-call
 // workspace: as8 [K/32][TOK][32] int8 (twice the e2m1 values, in the order the weight's codes reach a
 // thread's registers), then sa [K/32][TOK] float32 half-scales; rows M..TOK-1 are zeros. It lets the
 // GEMM launch at once (griddepcontrol.launch_dependents), so the GEMM's weight loads overlap it.
@@ -98,36 +98,11 @@ __device__ __forceinline__ u32 ldg_stream(const u8 *p) {
 
 extern "C" __constant__ SmemTable mxfp4_decode_smem_bytes = SmemTable();
 
-// Item it = quarter q of block b of row r, in row-major order (a warp reads 512 contiguous bytes of
-// a row); its four quarters sit in four consecutive lanes (quantize8 reduces the amax across them).
-// The layout holds `rows` token rows (TOK for mxfp4_gemm_decode, T for mxfp4_gemm_grouped): as8 byte
-// ((b * rows + r) * 4 + q) * 8 holds the quarter's 8 values; sa[b * rows + r] the block's half-scale.
-// Rows M..rows-1 quantize zeros (codes 0).
-extern "C" __global__ void __launch_bounds__(256)
-mxfp4_decode_quant(const a_t *__restrict__ A, int lda, int M, int K, u8 *__restrict__ as8, float *__restrict__ sa,
-                   int rows) {
-  mx::pdl_launch_dependents();
-  const int nblk = K >> 5;
-  const long long it = (long long)blockIdx.x * 256 + threadIdx.x;
-  const long long items = (long long)rows * nblk * 4;
-  const int r = (int)(it / (nblk * 4)), b = (int)((it >> 2) % nblk), q = (int)(it & 3);
-  const mx::Quarter<A_KIND> v = mx::load_quarter<A_KIND>(A, (long long)r * lda + b * 32 + q * 8,
-                                                         it < items && r < M);
-  if (it - (it & 31) >= items) return;  // whole warps past the end (the shuffles need all lanes)
-  u32 sbyte;
-  const u32 codes = mx::quantize_loaded<A_KIND>(v, sbyte);
-  if (it < items) {
-    const long long o = (long long)b * rows + r;
-    *(uint2 *)(as8 + (o * 4 + q) * 8) = make_uint2(mx::e2m1x4_to_s8x4(codes), mx::e2m1x4_to_s8x4(codes >> 16));
-    if (q == 0) sa[o] = mx::half_scale(sbyte);
-  }
-}
-
 // One CTA's work: output rows [tile * ROWS, +ROWS) of C [M, N] (M <= TOK) over the CTA's part of K
 // (its cluster rank's), the weight W / Wsc (N rows) in aiter's shuffled layouts. load_a(as8, sa, bar,
 // kb_begin, nb_cta) fills shared memory with the quantized A of blocks [kb_begin, kb_begin + nb_cta)
 // in the layout [nb][TOK][32] / [nb][TOK] and returns once every thread sees it; it runs after the
-// weight's first loads and scales, so it is where the kernel waits for mxfp4_decode_quant.
+// weight's first loads and scales, so it is where the kernel waits for the quantizer.
 template <class LoadA>
 __device__ __forceinline__ void decode_tile(const u8 *__restrict__ W, const u8 *__restrict__ Wsc, int ldsc,
                                             out_t *__restrict__ C, int ldc, int M, int N, int K, int tile,
@@ -335,7 +310,7 @@ __device__ __forceinline__ void decode_tile(const u8 *__restrict__ W, const u8 *
 extern "C" __global__ void __launch_bounds__(THREADS)
 mxfp4_gemm_decode(const u8 *__restrict__ qa, const float *__restrict__ qs, const u8 *__restrict__ W,
                   const u8 *__restrict__ Wsc, int ldsc, out_t *__restrict__ C, int ldc, int M, int N, int K) {
-  // A's K range, quantized by mxfp4_decode_quant (TOK rows: contiguous in both arrays): two bulk
+  // A's K range, quantized by mxfp4_quantize_tokens (TOK rows: contiguous in both arrays): two bulk
   // copies after the first launch is done.
   decode_tile(W, Wsc, ldsc, C, ldc, M, N, K, (int)blockIdx.x, [&](u8 *as8, float *sa, u64 *bar, int kb_begin, int nb) {
     const int tid = threadIdx.x;
@@ -362,7 +337,7 @@ mxfp4_gemm_decode(const u8 *__restrict__ qa, const float *__restrict__ qs, const
 // bytes, s_stride scale bytes an expert; expert e's N rows start there). grid (items, ceil(N /
 // ROWS), S) in clusters of (1, 1, S): blockIdx.x is a work item (grouped_item: one chunk of at most
 // TOK rows of one expert; the host launches min(E, T) + T / TOK, an upper bound, and the CTAs past
-// the last chunk exit at once), blockIdx.y the N tile. A is mxfp4_decode_quant's layout of all T
+// the last chunk exit at once), blockIdx.y the N tile. A is mxfp4_quantize_tokens' layout of all T
 // rows (rows = T); the chunk's rows are gathered into the decode tile's shared layout, rows past the
 // chunk zero. The offsets are read on the device, before the wait for A (a kernel before the
 // quantizer wrote them), so nothing waits for the host and the call can be captured in a graph.

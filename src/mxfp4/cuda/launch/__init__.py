@@ -4,13 +4,14 @@ bytes, and it builds each kernel's arguments in the order of the kernel's ``runt
 (tests/test_launch.py checks every shipped launch against its kernel's compiled prototype).
 
 ``small``: ``gemm_small.cu`` (``SmallParams``); ``decode``: ``gemm_decode.cu`` (``DecodeParams``, and the
-grouped GEMM's ``GroupedParams``); ``stream``: ``gemm_stream.cu`` after ``quantize.cu``'s token
-quantizer (``StreamParams``); ``band``: ``gemm_band.cu`` after ``quantize.cu``'s band quantizer
+grouped GEMM's ``GroupedParams``) and ``stream``: ``gemm_stream.cu`` (``StreamParams``), each after
+``quantize.cu``'s token quantizer (``token_quantizer``); ``band``: ``gemm_band.cu`` after ``quantize.cu``'s band quantizer
 (``BandParams``); ``wgmma``: ``gemm_wgmma.cu`` (``WgmmaParams``). :mod:`mxfp4.cuda.ops`
 looks a launch up per shape and calls it.
 
 Every family reads A of each dtype of ``A_KINDS`` as it is: the kernel that quantizes A (the GEMM's own
-module, or ``quantize.cu`` for the streaming GEMMs) is built with that dtype's ``A_KIND`` define.
+module, or ``quantize.cu`` for the decode, grouped and streaming GEMMs) is built with that dtype's
+``A_KIND`` define.
 
 Here too: what the kernels' loads and stores need of the tensors a launch is handed. Each tensor
 attribute is read once: a read costs 0.2-0.4 us of Python (CPU), and a call made about 30 of them.
@@ -19,14 +20,32 @@ from __future__ import annotations
 
 import torch
 
+from .. import runtime
+
 A_KINDS = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
 """The activations' dtypes the kernels read, each kernel that quantizes A built for one (its ``A_KIND``)."""
+
+_P = runtime.Param
+TOKEN_QUANT = runtime.Signature("mxfp4_quantize_tokens", A=_P.PTR, lda=_P.I32, M=_P.I32, Ka=_P.I32, K=_P.I32,
+                                as8=_P.PTR, sa=_P.PTR, rows=_P.I32, flags=_P.PTR, nflags=_P.I32)
 
 
 def a_defines(defines: dict[str, int] | None, dtype: torch.dtype) -> dict[str, int] | None:
     """``defines`` of a module that quantizes A, for A of ``dtype``: bf16 adds nothing (its build as it was)."""
     kind = A_KINDS[dtype]
     return {**(defines or {}), "A_KIND": kind} if kind else defines
+
+
+def token_quantizer(dtype: torch.dtype, device: torch.device):
+    """``quantize.cu``'s ``mxfp4_quantize_tokens`` for A of ``dtype``: A's token rows into the layout the decode,
+    grouped and streaming GEMMs read (int8 values [K/32][rows][32], float32 half-scales [K/32][rows]), and a
+    GEMM's fix-up flags zeroed; the GEMM is its programmatic dependent."""
+    return runtime.kernel("quantize.cu", TOKEN_QUANT, a_defines(None, dtype), device)
+
+
+def token_quantizer_config(rows_: int, k: int, flags: int = 0):
+    """One thread a quarter block of ``rows_`` token rows, and at least one a flag to zero."""
+    return runtime.config((-(-max(rows_ * (k // 32) * 4, flags) // 256), 1, 1), 256, 0, None)
 
 
 class Launch:

@@ -1,27 +1,22 @@
 """The launches of ``csrc/gemm_decode.cu``: the two-launch decode GEMM (``params.DecodeParams``) and the
-grouped GEMM of a mixture of experts (``params.GroupedParams``), both after ``mxfp4_decode_quant``
-quantized A's rows into the call's workspace (int8 values [K/32][rows][32], then float32 half-scales);
-the GEMM is its programmatic dependent and starts streaming the weight before A is ready."""
+grouped GEMM of a mixture of experts (``params.GroupedParams``), both after the token quantizer
+(``launch.token_quantizer``) put A's rows into the call's workspace (int8 values [K/32][rows][32], then
+float32 half-scales); the GEMM is its programmatic dependent and starts streaming the weight before A is
+ready."""
 from __future__ import annotations
 
 import torch
 
 from ...params import GROUPED_STATIC_SMEM, SMEM_LIMIT, DecodeParams, GroupedParams
 from .. import runtime
-from . import Launch, a_defines, out_rows, rows, split_cluster, weight
+from . import Launch, out_rows, rows, rows_for_kernel, split_cluster, token_quantizer, token_quantizer_config, weight
 
 PTR, I32, I64 = runtime.Param.PTR, runtime.Param.I32, runtime.Param.I64
 
-QUANT = runtime.Signature("mxfp4_decode_quant", A=PTR, lda=I32, M=I32, K=I32, as8=PTR, sa=PTR, rows=I32)
 GEMM = runtime.Signature("mxfp4_gemm_decode", qa=PTR, qs=PTR, W=PTR, Wsc=PTR, ldsc=I32, C=PTR, ldc=I32, M=I32,
                          N=I32, K=I32)
 GROUPED = runtime.Signature("mxfp4_gemm_grouped", qa=PTR, qs=PTR, T=I32, offsets=PTR, off64=I32, E=I32, W=PTR,
                             Wsc=PTR, ldsc=I32, w_stride=I64, s_stride=I64, C=PTR, ldc=I32, N=I32, K=I32)
-
-
-def _quant_config(rows_: int, k: int) -> runtime.LaunchConfig:
-    items = rows_ * (k // 32) * 4  # one thread a quarter block
-    return runtime.config((-(-items // 256), 1, 1), 256, 0, None)
 
 
 class DecodeLaunch(Launch):
@@ -31,25 +26,31 @@ class DecodeLaunch(Launch):
 
     __slots__ = ()
 
+    QUANTIZES_A = False
+
     @staticmethod
     def key(params: DecodeParams, m: int, n: int, k: int, dtype: torch.dtype, index: int) -> tuple:
-        return params, n, k, dtype, index
+        return params, n, k, dtype, index  # the quantizer reads A's dtype
+
+    @staticmethod
+    def operand(a: torch.Tensor, k64: int) -> torch.Tensor:
+        """``a`` as given (its dtype, its K: the quantizer writes zero blocks past it), rows it can load."""
+        return rows_for_kernel(a)
 
     def __init__(self, params: DecodeParams, m: int, n: int, k: int, dtype: torch.dtype, device: torch.device) -> None:
-        defines = a_defines(params.defines(), dtype)
-        quant = runtime.kernel(params.source, QUANT, defines, device)
+        quant = token_quantizer(dtype, device)
         # The variant's shared memory grows with K / split: allow the most once, whatever shape loads it first.
-        gemm = runtime.kernel(params.source, GEMM, defines, device, SMEM_LIMIT)
+        gemm = runtime.kernel(params.source, GEMM, params.defines(), device, SMEM_LIMIT)
         if params.split > 8:
             runtime.allow_large_cluster(gemm)
         gemm_config = runtime.config((-(-n // (16 * params.g)), 1, params.split), params.threads, params.smem_bytes(k),
                                      split_cluster(params.split), dependent=True)
-        super().__init__(params, device, n, k, (quant, gemm), (_quant_config(params.tokens, k), gemm_config),
+        super().__init__(params, device, n, k, (quant, gemm), (token_quantizer_config(params.tokens, k), gemm_config),
                          params.workspace_bytes(k))
 
     def __call__(self, a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         a = self.operand(a, self.k)
-        m, n, k, device = a.shape[0], self.n, self.k, self.device
+        (m, ka), n, k, device = a.shape, self.n, self.k, self.device
         pa, lda = rows(a)
         pw, ps, ldsc = weight(data, scales)
         pc, ldc = out_rows(out, self.params, 2, 8, "an even row stride and an 8-byte aligned start")
@@ -57,7 +58,7 @@ class DecodeLaunch(Launch):
         ws = torch.empty(self.workspace_bytes, dtype=torch.uint8, device=device)
         qa = ws.data_ptr()
         qs = qa + self.params.tokens * k
-        runtime.launch(quant, quant_config, device, pa, lda, m, k, qa, qs, self.params.tokens)
+        runtime.launch(quant, quant_config, device, pa, lda, m, ka, k, qa, qs, self.params.tokens, qa, 0)  # no flags
         runtime.launch(gemm, gemm_config, device, qa, qs, pw, ps, ldsc, pc, ldc, m, n, k)
         return out
 
@@ -72,27 +73,30 @@ class GroupedLaunch(Launch):
 
     __slots__ = ()
 
+    QUANTIZES_A = False
+    operand = staticmethod(DecodeLaunch.operand)
+
     @staticmethod
     def key(params: GroupedParams, t: int, e: int, n: int, k: int, dtype: torch.dtype, index: int) -> tuple:
         return params, t, e, n, k, dtype, index
 
     def __init__(self, params: GroupedParams, t: int, e: int, n: int, k: int, dtype: torch.dtype,
                  device: torch.device) -> None:
-        defines, tile = a_defines(params.defines(), dtype), params.tile
-        quant = runtime.kernel(params.source, QUANT, defines, device)
+        tile = params.tile
+        quant = token_quantizer(dtype, device)
         # the most dynamic shared memory any shape may ask, beside the item search's static bytes
-        gemm = runtime.kernel(params.source, GROUPED, defines, device, SMEM_LIMIT - GROUPED_STATIC_SMEM)
+        gemm = runtime.kernel(params.source, GROUPED, params.defines(), device, SMEM_LIMIT - GROUPED_STATIC_SMEM)
         if tile.split > 8:
             runtime.allow_large_cluster(gemm)
         gemm_config = runtime.config((params.items(t, e), -(-n // (16 * tile.g)), tile.split), params.threads,
                                      params.smem_bytes(k), split_cluster(tile.split), dependent=True)
-        super().__init__(params, device, n, k, (quant, gemm), (_quant_config(t, k), gemm_config),
+        super().__init__(params, device, n, k, (quant, gemm), (token_quantizer_config(t, k), gemm_config),
                          params.workspace_bytes(t, k))
 
     def __call__(self, a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor,
                  out: torch.Tensor, num_experts: int, n_padded: int) -> torch.Tensor:
         a = self.operand(a, self.k)
-        t, n, k, device = a.shape[0], self.n, self.k, self.device
+        (t, ka), n, k, device = a.shape, self.n, self.k, self.device
         pa, lda = rows(a)
         pw, ps, ldsc = weight(data, scales)
         pc, ldc = out_rows(out, self.params.tile, 2, 8, "an even row stride and an 8-byte aligned start")
@@ -102,7 +106,7 @@ class GroupedLaunch(Launch):
         ws = torch.empty(self.workspace_bytes, dtype=torch.uint8, device=device)
         qa = ws.data_ptr()
         qs = qa + t * k
-        runtime.launch(quant, quant_config, device, pa, lda, t, k, qa, qs, t)
+        runtime.launch(quant, quant_config, device, pa, lda, t, ka, k, qa, qs, t, qa, 0)  # no flags
         off64 = 1 if offsets.dtype is torch.int64 else 0
         runtime.launch(gemm, gemm_config, device, qa, qs, t, offsets.data_ptr(), off64, num_experts, pw, ps, ldsc,
                        n_padded * (k // 2), n_padded * ldsc, pc, ldc, n, k)

@@ -9,12 +9,10 @@ import torch
 from ...device import sm_count
 from ...params import Problem, StreamParams
 from .. import runtime
-from . import Launch, a_defines, out_rows, rows, rows_for_kernel, weight
+from . import TOKEN_QUANT, Launch, a_defines, out_rows, rows, rows_for_kernel, token_quantizer_config, weight
 
 PTR, I32 = runtime.Param.PTR, runtime.Param.I32
 
-QUANT = runtime.Signature("mxfp4_quantize_tokens", A=PTR, lda=I32, M=I32, Ka=I32, K=I32, as8=PTR, sa=PTR, rows=I32,
-                          flags=PTR, nflags=I32)
 GEMM = runtime.Signature("mxfp4_gemm_stream", qa=PTR, qs=PTR, W=PTR, Wsc=PTR, ldsc=I32, C=PTR, ldc=I32, M=I32,
                          N=I32, K=I32, part=PTR, flags=PTR)
 
@@ -37,7 +35,7 @@ class StreamLaunch(Launch):
         """``a`` as given (its dtype, its K), rows the kernels can load (else a copy)."""
         return rows_for_kernel(a)
 
-    QUANT, GEMM = QUANT, GEMM
+    QUANT, GEMM = TOKEN_QUANT, GEMM
     """The signatures of the quantizer and the GEMM the launch builds (the banded GEMM's launch names its own)."""
 
     def __init__(self, params: StreamParams, m: int, n: int, k: int, dtype: torch.dtype, device: torch.device) -> None:
@@ -53,8 +51,7 @@ class StreamLaunch(Launch):
 
     @staticmethod
     def quantizer_config(params: StreamParams, k: int, grid: int):
-        items = max(params.tokens * (k // 32) * 4, grid)  # one thread a quarter block; every flag zeroed
-        return runtime.config((-(-items // 256), 1, 1), 256, 0, None)
+        return token_quantizer_config(params.tokens, k, grid)  # every CTA's flag zeroed
 
     def __call__(self, a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         a = self.operand(a, self.k)
