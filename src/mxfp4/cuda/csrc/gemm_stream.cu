@@ -21,7 +21,7 @@
 // codes' magnitudes and one for the negative ones', two MMAs; else three byte-permutes a 4 codes, one
 // MMA), mma.sync m16n8k32 s8 (W the row operand, A the column operand, exact int32 block sums), each
 // sum put into its start's mantissa (the sum times the weight's half-scale, exactly) and added times
-// A's half-scale to a float32 total.
+// A's half-scale to a float32 total (mx::block_sums, mma.cuh).
 // At a tile's end the KW warps' totals are added in warp order through shared memory; a tile the
 // CTA holds whole is rounded once and stored. A tile split between CTAs (at most the first and the
 // last of a CTA's range) is summed by the CTA holding its last unit (the owner): the others store
@@ -32,6 +32,7 @@
 // Numerics: every block sum and every scaling is exact (inside the domain -147 <= ea + ew <= 112);
 // the K/32 block terms are added in float32 in a fixed order, then rounded to bf16 (OUT_F32: stored
 // as the float32 total).
+#include "mma.cuh"
 #include "streamk.cuh"
 
 #ifndef MT
@@ -85,70 +86,6 @@ extern "C" __constant__ u32 mxfp4_stream_smem_bytes = Smem::BYTES;
 
 namespace {
 
-// One block of a row group: its codes to int8, MT MMAs, each block sum scaled into acc. The sums come
-// from MMAs on a zero accumulator; one integer add puts a sum s (|s| < 2**22) into the mantissa of the
-// start c0 (row g) or c1 (row g + 8), and the float difference with the start is s times the start's
-// unit in the last place, exactly. FOLD: the starts hold the rows' half-scales (mx::fold_start), so a
-// product is that and an fma with A's half-scale; else they are 1.5 * 2**23 and each sum is scaled by
-// both half-scales sw0, sw1 (NaN included). Within the domain both give the same bits. tab: the
-// byte-permute table's low word, 0x03020100, held in a thread register (mx::thread_register).
-template <bool FOLD>
-__device__ __forceinline__ void block_sums(const u8 *wb, const u8 *ab, const float *sab, u32 c0, u32 c1, float sw0,
-                                           float sw1, u32 tab, float (&acc)[MT][4]) {
-  const u32 l = *(const u32 *)wb, h = *(const u32 *)(wb + 128);
-#if SIGN_SPLIT
-  // The positive and the negative codes' magnitudes, two MMAs: the difference of their sums is the
-  // block sum (7 integer instructions for 8 codes, not 13).
-  const u32 nl = l ^ 0x88888888u, nh = h ^ 0x88888888u;
-  const u32 ap[4] = {mx::e2m1x4_positive(l, tab), mx::e2m1x4_positive(h, tab), mx::e2m1x4_positive(l >> 16, tab),
-                     mx::e2m1x4_positive(h >> 16, tab)};
-  const u32 an[4] = {mx::e2m1x4_positive(nl, tab), mx::e2m1x4_positive(nh, tab),
-                     mx::e2m1x4_positive(nl >> 16, tab), mx::e2m1x4_positive(nh >> 16, tab)};
-#else
-  const u32 af[4] = {mx::e2m1x4_to_s8x4(l), mx::e2m1x4_to_s8x4(h), mx::e2m1x4_to_s8x4(l >> 16),
-                     mx::e2m1x4_to_s8x4(h >> 16)};
-#endif
-#pragma unroll
-  for (int j = 0; j < MT; ++j) {
-    const uint2 bv = *(const uint2 *)(ab + j * 8 * 32);
-    const float2 sav = *(const float2 *)(sab + j * 8);
-    int d[4];
-    float v[4];
-#if SIGN_SPLIT
-    int e[4];
-    mx::mma_s8_zero(d, ap, bv.x, bv.y);
-    mx::mma_s8_zero(e, an, bv.x, bv.y);
-#pragma unroll
-    for (int q = 0; q < 4; q += 1 + ONE_TOKEN) {
-      const u32 c = q < 2 ? c0 : c1;
-      v[q] = __int_as_float(d[q] - e[q] + (int)c) - __uint_as_float(c);
-    }
-#else
-    mx::mma_s8_zero(d, af, bv.x, bv.y);
-#pragma unroll
-    for (int q = 0; q < 4; q += 1 + ONE_TOKEN) {
-      const u32 c = q < 2 ? c0 : c1;
-      v[q] = __int_as_float(d[q] + (int)c) - __uint_as_float(c);
-    }
-#endif
-    if (FOLD) {
-      acc[j][0] = fmaf(v[0], sav.x, acc[j][0]);
-      acc[j][2] = fmaf(v[2], sav.x, acc[j][2]);
-      if (!ONE_TOKEN) {
-        acc[j][1] = fmaf(v[1], sav.y, acc[j][1]);
-        acc[j][3] = fmaf(v[3], sav.y, acc[j][3]);
-      }
-    } else {
-      acc[j][0] = fmaf(v[0], sw0 * sav.x, acc[j][0]);
-      acc[j][2] = fmaf(v[2], sw1 * sav.x, acc[j][2]);
-      if (!ONE_TOKEN) {
-        acc[j][1] = fmaf(v[1], sw0 * sav.y, acc[j][1]);
-        acc[j][3] = fmaf(v[3], sw1 * sav.y, acc[j][3]);
-      }
-    }
-  }
-}
-
 // Adds one unit's blocks [kw, kw + KW, ... < nb) of row group gi into acc. A whole unit (nb == KS) whose
 // warp's weight scale bytes are all <= 232 takes the fold: the four lanes of a row pair decode the
 // accumulator starts of four blocks, one each, and pass them round by shuffles (each scale decoded once
@@ -181,9 +118,9 @@ __device__ __forceinline__ void unit_blocks(const u8 *stage, int gi, int kw, int
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
           const int b = kw + (4 * r + q) * KW;
-          block_sums<true>(wst + b * 256, ast + b * TOK * 32, sast + b * TOK,
-                           __shfl_sync(0xffffffffu, c0, (lane & ~3) | q), __shfl_sync(0xffffffffu, c1, (lane & ~3) | q),
-                           0.0f, 0.0f, tab, acc);
+          mx::block_sums<MT, SIGN_SPLIT, ONE_TOKEN, true>(
+              wst + b * 256, ast + b * TOK * 32, sast + b * TOK, __shfl_sync(0xffffffffu, c0, (lane & ~3) | q),
+              __shfl_sync(0xffffffffu, c1, (lane & ~3) | q), 0.0f, 0.0f, tab, acc);
         }
       }
       return;
@@ -191,8 +128,9 @@ __device__ __forceinline__ void unit_blocks(const u8 *stage, int gi, int kw, int
   }
 #pragma unroll 1
   for (int b = kw; b < nb; b += KW)
-    block_sums<false>(wst + b * 256, ast + b * TOK * 32, sast + b * TOK, 0x4B400000u, 0x4B400000u,
-                      mx::half_scale(sst[scale_off(b)]), mx::half_scale(sst[scale_off(b) + 32]), tab, acc);
+    mx::block_sums<MT, SIGN_SPLIT, ONE_TOKEN, false>(wst + b * 256, ast + b * TOK * 32, sast + b * TOK, 0x4B400000u,
+                                                     0x4B400000u, mx::half_scale(sst[scale_off(b)]),
+                                                     mx::half_scale(sst[scale_off(b) + 32]), tab, acc);
 }
 
 __device__ __forceinline__ void consumer_sync() { mx::named_barrier(1, CTHREADS); }

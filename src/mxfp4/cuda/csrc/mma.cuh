@@ -1,4 +1,5 @@
-// The int8 mma.sync m16n8k32 tile of the short-K and decode kernels (gemm_small.cu, gemm_decode.cu):
+// The int8 mma.sync m16n8k32 tile of the short-K, decode and streaming kernels (gemm_small.cu, gemm_decode.cu;
+// gemm_stream.cu's form at the end):
 // a block of the weight's codes as the MMA's row operand, and a block's MMAs (A, quantized, the
 // column operand) with their promotion into float32 totals. Lane (g, t) = (lane / 4,
 // lane % 4) holds weight rows g and g + 8 and tokens 2t, 2t + 1 of each 8-token MMA.
@@ -44,6 +45,71 @@ __device__ __forceinline__ void block_mmas(float (&acc)[N8][4], const u32 (&af)[
       acc[j][1] = fmaf(__int_as_float(d[1]) - k, sw0 * sav.y, acc[j][1]);
       acc[j][2] = fmaf(__int_as_float(d[2]) - k, sw1 * sav.x, acc[j][2]);
       acc[j][3] = fmaf(__int_as_float(d[3]) - k, sw1 * sav.y, acc[j][3]);
+    }
+  }
+}
+
+// The streaming GEMM's form (gemm_stream.cu): a block of a row group, its codes to int8 (SIGNS, the signs split: the
+// positive and the negative codes' magnitudes, one byte-permute a 4 codes each, two MMAs whose difference
+// is the block sum; else e2m1x4_to_s8x4, one MMA), N8 MMAs of 8 tokens (A as block_mmas reads it: wb the
+// lane's fragment bytes, ab / sab its tokens' values and half-scales), each block sum scaled into acc.
+// The sums come from MMAs on a zero accumulator; one integer add puts a sum s (|s| < 2**22) into the
+// mantissa of the start c0 (row g) or c1 (row g + 8), and the float difference with the start is s times
+// the start's unit in the last place, exactly. FOLD: the starts hold the rows' half-scales (fold_start),
+// so a product is that and an fma with A's half-scale; else they are 1.5 * 2**23 and each sum is scaled by
+// both half-scales sw0, sw1 (NaN included). Within the domain both give the same bits. EVEN (M = 1):
+// only the MMAs' even columns (tokens 0, 2, 4, 6) are summed. tab: the byte-permute table's low word,
+// 0x03020100, held in a thread register (thread_register).
+template <int N8, bool SIGNS, bool EVEN, bool FOLD>
+__device__ __forceinline__ void block_sums(const u8 *wb, const u8 *ab, const float *sab, u32 c0, u32 c1, float sw0,
+                                           float sw1, u32 tab, float (&acc)[N8][4]) {
+  const u32 l = *(const u32 *)wb, h = *(const u32 *)(wb + 128);
+  u32 ap[4], an[4];  // SIGNS: the positive and the negative codes' magnitudes; else ap the signed values
+  if constexpr (SIGNS) {
+    const u32 nl = l ^ 0x88888888u, nh = h ^ 0x88888888u;
+    ap[0] = e2m1x4_positive(l, tab), ap[1] = e2m1x4_positive(h, tab);
+    ap[2] = e2m1x4_positive(l >> 16, tab), ap[3] = e2m1x4_positive(h >> 16, tab);
+    an[0] = e2m1x4_positive(nl, tab), an[1] = e2m1x4_positive(nh, tab);
+    an[2] = e2m1x4_positive(nl >> 16, tab), an[3] = e2m1x4_positive(nh >> 16, tab);
+  } else {
+    ap[0] = e2m1x4_to_s8x4(l), ap[1] = e2m1x4_to_s8x4(h), ap[2] = e2m1x4_to_s8x4(l >> 16), ap[3] = e2m1x4_to_s8x4(h >> 16);
+  }
+#pragma unroll
+  for (int j = 0; j < N8; ++j) {
+    const uint2 bv = *(const uint2 *)(ab + j * 8 * 32);
+    const float2 sav = *(const float2 *)(sab + j * 8);
+    int d[4];
+    float v[4];
+    mma_s8_zero(d, ap, bv.x, bv.y);
+    if constexpr (SIGNS) {
+      int e[4];
+      mma_s8_zero(e, an, bv.x, bv.y);
+#pragma unroll
+      for (int q = 0; q < 4; q += 1 + EVEN) {
+        const u32 c = q < 2 ? c0 : c1;
+        v[q] = __int_as_float(d[q] - e[q] + (int)c) - __uint_as_float(c);
+      }
+    } else {
+#pragma unroll
+      for (int q = 0; q < 4; q += 1 + EVEN) {
+        const u32 c = q < 2 ? c0 : c1;
+        v[q] = __int_as_float(d[q] + (int)c) - __uint_as_float(c);
+      }
+    }
+    if (FOLD) {
+      acc[j][0] = fmaf(v[0], sav.x, acc[j][0]);
+      acc[j][2] = fmaf(v[2], sav.x, acc[j][2]);
+      if (!EVEN) {
+        acc[j][1] = fmaf(v[1], sav.y, acc[j][1]);
+        acc[j][3] = fmaf(v[3], sav.y, acc[j][3]);
+      }
+    } else {
+      acc[j][0] = fmaf(v[0], sw0 * sav.x, acc[j][0]);
+      acc[j][2] = fmaf(v[2], sw1 * sav.x, acc[j][2]);
+      if (!EVEN) {
+        acc[j][1] = fmaf(v[1], sw0 * sav.y, acc[j][1]);
+        acc[j][3] = fmaf(v[3], sw1 * sav.y, acc[j][3]);
+      }
     }
   }
 }
