@@ -299,17 +299,14 @@ mxfp4_gemm_band(const u8 *__restrict__ qa, const float *__restrict__ qs, const u
     if (tid == 0) mx::streamk_wait(flags, first, cta, units, grid);
     mx::named_barrier(4, CTHREADS);
     const int n0 = owned * ROWS;
-    for (int p = tid; p < TOK * ROWS; p += CTHREADS) {
-      const int tok = p / ROWS, r = p % ROWS;
-      if (tok >= M || n0 + r >= N) continue;
-      float v = __ldcg(part + ((long long)first * TOK + tok) * ROWS + r);
-      for (int c = first + 1; c < cta; ++c) v += __ldcg(part + ((long long)c * TOK + tok) * ROWS + r);
-      v += own[tok * ROWS + r];
+    mx::streamk_add_partials<TOK, ROWS, float>(part, first, cta, M, N, n0, tid, CTHREADS,
+                                               [&](int tok, int r) { return own[tok * ROWS + r]; },
+                                               [&](int tok, int r, float v) {
 #if OUT_F32
-      C[(long long)tok * ldc + n0 + r] = v;
+                                                 C[(long long)tok * ldc + n0 + r] = v;
 #else
-      C[(long long)tok * ldc + n0 + r] = mx::float_to_bf16(v);
+                                                 C[(long long)tok * ldc + n0 + r] = mx::float_to_bf16(v);
 #endif
-    }
+                                               });
   }
 }

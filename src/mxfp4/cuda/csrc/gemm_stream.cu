@@ -276,19 +276,8 @@ mxfp4_gemm_stream(const u8 *__restrict__ qa, const float *__restrict__ qs, const
     if (tid == 0) mx::streamk_wait(flags, first, cta, units, grid);
     consumer_sync();
     const int n0 = owned * ROWS;
-    for (int p = tid; p < TOK * ROWS / 2; p += CTHREADS) {
-      const int tok = p / (ROWS / 2), r = 2 * (p % (ROWS / 2));
-      if (tok >= M || n0 + r >= N) continue;
-      float2 v = __ldcg((const float2 *)(part + ((long long)first * TOK + tok) * ROWS + r));
-      for (int c = first + 1; c < cta; ++c) {
-        const float2 w = __ldcg((const float2 *)(part + ((long long)c * TOK + tok) * ROWS + r));
-        v.x += w.x;
-        v.y += w.y;
-      }
-      const float2 w = *(const float2 *)(own + tok * RP + r);
-      v.x += w.x;
-      v.y += w.y;
-      store_pair(C, ldc, tok, n0 + r, v);
-    }
+    mx::streamk_add_partials<TOK, ROWS, float2>(
+        part, first, cta, M, N, n0, tid, CTHREADS, [&](int tok, int r) { return *(const float2 *)(own + tok * RP + r); },
+        [&](int tok, int r, float2 v) { store_pair(C, ldc, tok, n0 + r, v); });
   }
 }

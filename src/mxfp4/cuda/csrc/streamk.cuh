@@ -29,4 +29,28 @@ __device__ __forceinline__ void streamk_wait(const u32 *flags, int first, int ct
       }
 }
 
+__device__ __forceinline__ void streamk_add(float &a, float b) { a += b; }
+__device__ __forceinline__ void streamk_add(float2 &a, float2 b) {
+  a.x += b.x;
+  a.y += b.y;
+}
+
+// The owner's sum of its first tile, after streamk_wait: each output (V: one float, or float2 for two
+// columns) of tokens < M and columns n0 + r < N is the partials of the CTAs first .. cta - 1 (part
+// [grid][NT][NR] float32, read past L1) in CTA order, then its own (own(tok, r)), stored by store(tok, r, v).
+// The threads tid, tid + nthreads, ... take the tile's NT x NR / (sizeof(V) / 4) outputs in token-major order.
+template <int NT, int NR, class V, class Own, class Store>
+__device__ __forceinline__ void streamk_add_partials(const float *part, int first, int cta, int M, int N, int n0,
+                                                     int tid, int nthreads, Own own, Store store) {
+  constexpr int E = sizeof(V) / 4;
+  for (int p = tid; p < NT * NR / E; p += nthreads) {
+    const int tok = p / (NR / E), r = E * (p % (NR / E));
+    if (tok >= M || n0 + r >= N) continue;
+    V v = __ldcg((const V *)(part + ((long long)first * NT + tok) * NR + r));
+    for (int c = first + 1; c < cta; ++c) streamk_add(v, __ldcg((const V *)(part + ((long long)c * NT + tok) * NR + r)));
+    streamk_add(v, own(tok, r));
+    store(tok, r, v);
+  }
+}
+
 }  // namespace mx
