@@ -21,7 +21,9 @@ __device__ __forceinline__ float cluster_ld_f32(u32 remote) {
 
 __device__ __forceinline__ float4 cluster_ld_f32x4(u32 remote) {
   float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(remote)
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(remote)
                : "memory");
   return v;
 }

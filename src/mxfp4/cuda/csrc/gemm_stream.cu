@@ -277,7 +277,8 @@ mxfp4_gemm_stream(const u8 *__restrict__ qa, const float *__restrict__ qs, const
     consumer_sync();
     const int n0 = owned * ROWS;
     mx::streamk_add_partials<TOK, ROWS, float2>(
-        part, first, cta, M, N, n0, tid, CTHREADS, [&](int tok, int r) { return *(const float2 *)(own + tok * RP + r); },
+        part, first, cta, M, N, n0, tid, CTHREADS,
+        [&](int tok, int r) { return *(const float2 *)(own + tok * RP + r); },
         [&](int tok, int r, float2 v) { store_pair(C, ldc, tok, n0 + r, v); });
   }
 }

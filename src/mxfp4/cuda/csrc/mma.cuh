@@ -72,7 +72,8 @@ __device__ __forceinline__ void block_sums(const u8 *wb, const u8 *ab, const flo
     an[0] = e2m1x4_positive(nl, tab), an[1] = e2m1x4_positive(nh, tab);
     an[2] = e2m1x4_positive(nl >> 16, tab), an[3] = e2m1x4_positive(nh >> 16, tab);
   } else {
-    ap[0] = e2m1x4_to_s8x4(l), ap[1] = e2m1x4_to_s8x4(h), ap[2] = e2m1x4_to_s8x4(l >> 16), ap[3] = e2m1x4_to_s8x4(h >> 16);
+    ap[0] = e2m1x4_to_s8x4(l), ap[1] = e2m1x4_to_s8x4(h);
+    ap[2] = e2m1x4_to_s8x4(l >> 16), ap[3] = e2m1x4_to_s8x4(h >> 16);
   }
 #pragma unroll
   for (int j = 0; j < N8; ++j) {

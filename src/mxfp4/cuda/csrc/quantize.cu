@@ -90,7 +90,8 @@ mxfp4_quantize_bands(const a_t *__restrict__ A, int lda, int M, int Ka, int K, u
   // Twice the e2m1 values, shifted: the positive codes' magnitudes, the negative ones' negated bytewise.
   const u32 sh = in0 ? sbyte - base0 : in1 ? sbyte - base1 : 0u;
   const u32 tl = 0x03020100u << sh, th = 0x0C080604u << sh;
-  const u32 vlo = mx::e2m1x4_to_s8x4_shifted(codes & 0xFFFFu, tl, th), vhi = mx::e2m1x4_to_s8x4_shifted(codes >> 16, tl, th);
+  const u32 vlo = mx::e2m1x4_to_s8x4_shifted(codes & 0xFFFFu, tl, th);
+  const u32 vhi = mx::e2m1x4_to_s8x4_shifted(codes >> 16, tl, th);
   const u32 at = (r >> 3) * 256 + (r & 7) * 16 + 4 * q;
 #pragma unroll
   for (int j = 0; j < 3; ++j) {

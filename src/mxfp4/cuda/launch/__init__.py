@@ -5,8 +5,8 @@ bytes, and it builds each kernel's arguments in the order of the kernel's ``runt
 
 ``small``: ``gemm_small.cu`` (``SmallParams``); ``decode``: ``gemm_decode.cu`` (``DecodeParams``, and the
 grouped GEMM's ``GroupedParams``) and ``stream``: ``gemm_stream.cu`` (``StreamParams``), each after
-``quantize.cu``'s token quantizer (``token_quantizer``); ``band``: ``gemm_band.cu`` after ``quantize.cu``'s band quantizer
-(``BandParams``); ``wgmma``: ``gemm_wgmma.cu`` (``WgmmaParams``). :mod:`mxfp4.cuda.ops`
+``quantize.cu``'s token quantizer (``token_quantizer``); ``band``: ``gemm_band.cu`` after ``quantize.cu``'s band
+quantizer (``BandParams``); ``wgmma``: ``gemm_wgmma.cu`` (``WgmmaParams``). :mod:`mxfp4.cuda.ops`
 looks a launch up per shape and calls it.
 
 Every family reads A of each dtype of ``A_KINDS`` as it is: the kernel that quantizes A (the GEMM's own
@@ -41,6 +41,12 @@ def token_quantizer(dtype: torch.dtype, device: torch.device):
     grouped and streaming GEMMs read (int8 values [K/32][rows][32], float32 half-scales [K/32][rows]), and a
     GEMM's fix-up flags zeroed; the GEMM is its programmatic dependent."""
     return runtime.kernel("quantize.cu", TOKEN_QUANT, a_defines(None, dtype), device)
+
+
+def token_operand(a: torch.Tensor, k64: int) -> torch.Tensor:
+    """``a`` as the quantize.cu quantizers take it: its dtype, its K (they write zero blocks past it), rows they
+    can load (else a copy)."""
+    return rows_for_kernel(a)
 
 
 def token_quantizer_config(rows_: int, k: int, flags: int = 0):

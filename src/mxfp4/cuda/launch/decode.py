@@ -9,7 +9,8 @@ import torch
 
 from ...params import GROUPED_STATIC_SMEM, SMEM_LIMIT, DecodeParams, GroupedParams
 from .. import runtime
-from . import Launch, out_rows, rows, rows_for_kernel, split_cluster, token_quantizer, token_quantizer_config, weight
+from . import (Launch, out_rows, rows, split_cluster, token_operand, token_quantizer, token_quantizer_config,
+               weight)
 
 PTR, I32, I64 = runtime.Param.PTR, runtime.Param.I32, runtime.Param.I64
 
@@ -32,10 +33,7 @@ class DecodeLaunch(Launch):
     def key(params: DecodeParams, m: int, n: int, k: int, dtype: torch.dtype, index: int) -> tuple:
         return params, n, k, dtype, index  # the quantizer reads A's dtype
 
-    @staticmethod
-    def operand(a: torch.Tensor, k64: int) -> torch.Tensor:
-        """``a`` as given (its dtype, its K: the quantizer writes zero blocks past it), rows it can load."""
-        return rows_for_kernel(a)
+    operand = staticmethod(token_operand)
 
     def __init__(self, params: DecodeParams, m: int, n: int, k: int, dtype: torch.dtype, device: torch.device) -> None:
         quant = token_quantizer(dtype, device)
@@ -74,7 +72,7 @@ class GroupedLaunch(Launch):
     __slots__ = ()
 
     QUANTIZES_A = False
-    operand = staticmethod(DecodeLaunch.operand)
+    operand = staticmethod(token_operand)
 
     @staticmethod
     def key(params: GroupedParams, t: int, e: int, n: int, k: int, dtype: torch.dtype, index: int) -> tuple:

@@ -9,7 +9,7 @@ import torch
 from ...device import sm_count
 from ...params import Problem, StreamParams
 from .. import runtime
-from . import TOKEN_QUANT, Launch, a_defines, out_rows, rows, rows_for_kernel, token_quantizer_config, weight
+from . import TOKEN_QUANT, Launch, a_defines, out_rows, rows, token_operand, token_quantizer_config, weight
 
 PTR, I32 = runtime.Param.PTR, runtime.Param.I32
 
@@ -30,10 +30,7 @@ class StreamLaunch(Launch):
     def key(params: StreamParams, m: int, n: int, k: int, dtype: torch.dtype, index: int) -> tuple:
         return params, n, k, dtype, index  # the quantizer reads A's dtype
 
-    @staticmethod
-    def operand(a: torch.Tensor, k64: int) -> torch.Tensor:
-        """``a`` as given (its dtype, its K), rows the kernels can load (else a copy)."""
-        return rows_for_kernel(a)
+    operand = staticmethod(token_operand)
 
     QUANT, GEMM = TOKEN_QUANT, GEMM
     """The signatures of the quantizer and the GEMM the launch builds (the banded GEMM's launch names its own)."""
