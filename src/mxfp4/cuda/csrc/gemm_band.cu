@@ -273,13 +273,7 @@ mxfp4_gemm_band(const u8 *__restrict__ qa, const float *__restrict__ qs, const u
     for (int j = 0; j < ACC; ++j) {
       const int tok = 8 * (j >> 2) + 2 * t + (j & 1), R = R0 + 8 * ((j >> 1) & 1);
       if (whole) {
-        if (tok < M && n0 + R < N) {
-#if OUT_F32
-          C[(long long)tok * ldc + n0 + R] = acc[j];
-#else
-          C[(long long)tok * ldc + n0 + R] = mx::float_to_bf16(acc[j]);
-#endif
-        }
+        if (tok < M && n0 + R < N) mx::store_out(C + (long long)tok * ldc + n0 + R, acc[j]);
       } else if (last) {
         own[tok * ROWS + R] = acc[j];
       } else {
@@ -302,11 +296,7 @@ mxfp4_gemm_band(const u8 *__restrict__ qa, const float *__restrict__ qs, const u
     mx::streamk_add_partials<TOK, ROWS, float>(part, first, cta, M, N, n0, tid, CTHREADS,
                                                [&](int tok, int r) { return own[tok * ROWS + r]; },
                                                [&](int tok, int r, float v) {
-#if OUT_F32
-                                                 C[(long long)tok * ldc + n0 + r] = v;
-#else
-                                                 C[(long long)tok * ldc + n0 + r] = mx::float_to_bf16(v);
-#endif
+                                                 mx::store_out(C + (long long)tok * ldc + n0 + r, v);
                                                });
   }
 }

@@ -298,11 +298,7 @@ __device__ __forceinline__ void decode_tile(const u8 *__restrict__ W, const u8 *
       }
     }
     const int n = tile * ROWS + r;
-#if OUT_F32
-    *(float2 *)(C + (long long)tok * ldc + n) = make_float2(s0, s1);
-#else
-    *(u32 *)(C + (long long)tok * ldc + n) = (u32)mx::float_to_bf16(s0) | ((u32)mx::float_to_bf16(s1) << 16);
-#endif
+    mx::store_out2(C + (long long)tok * ldc + n, make_float2(s0, s1));
   }
   if (S > 1) mx::cluster_sync_relaxed();  // no CTA leaves while another reads its partial
 }

@@ -265,11 +265,6 @@ mxfp4_gemm_small(const a_t *__restrict__ A, int lda, const u8 *__restrict__ W, c
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int m = m0 + j * 8 + 2 * t + (e & 1), n = grp * 16 + g + (e >> 1) * 8;
-      if (m < M)
-#if OUT_F32
-        C[(long long)m * ldc + n] = acc[j][e];
-#else
-        C[(long long)m * ldc + n] = mx::float_to_bf16(acc[j][e]);
-#endif
+      if (m < M) mx::store_out(C + (long long)m * ldc + n, acc[j][e]);
     }
 }

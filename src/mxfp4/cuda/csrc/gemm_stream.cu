@@ -136,11 +136,7 @@ __device__ __forceinline__ void unit_blocks(const u8 *stage, int gi, int kw, int
 __device__ __forceinline__ void consumer_sync() { mx::named_barrier(1, CTHREADS); }
 
 __device__ __forceinline__ void store_pair(out_t *C, int ldc, int tok, int n, float2 v) {
-#if OUT_F32
-  *(float2 *)(C + (long long)tok * ldc + n) = v;
-#else
-  *(u32 *)(C + (long long)tok * ldc + n) = (u32)mx::float_to_bf16(v.x) | ((u32)mx::float_to_bf16(v.y) << 16);
-#endif
+  mx::store_out2(C + (long long)tok * ldc + n, v);
 }
 
 }  // namespace

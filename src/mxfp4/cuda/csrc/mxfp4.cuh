@@ -239,6 +239,27 @@ __device__ __forceinline__ u16 float_to_bf16(float x) {
   return (u16)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
 }
 
+// Two floats rounded to bf16, packed (a in the low half).
+__device__ __forceinline__ u32 bf16x2(float a, float b) { return (u32)float_to_bf16(a) | ((u32)float_to_bf16(b) << 16); }
+
+// C's outputs: a float32 total rounded once to bf16, or as it is (OUT_F32); one, or two adjacent (p 4-byte
+// aligned for bf16, 8-byte for float32).
+__device__ __forceinline__ void store_out(out_t *p, float v) {
+#if OUT_F32
+  *p = v;
+#else
+  *p = float_to_bf16(v);
+#endif
+}
+
+__device__ __forceinline__ void store_out2(out_t *p, float2 v) {
+#if OUT_F32
+  *(float2 *)p = v;
+#else
+  *(u32 *)p = bf16x2(v.x, v.y);
+#endif
+}
+
 // Byte of the e8m0 scale of weight row rr (its row within a 32-row unit) and block cb in a 256-byte
 // unit (32 rows x 8 blocks) of aiter's shuffled scale layout (layouts.py states the layout).
 __device__ __forceinline__ int shuffled_scale_offset(int rr, int cb) {

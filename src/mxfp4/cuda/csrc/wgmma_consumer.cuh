@@ -126,8 +126,8 @@ __device__ __forceinline__ void store_totals(out_t *C, int ldc, int M, int N, in
 #pragma unroll
   for (int j = 0; j < J; ++j) {
     if (j >= j0 && j < j1 && n + 8 * j < N) {  // N % 16 == 0: a pair is whole
-      if (m0 < M) *(float2 *)(C + (long long)m0 * ldc + n + 8 * j) = make_float2(acc[4 * j], acc[4 * j + 1]);
-      if (m1 < M) *(float2 *)(C + (long long)m1 * ldc + n + 8 * j) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+      if (m0 < M) mx::store_out2(C + (long long)m0 * ldc + n + 8 * j, make_float2(acc[4 * j], acc[4 * j + 1]));
+      if (m1 < M) mx::store_out2(C + (long long)m1 * ldc + n + 8 * j, make_float2(acc[4 * j + 2], acc[4 * j + 3]));
     }
   }
 }
@@ -141,8 +141,8 @@ __device__ __forceinline__ void stage_totals(u16 *ct, int tok0, int tok1, int ro
   for (int j = 0; j < J; ++j) {
     if (j >= j0 && j < j1) {
       const int c = row_off + 8 * j + 2 * t;
-      *(u32 *)(ct + tok0 * C_PITCH + c) = (u32)mx::float_to_bf16(acc[4 * j]) | ((u32)mx::float_to_bf16(acc[4 * j + 1]) << 16);
-      *(u32 *)(ct + tok1 * C_PITCH + c) = (u32)mx::float_to_bf16(acc[4 * j + 2]) | ((u32)mx::float_to_bf16(acc[4 * j + 3]) << 16);
+      *(u32 *)(ct + tok0 * C_PITCH + c) = mx::bf16x2(acc[4 * j], acc[4 * j + 1]);
+      *(u32 *)(ct + tok1 * C_PITCH + c) = mx::bf16x2(acc[4 * j + 2], acc[4 * j + 3]);
     }
   }
 }
