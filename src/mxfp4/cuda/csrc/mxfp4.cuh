@@ -240,7 +240,9 @@ __device__ __forceinline__ u16 float_to_bf16(float x) {
 }
 
 // Two floats rounded to bf16, packed (a in the low half).
-__device__ __forceinline__ u32 bf16x2(float a, float b) { return (u32)float_to_bf16(a) | ((u32)float_to_bf16(b) << 16); }
+__device__ __forceinline__ u32 bf16x2(float a, float b) {
+  return (u32)float_to_bf16(a) | ((u32)float_to_bf16(b) << 16);
+}
 
 // C's outputs: a float32 total rounded once to bf16, or as it is (OUT_F32); one, or two adjacent (p 4-byte
 // aligned for bf16, 8-byte for float32).

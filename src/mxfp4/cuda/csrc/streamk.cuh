@@ -47,7 +47,8 @@ __device__ __forceinline__ void streamk_add_partials(const float *part, int firs
     const int tok = p / (NR / E), r = E * (p % (NR / E));
     if (tok >= M || n0 + r >= N) continue;
     V v = __ldcg((const V *)(part + ((long long)first * NT + tok) * NR + r));
-    for (int c = first + 1; c < cta; ++c) streamk_add(v, __ldcg((const V *)(part + ((long long)c * NT + tok) * NR + r)));
+    for (int c = first + 1; c < cta; ++c)
+      streamk_add(v, __ldcg((const V *)(part + ((long long)c * NT + tok) * NR + r)));
     streamk_add(v, own(tok, r));
     store(tok, r, v);
   }

@@ -117,9 +117,10 @@ __device__ __forceinline__ void add_segment(float (&acc)[R], int (&d)[R], u32 fm
   }
 }
 
-// The output, shared by both GEMMs: a thread's accumulator quads j in [j0, j1) (of J), columns col + 8j and
-// col + 8j + 1 of the tile for its tokens tok0 (quad elements 0, 1) and tok1 (2, 3).
-// OUT_F32: the float32 totals from registers, two columns a store, at C's rows m0, m1 and columns n + 8j.
+// The output, shared by both GEMMs: a thread's accumulator quads j in [j0, j1) (of J), two adjacent columns
+// of the tile for its tokens tok0 (quad elements 0, 1) and tok1 (2, 3).
+// The float32 builds: the totals from registers, two columns a store (mx::store_out2), at C's rows m0, m1 and
+// columns n + 8j, n + 8j + 1.
 template <int J>
 __device__ __forceinline__ void store_totals(out_t *C, int ldc, int M, int N, int m0, int m1, int n, const float *acc,
                                              int j0, int j1) {
@@ -155,6 +156,7 @@ __device__ __forceinline__ void write_staged(out_t *C, int ldc, int M, int N, in
   for (int p = ctid; p < TN * (TW / 8); p += 256) {
     const int tok = p / (TW / 8), ch = p % (TW / 8);
     const int m = t0 + tok, n = n0 + ch * 8;
-    if (keep(ch) && m < M && n < N) *(uint4 *)(C + (long long)m * ldc + n) = *(const uint4 *)(ct + tok * C_PITCH + ch * 8);
+    if (keep(ch) && m < M && n < N)
+      *(uint4 *)(C + (long long)m * ldc + n) = *(const uint4 *)(ct + tok * C_PITCH + ch * 8);
   }
 }
