@@ -43,12 +43,6 @@ def token_quantizer(dtype: torch.dtype, device: torch.device):
     return runtime.kernel("quantize.cu", TOKEN_QUANT, a_defines(None, dtype), device)
 
 
-def token_operand(a: torch.Tensor, k64: int) -> torch.Tensor:
-    """``a`` as the quantize.cu quantizers take it: its dtype, its K (they write zero blocks past it), rows they
-    can load (else a copy)."""
-    return rows_for_kernel(a)
-
-
 def token_quantizer_config(rows_: int, k: int, flags: int = 0):
     """One thread a quarter block of ``rows_`` token rows, and at least one a flag to zero."""
     return runtime.config((-(-max(rows_ * (k // 32) * 4, flags) // 256), 1, 1), 256, 0, None)
@@ -80,11 +74,12 @@ class Launch:
         builds), ``index`` (one launch is built a key)."""
         raise NotImplementedError
 
-    @staticmethod
-    def operand(a: torch.Tensor, k64: int) -> torch.Tensor:
-        """2-D ``a`` [M, K] as the kernels that quantize A in the GEMM's module take it: its dtype, K padded
-        with zero blocks to the weight's K64, rows the kernels can load (else a copy)."""
-        if k64 != a.shape[1]:  # zero blocks, as the weight's padding (one copy of A)
+    @classmethod
+    def operand(cls, a: torch.Tensor, k64: int) -> torch.Tensor:
+        """2-D ``a`` [M, K] as the kernel that quantizes A takes it: its dtype, rows it can load (else a copy);
+        for a kernel in the GEMM's module, K padded with zero blocks to the weight's K64 (quantize.cu's
+        quantizers read A's K and write those zero blocks themselves)."""
+        if cls.QUANTIZES_A and k64 != a.shape[1]:  # zero blocks, as the weight's padding (one copy of A)
             return torch.nn.functional.pad(a, (0, k64 - a.shape[1]))
         return rows_for_kernel(a)
 

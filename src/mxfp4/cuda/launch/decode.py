@@ -9,8 +9,7 @@ import torch
 
 from ...params import GROUPED_STATIC_SMEM, SMEM_LIMIT, DecodeParams, GroupedParams
 from .. import runtime
-from . import (Launch, out_rows, rows, split_cluster, token_operand, token_quantizer, token_quantizer_config,
-               weight)
+from . import Launch, out_rows, rows, split_cluster, token_quantizer, token_quantizer_config, weight
 
 PTR, I32, I64 = runtime.Param.PTR, runtime.Param.I32, runtime.Param.I64
 
@@ -32,8 +31,6 @@ class DecodeLaunch(Launch):
     @staticmethod
     def key(params: DecodeParams, m: int, n: int, k: int, dtype: torch.dtype, index: int) -> tuple:
         return params, n, k, dtype, index  # the quantizer reads A's dtype
-
-    operand = staticmethod(token_operand)
 
     def __init__(self, params: DecodeParams, m: int, n: int, k: int, dtype: torch.dtype, device: torch.device) -> None:
         quant = token_quantizer(dtype, device)
@@ -72,7 +69,6 @@ class GroupedLaunch(Launch):
     __slots__ = ()
 
     QUANTIZES_A = False
-    operand = staticmethod(token_operand)
 
     @staticmethod
     def key(params: GroupedParams, t: int, e: int, n: int, k: int, dtype: torch.dtype, index: int) -> tuple:

@@ -9,7 +9,7 @@ import torch
 from ...device import sm_count
 from ...params import Problem, StreamParams
 from .. import runtime
-from . import TOKEN_QUANT, Launch, a_defines, out_rows, rows, token_operand, token_quantizer_config, weight
+from . import TOKEN_QUANT, Launch, a_defines, out_rows, rows, token_quantizer_config, weight
 
 PTR, I32 = runtime.Param.PTR, runtime.Param.I32
 
@@ -29,8 +29,6 @@ class StreamLaunch(Launch):
     @staticmethod
     def key(params: StreamParams, m: int, n: int, k: int, dtype: torch.dtype, index: int) -> tuple:
         return params, n, k, dtype, index  # the quantizer reads A's dtype
-
-    operand = staticmethod(token_operand)
 
     QUANT, GEMM = TOKEN_QUANT, GEMM
     """The signatures of the quantizer and the GEMM the launch builds (the banded GEMM's launch names its own)."""
