@@ -39,18 +39,17 @@ def _function_bodies_with_dynamic_smem() -> dict[str, str]:
     for path in sorted(jit.CSRC.glob("*.cu*")):
         text = path.read_text()
         for hit in re.finditer(r"extern __shared__", text):
-            lines = text[:hit.start()].splitlines(keepends=True)
-            start = max(i for i, line in enumerate(lines) if re.match(r"[A-Za-z_]", line) and "(" in line)
-            head = "".join(lines[start:])
-            open_at = sum(len(line) for line in lines[:start]) + head.index("{")
+            # the function's head: the last line before the declaration that starts in column 0 with a name and a "("
+            head_at = max(m.start() for m in re.finditer(r"^[A-Za-z_].*\(", text[:hit.start()], re.M))
+            open_at = text.index("{", head_at)
             depth, end = 0, open_at
             for end in range(open_at, len(text)):
                 depth += {"{": 1, "}": -1}.get(text[end], 0)
                 if depth == 0:
                     break
-            name = re.findall(r"(\w+)\(", text[sum(len(line) for line in lines[:start]):open_at])
-            found[f"{path.name}:{name[0] if name[0] not in ('__launch_bounds__', '__maxnreg__') else name[1]}"] = \
-                text[open_at:end + 1]
+            name = next(n for n in re.findall(r"(\w+)\(", text[head_at:open_at])
+                        if n not in ("__launch_bounds__", "__maxnreg__"))
+            found[f"{path.name}:{name}"] = text[open_at:end + 1]
     return found
 
 
