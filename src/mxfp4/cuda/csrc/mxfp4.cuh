@@ -307,6 +307,15 @@ __device__ __forceinline__ u32 ring_parity(int i) {
   return (i / N) & 1;
 }
 
+// A ring walked in order, without a division: its stage and that step's parity, advanced a step.
+template <int N>
+__device__ __forceinline__ void ring_advance(int &stage, u32 &phase) {
+  if (++stage == N) {
+    stage = 0;
+    phase ^= 1;
+  }
+}
+
 // One bulk copy global -> shared (the copy engine; no tensor map), completing on an mbarrier.
 // dst, src and bytes are multiples of 16.
 __device__ __forceinline__ void bulk_copy(void *dst, const void *src, u32 bytes, u64 *bar) {

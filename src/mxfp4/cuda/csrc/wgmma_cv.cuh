@@ -150,10 +150,7 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
           mx::mbar_arrive_expect_tx(&afull[stage], (u32)ABlob::BYTES);
           mx::bulk_copy(smem + Smem::A + stage * Smem::ASTAGE, ablob + ((long long)(s_lo + i) * ntile + tT) * ABlob::BYTES,
                         (u32)ABlob::BYTES, &afull[stage]);
-          if (++stage == Smem::ASTAGES) {
-            stage = 0;
-            phase ^= 1;
-          }
+          mx::ring_advance<Smem::ASTAGES>(stage, phase);
         }
       }
     } else {
@@ -191,10 +188,7 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
         *(u64 *)(st + ra * 8) = exa;
         *(u64 *)(st + rb * 8) = exb;
         mx::mbar_arrive(&wfull[stage]);
-        if (++stage == STAGES) {
-          stage = 0;
-          phase ^= 1;
-        }
+        mx::ring_advance<STAGES>(stage, phase);
       }
     }
     return;
@@ -292,14 +286,8 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
                 wmagic, wmult, fold, blk, tok0, tok1, t);
     mx::mbar_arrive(&aempty[astage]);
     mx::mbar_arrive(&cempty[slot]);
-    if (++astage == Smem::ASTAGES) {
-      astage = 0;
-      aphase ^= 1;
-    }
-    if (++slot == Smem::SLOTS) {
-      slot = 0;
-      cphase ^= 1;
-    }
+    mx::ring_advance<Smem::ASTAGES>(astage, aphase);
+    mx::ring_advance<Smem::SLOTS>(slot, cphase);
   }
 
   // ---- K split: the S partial tiles added in rank order through distributed shared memory, each

@@ -66,10 +66,7 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t 
         mx::mbar_arrive_expect_tx(&full[stage], (u32)(ABlob::BYTES + WBlob::BYTES));
         mx::bulk_copy(st, ablob + ((long long)s * ntile + tT) * ABlob::BYTES, (u32)ABlob::BYTES, &full[stage]);
         mx::bulk_copy(st + Smem::W, wblob + ((long long)tW * nseg + s) * WBlob::BYTES, (u32)WBlob::BYTES, &full[stage]);
-        if (++stage == STAGES) {
-          stage = 0;
-          phase ^= 1;
-        }
+        mx::ring_advance<STAGES>(stage, phase);
       }
     }
     return;
@@ -102,10 +99,7 @@ mxfp4_gemm_i8(const u8 *__restrict__ ablob, const u8 *__restrict__ wblob, out_t 
     add_segment(acc, d, fmask, nb, mx::smem_addr(st) + 64 * c * 128, mx::smem_addr(wst), zero_desc, wmagic, wmult,
                 fold, blk, tok0, tok1, t);
     mx::mbar_arrive(&empty[stage]);
-    if (++stage == STAGES) {
-      stage = 0;
-      phase ^= 1;
-    }
+    mx::ring_advance<STAGES>(stage, phase);
   }
 
 #if OUT_F32
