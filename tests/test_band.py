@@ -51,7 +51,8 @@ def test_conversion_gives_the_shifted_signed_codes():
     """gemm_band.cu's convert and convert_signed: the tables shifted by a funnel shift (clamped: 32 and up give
     zeros), the positive codes' magnitudes minus the negative ones', byte by byte: twice the e2m1 values shifted
     left by 0..3, or zeros; the bytewise negation (0x80808080 - neg) ^ 0x80808080 (mx::e2m1x4_to_s8x4_shifted:
-    convert_signed, the band quantizer) the same values."""
+    convert_signed, the band quantizer, and the converting GEMM, whose tables are shifted by 0..3) the same
+    values."""
     doubled = [int(2 * v) for v in formats.E2M1_VALUES]
     for amt in (0, 1, 2, 3, 32, 35):
         tl = ((0x03020100 << 32) << amt >> 32) & 0xFFFFFFFF if amt < 32 else 0

@@ -93,51 +93,6 @@ def test_biased_accumulator_start_gives_the_scaled_sum_exactly():
     assert ((((e + 22) << 23) | 0x400000).astype(np.uint32) == start).all()
 
 
-def prmt(a, b, sel):
-    """PTX prmt.b32 (default mode) on numpy uint64 arrays: output byte i is byte (nibble i & 7) of b:a,
-    or that byte's top bit replicated when nibble i has bit 3 set."""
-    import numpy as np
-
-    out = np.zeros(np.broadcast(a, b, sel).shape, dtype=np.uint64)
-    for i in range(4):
-        n = (sel >> np.uint64(4 * i)) & np.uint64(0xF)
-        j = n & np.uint64(7)
-        src = np.where(j < 4, a, b)
-        byte = (src >> (np.uint64(8) * (j & np.uint64(3)))) & np.uint64(0xFF)
-        byte = np.where(n & np.uint64(8), np.where(byte & np.uint64(0x80), np.uint64(0xFF), np.uint64(0)), byte)
-        out |= byte << np.uint64(8 * i)
-    return out
-
-
-def test_converter_codes_to_int8_every_code_and_shift():
-    """mxfp4_gemm_cv's cvt8: eight codes of a word to int8, twice the e2m1 value shifted left by the
-    row's band shift s (0..3) through shifted tables, the negatives chosen by byte masks of the codes'
-    signs (prmt's sign-replicating selectors). Every 4-code pattern in each half of the word, beside
-    every other pattern's first code in the other half."""
-    import numpy as np
-
-    u = np.uint64
-    quads = np.arange(1 << 16, dtype=np.uint64)
-    doubled = np.array([int(2 * v) for v in E2M1_VALUES], dtype=np.int64)  # code 8 + i: -(code i)
-    for s in range(4):
-        keep = u(0x01010101 * ((0xFF << s) & 0xFF))
-        pl, ph = u((0x03020100 << s) & 0xFFFFFFFF), u((0x0C080604 << s) & 0xFFFFFFFF)
-        nl, nh = u((0xFDFEFF00 << s) & 0xFFFFFFFF) & keep, u((0xF4F8FAFC << s) & 0xFFFFFFFF) & keep
-        for other in (0, 0x8, 0x7, 0xF, 0xA):
-            for c in (quads | (u(other * 0x1111) << u(16)), (quads << u(16)) | u(other * 0x1111)):
-                idx = c & u(0x77777777)
-                c4 = (c << u(4)) & u(0xFFFFFFFF)
-                mlo, mhi = prmt(c4, c, u(0xD9C8)), prmt(c4, c, u(0xFBEA))
-                lo = (prmt(pl, ph, idx) & ~mlo & u(0xFFFFFFFF)) | (prmt(nl, nh, idx) & mlo)
-                hi = (prmt(pl, ph, idx >> u(16)) & ~mhi & u(0xFFFFFFFF)) | (prmt(nl, nh, idx >> u(16)) & mhi)
-                for j in range(8):
-                    word = lo if j < 4 else hi
-                    got = ((word >> u(8 * (j % 4))) & u(0xFF)).astype(np.int64)
-                    got = np.where(got >= 128, got - 256, got)
-                    code = ((c >> u(4 * j)) & u(0xF)).astype(np.int64)
-                    assert (got == doubled[code] << s).all(), (s, other, j)
-
-
 def test_converter_multiplier_bits_of_normal_exponents():
     """mxfp4_gemm_cv's converter writes a block's multiplier 2**(e - 128) as the float bits
     e * 2**23 - 2**23 when all eight exponent bytes of the row's segment lie in 2..254 (the byte

@@ -62,20 +62,6 @@ static_assert(Smem::BYTES <= 227 * 1024, "the variant's shared memory exceeds th
 
 }  // namespace
 
-// 8 codes (c: element j in nibble j) to int8, twice the e2m1 value shifted by the tables' shift:
-// lo holds elements 0-3, hi elements 4-7. Tables (pl, ph) = 0 1 2 3 | 4 6 8 12 and (nl, nh) their
-// negatives, each byte shifted left by the block's band shift (tests/test_wgmma.py checks every
-// code and shift).
-__device__ __forceinline__ void cvt8(u32 c, u32 pl, u32 ph, u32 nl, u32 nh, u32 &lo, u32 &hi) {
-  const u32 idx = c & 0x77777777u;
-  // Byte masks of the negative codes: code i's sign is bit 4i + 3, the top bit of byte i / 2 of c
-  // (odd i) or of c << 4 (even i); prmt's sign-replicating selectors (8 | byte) spread it.
-  const u32 c4 = c << 4;
-  const u32 mlo = mx::prmt(c4, c, 0xD9C8u), mhi = mx::prmt(c4, c, 0xFBEAu);
-  lo = (mx::prmt(pl, ph, idx) & ~mlo) | (mx::prmt(nl, nh, idx) & mlo);
-  hi = (mx::prmt(pl, ph, idx >> 16) & ~mhi) | (mx::prmt(nl, nh, idx >> 16) & mhi);
-}
-
 extern "C" __global__ void __maxnreg__(CV_REGS)
 mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc,
               const u8 *__restrict__ W, out_t *__restrict__ C, int ldc, int M, int N, int K, int ntile, int nwt) {
@@ -234,15 +220,14 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
         const u32 e = (u32)(ex >> (8 * b)) & 0xFFu;
         const bool in = (band >> b) & 1u;
         const u32 s = in ? e - base : 0u;
-        const u32 keep = 0x01010101u * ((0xFFu << s) & 0xFFu);
-        const u32 pl = 0x03020100u << s, ph = 0x0C080604u << s;
-        const u32 nl = (0xFDFEFF00u << s) & keep, nh = (0xF4F8FAFCu << s) & keep;
+        const u32 tl = 0x03020100u << s, th = 0x0C080604u << s;  // the magnitudes 0 1 2 3 | 4 6 8 12, shifted
         const uint4 c = code[b];
-        uint4 o0, o1;
-        cvt8(c.x, pl, ph, nl, nh, o0.x, o1.x);
-        cvt8(c.y, pl, ph, nl, nh, o0.y, o1.y);
-        cvt8(c.z, pl, ph, nl, nh, o0.z, o1.z);
-        cvt8(c.w, pl, ph, nl, nh, o0.w, o1.w);
+        // a word's elements 0-3 into o0, 4-7 into o1
+        const uint4 o0 = make_uint4(mx::e2m1x4_to_s8x4_shifted(c.x, tl, th), mx::e2m1x4_to_s8x4_shifted(c.y, tl, th),
+                                    mx::e2m1x4_to_s8x4_shifted(c.z, tl, th), mx::e2m1x4_to_s8x4_shifted(c.w, tl, th));
+        const uint4 o1 = make_uint4(
+            mx::e2m1x4_to_s8x4_shifted(c.x >> 16, tl, th), mx::e2m1x4_to_s8x4_shifted(c.y >> 16, tl, th),
+            mx::e2m1x4_to_s8x4_shifted(c.z >> 16, tl, th), mx::e2m1x4_to_s8x4_shifted(c.w >> 16, tl, th));
         u8 *row = cv + (b >> 2) * (TW * 128) + r * 128;
         *(uint4 *)(row + mx::swz128(r, (b & 3) * 32)) = o0;
         *(uint4 *)(row + mx::swz128(r, (b & 3) * 32 + 16)) = o1;
