@@ -20,6 +20,17 @@ def test_cpu_bench_says_which_path_and_is_exact(tmp_path):
     assert (tmp_path / "r.csv").read_text().count("\n") == 2
 
 
+def test_cli_bench_data_all_runs_each_data_set(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine benchmarks the GPU path")
+    assert cli.main(["bench", "--shapes", "4,64,128", "--data", "all"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 4x64x128 |")]
+    assert [row.split(" | ")[1] for row in rows] == ["randn", "model", "heavy"]
+    assert all("| 100.0000% | 0 |" in row for row in rows)
+
+
 def test_roofline_is_the_int8_compute_term_or_the_stream_floor():
     from mxfp4.bench.shapes import make_shape
 

@@ -98,8 +98,10 @@ def _bench(args) -> int:
 
         text = host.run(_shapes(args) if (args.shapes is not None or args.set != "bench") else None)
     else:
+        from .bench.data import DATA_SETS
+
         rows = []
-        data_sets = ("randn", "model") if args.data == "both" else (args.data,)
+        data_sets = {"both": ("randn", "model"), "all": DATA_SETS}.get(args.data, (args.data,))
         text = harness.run(_shapes(args), record, data_sets=data_sets, rows=rows, peer=args.peer)
         if args.plot:
             from .bench import plot
@@ -212,6 +214,8 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
 
 def _parser():
     from ._version import __version__
+    from .bench.data import DATA_SETS
+    from .bench.shapes import SHAPE_SETS
 
     fmt = _Formatter
     parser = argparse.ArgumentParser(prog="mxfp4", description=__doc__)
@@ -233,14 +237,15 @@ def _parser():
             ("tune", _tune, "time every kernel candidate per shape and merge the fastest exact one into the table "
                             "(Hopper GPU only)")):
         p = command(name, fn, text)
-        p.add_argument("--set", default="bench", help="shape set: bench, test, deepseek, gptoss, large or all")
+        p.add_argument("--set", default="bench", help=f"shape set: {', '.join(SHAPE_SETS)}")
         p.add_argument("--shapes", nargs="*", help="m,n,k[,seed] shapes instead of a set")
     b = sub.choices["bench"]
     b.add_argument("--record", help="append the rows to this CSV")
     b.add_argument("--out", help="also write the report (markdown) here")
-    b.add_argument("--data", choices=("randn", "model", "both"), default="randn",
+    b.add_argument("--data", choices=(*DATA_SETS, "both", "all"), default="randn",
                    help="input data (default randn, the task's); model: model-like activations and weights with "
-                        "outlier channels (bench/data.py)")
+                        "outlier channels; heavy: heavy-tailed (Student-t) activations with per-token scales "
+                        "(bench/data.py); both: randn and model; all: the three")
     b.add_argument("--plot", metavar="FILE.png", help="also draw time per shape beside cuBLAS bf16 and the stream "
                    "floor, and the ratio (needs matplotlib)")
     b.add_argument("--peer", choices=("humming",), help="also time a third-party library on the same weights in "

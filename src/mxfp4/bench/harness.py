@@ -124,27 +124,27 @@ def bench_gpu(shapes: tuple[Shape, ...], progress=print, data_set: str = "randn"
     return rows
 
 
-def bench_cpu(shapes: tuple[Shape, ...], progress=print) -> list[dict]:
+def bench_cpu(shapes: tuple[Shape, ...], progress=print, data_set: str = "randn") -> list[dict]:
     rows = []
     for i, s in enumerate(shapes):
-        data = task.generate_input(s.m, s.n, s.k, s.seed, "cpu")
+        data = task_data(s.m, s.n, s.k, s.seed, data_set, "cpu")
         start = time.perf_counter()
         out = task.custom_kernel(data)
         wall = (time.perf_counter() - start) * 1e6
         w = MXFP4Tensor(data[3], data[4], (s.n, s.k), Layout.AITER_SHUFFLED)
         report = testing.check_gemm(out, data[0], w, testing.sample_rows(s.m))
-        rows.append({"shape": s.label, "data": "randn", "mxfp4_us": wall, "roofline_us": roofline_us(s),
+        rows.append({"shape": s.label, "data": data_set, "mxfp4_us": wall, "roofline_us": roofline_us(s),
                      "x_roofline": wall / roofline_us(s), "bitident": report.identical_fraction,
                      "violations": report.violations + report.nonfinite_mismatch})
-        progress(f"[{i + 1}/{len(shapes)}] {s.label}: reference path {wall / 1e3:.1f} ms")
+        progress(f"[{i + 1}/{len(shapes)}] {s.label} ({data_set}): reference path {wall / 1e3:.1f} ms")
     return rows
 
 
 def format_table(rows: list[dict], gpu: bool) -> str:
     if not gpu:
-        lines = ["| shape | CPU reference (ms, wall) | roofline us | x roofline | bit-identical | bound violations |",
-                 "|---|---|---|---|---|---|"]
-        lines += [f"| {r['shape']} | {r['mxfp4_us'] / 1e3:.1f} | {r['roofline_us']:.3g} | {r['x_roofline']:.3g} | "
+        lines = ["| shape | data | CPU reference (ms, wall) | roofline us | x roofline | bit-identical | bound violations |",
+                 "|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['shape']} | {r['data']} | {r['mxfp4_us'] / 1e3:.1f} | {r['roofline_us']:.3g} | {r['x_roofline']:.3g} | "
                   f"{r['bitident']:.4%} | {r['violations']} |" for r in rows]
         lines.append("\nroofline us: the H200's int8 compute term 2*M*N*K / INT8_PEAK alone (on the GPU, the larger of "
                      "it and the stream floor measured in the run); x roofline: the CPU wall time over it")
@@ -200,8 +200,7 @@ def environment() -> dict:
 
 def run(shapes: tuple[Shape, ...], record: pathlib.Path | None = None, progress=print,
         data_sets: tuple[str, ...] = ("randn",), rows: list[dict] | None = None, peer: str | None = None) -> str:
-    """Benchmark ``shapes`` on each of ``data_sets`` ('randn', 'model'; GPU only: the CPU path runs the
-    task's randn data); returns the report (markdown). ``record`` appends the rows to a CSV;
+    """Benchmark ``shapes`` on each of ``data_sets`` (names of ``data.DATA_SETS``); returns the report (markdown). ``record`` appends the rows to a CSV;
     ``rows``, a list, receives them (for :mod:`mxfp4.bench.plot`). ``peer`` ('humming', GPU only) times that
     library beside ours (ImportError saying how to install it where it does not import)."""
     out_rows = rows
@@ -216,7 +215,7 @@ def run(shapes: tuple[Shape, ...], record: pathlib.Path | None = None, progress=
     if gpu:
         rows = [r for d in data_sets for r in bench_gpu(shapes, progress, d, driver)]
     else:
-        rows = bench_cpu(shapes, progress)
+        rows = [r for d in data_sets for r in bench_cpu(shapes, progress, d)]
     if out_rows is not None:
         out_rows.extend(rows)
     head = ", ".join(f"{k} {v}" for k, v in env.items())
