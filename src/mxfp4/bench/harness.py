@@ -142,10 +142,10 @@ def bench_cpu(shapes: tuple[Shape, ...], progress=print, data_set: str = "randn"
 
 def format_table(rows: list[dict], gpu: bool) -> str:
     if not gpu:
-        lines = ["| shape | data | CPU reference (ms, wall) | roofline us | x roofline | bit-identical | bound violations |",
-                 "|---|---|---|---|---|---|---|"]
-        lines += [f"| {r['shape']} | {r['data']} | {r['mxfp4_us'] / 1e3:.1f} | {r['roofline_us']:.3g} | {r['x_roofline']:.3g} | "
-                  f"{r['bitident']:.4%} | {r['violations']} |" for r in rows]
+        lines = ["| shape | data | CPU reference (ms, wall) | roofline us | x roofline | bit-identical | "
+                 "bound violations |", "|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['shape']} | {r['data']} | {r['mxfp4_us'] / 1e3:.1f} | {r['roofline_us']:.3g} | "
+                  f"{r['x_roofline']:.3g} | {r['bitident']:.4%} | {r['violations']} |" for r in rows]
         lines.append("\nroofline us: the H200's int8 compute term 2*M*N*K / INT8_PEAK alone (on the GPU, the larger of "
                      "it and the stream floor measured in the run); x roofline: the CPU wall time over it")
         return "\n".join(lines)
@@ -200,9 +200,10 @@ def environment() -> dict:
 
 def run(shapes: tuple[Shape, ...], record: pathlib.Path | None = None, progress=print,
         data_sets: tuple[str, ...] = ("randn",), rows: list[dict] | None = None, peer: str | None = None) -> str:
-    """Benchmark ``shapes`` on each of ``data_sets`` (names of ``data.DATA_SETS``); returns the report (markdown). ``record`` appends the rows to a CSV;
-    ``rows``, a list, receives them (for :mod:`mxfp4.bench.plot`). ``peer`` ('humming', GPU only) times that
-    library beside ours (ImportError saying how to install it where it does not import)."""
+    """Benchmark ``shapes`` on each of ``data_sets`` (names of ``data.DATA_SETS``); returns the report
+    (markdown). ``record`` appends the rows to a CSV; ``rows``, a list, receives them (for
+    :mod:`mxfp4.bench.plot`). ``peer`` ('humming', GPU only) times that library beside ours (ImportError
+    saying how to install it where it does not import)."""
     out_rows = rows
     driver = peers.load(peer) if peer is not None else None
     gpu = torch.cuda.is_available() and cuda_supported(torch.device("cuda"))
