@@ -25,9 +25,8 @@ import torch
 from .. import task, testing
 from ..device import cuda_supported
 from ..nn import MXFP4Linear
-from ..tensor import Layout, MXFP4Tensor
 from . import peers
-from .data import task_data
+from .data import shuffled_weight, task_data
 from .shapes import Shape
 from .timing import ColdTimer, geomean
 
@@ -82,7 +81,7 @@ def bench_gpu(shapes: tuple[Shape, ...], progress=print, data_set: str = "randn"
     for i, s in enumerate(shapes):
         data = task_data(s.m, s.n, s.k, s.seed, data_set, "cuda")
         a, b, _, b_shuffle, b_scale = data
-        w = MXFP4Tensor(b_shuffle, b_scale, (s.n, s.k), Layout.AITER_SHUFFLED)
+        w = shuffled_weight(data)
         layer = MXFP4Linear.from_mxfp4(w)
         out = task.custom_kernel(data)
         report = testing.check_gemm(out, a, w, testing.sample_rows(s.m))
@@ -131,7 +130,7 @@ def bench_cpu(shapes: tuple[Shape, ...], progress=print, data_set: str = "randn"
         start = time.perf_counter()
         out = task.custom_kernel(data)
         wall = (time.perf_counter() - start) * 1e6
-        w = MXFP4Tensor(data[3], data[4], (s.n, s.k), Layout.AITER_SHUFFLED)
+        w = shuffled_weight(data)
         report = testing.check_gemm(out, data[0], w, testing.sample_rows(s.m))
         rows.append({"shape": s.label, "data": data_set, "mxfp4_us": wall, "roofline_us": roofline_us(s),
                      "x_roofline": wall / roofline_us(s), "bitident": report.identical_fraction,
