@@ -1,10 +1,11 @@
 // Weight-streaming GEMM for decode sizes (M <= TOK = 8 * MT): C [M, N] = dequant(quant(A)) @ dequant(W)^T,
 // W in aiter's shuffled layouts, in two launches chained by programmatic dependent launch.
 //
-// mxfp4_quantize_tokens (quantize.cu) quantizes A once into a per-call workspace (as8 [K/32][TOK][32]
-// int8: twice the e2m1 values, in the order the weight's codes reach a lane's registers; sa
-// [K/32][TOK] float32 half-scales; rows M..TOK-1 zeros) and zeroes the GEMM's fix-up flags. Its first
-// instruction lets the GEMM launch, so the GEMM's first weight copies overlap it.
+// mxfp4_quantize_tokens (quantize.cu, tiles = MT) quantizes A once into a per-call workspace (as8: a
+// block's TOK x 32 int8, twice the e2m1 values, in the order the weight's codes reach a lane's registers,
+// a lane's bytes of its MT token tiles adjacent; sa: a block's TOK float32 half-scales, a lane's adjacent
+// too; rows M..TOK-1 zeros) and zeroes the GEMM's fix-up flags. Its first instruction lets the GEMM
+// launch, so the GEMM's first weight copies overlap it.
 //
 // mxfp4_gemm_stream: the work is cut into units, one unit = a tile of ROWS = 16 * G weight rows by KS
 // blocks of K, numbered tile-major (a tile's K chunks in order); CTA i of the grid takes units
@@ -95,8 +96,8 @@ __device__ __forceinline__ void unit_blocks(const u8 *stage, int gi, int kw, int
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const u8 *wst = stage + gi * KS * 256 + g * 16 + t * 4;         // this lane's fragment bytes of block 0
   const u8 *sst = stage + Smem::W + (gi >> 1) * (KS / 8) * 256 + (gi & 1) + 4 * g;  // its rows' scale bytes
-  const u8 *ast = stage + Smem::W + Smem::SC + g * 32 + t * 8;    // its A bytes of block 0, token g
-  const float *sast = (const float *)(stage + Smem::W + Smem::SC + Smem::A8) + 2 * t;
+  const u8 *ast = stage + Smem::W + Smem::SC + (g * 4 + t) * 8 * MT;  // its A bytes of block 0, tokens g + 8 j
+  const float *sast = (const float *)(stage + Smem::W + Smem::SC + Smem::A8) + 2 * MT * t;
   // offset of block b's scale bytes in a row's 32-row unit: mx::shuffled_scale_offset's column part
   auto scale_off = [](int b) { return (b >> 3) * 256 + 2 * ((b & 7) >> 2) + 64 * (b & 3); };
   const u32 tab = mx::thread_register(0x03020100u);
@@ -119,8 +120,8 @@ __device__ __forceinline__ void unit_blocks(const u8 *stage, int gi, int kw, int
         for (int q = 0; q < 4; ++q) {
           const int b = kw + (4 * r + q) * KW;
           mx::block_sums<MT, SIGN_SPLIT, ONE_TOKEN, true>(
-              wst + b * 256, ast + b * TOK * 32, sast + b * TOK, __shfl_sync(0xffffffffu, c0, (lane & ~3) | q),
-              __shfl_sync(0xffffffffu, c1, (lane & ~3) | q), 0.0f, 0.0f, tab, acc);
+              wst + b * 256, ast + b * TOK * 32, sast + b * TOK, __shfl_sync(0xffffffffu, c0, q, 4),
+              __shfl_sync(0xffffffffu, c1, q, 4), 0.0f, 0.0f, tab, acc);
         }
       }
       return;

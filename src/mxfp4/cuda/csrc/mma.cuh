@@ -51,8 +51,9 @@ __device__ __forceinline__ void block_mmas(float (&acc)[N8][4], const u32 (&af)[
 
 // The streaming GEMM's form (gemm_stream.cu): a block of a row group, its codes to int8 (SIGNS, the signs split: the
 // positive and the negative codes' magnitudes, one byte-permute a 4 codes each, two MMAs whose difference
-// is the block sum; else e2m1x4_to_s8x4, one MMA), N8 MMAs of 8 tokens (A as block_mmas reads it: wb the
-// lane's fragment bytes, ab / sab its tokens' values and half-scales), each block sum scaled into acc.
+// is the block sum; else e2m1x4_to_s8x4, one MMA), N8 MMAs of 8 tokens (wb the lane's fragment bytes; ab
+// its 8 N8 int8 values and sab its 2 N8 half-scales, each tile's adjacent as mxfp4_quantize_tokens writes
+// them with tiles = N8: one load each up to two tiles), each block sum scaled into acc.
 // The sums come from MMAs on a zero accumulator; one integer add puts a sum s (|s| < 2**22) into the
 // mantissa of the start c0 (row g) or c1 (row g + 8), and the float difference with the start is s times
 // the start's unit in the last place, exactly. FOLD: the starts hold the rows' half-scales (fold_start),
@@ -75,10 +76,24 @@ __device__ __forceinline__ void block_sums(const u8 *wb, const u8 *ab, const flo
     ap[0] = e2m1x4_to_s8x4(l), ap[1] = e2m1x4_to_s8x4(h);
     ap[2] = e2m1x4_to_s8x4(l >> 16), ap[3] = e2m1x4_to_s8x4(h >> 16);
   }
+  uint2 bvs[N8];
+  float2 savs[N8];
+  if constexpr (N8 == 1) {
+    bvs[0] = *(const uint2 *)ab;
+    savs[0] = *(const float2 *)sab;
+  } else {
+#pragma unroll
+    for (int j = 0; j < N8; j += 2) {
+      const uint4 x = *(const uint4 *)(ab + j * 8);
+      const float4 y = *(const float4 *)(sab + j * 2);
+      bvs[j] = make_uint2(x.x, x.y), bvs[j + 1] = make_uint2(x.z, x.w);
+      savs[j] = make_float2(y.x, y.y), savs[j + 1] = make_float2(y.z, y.w);
+    }
+  }
 #pragma unroll
   for (int j = 0; j < N8; ++j) {
-    const uint2 bv = *(const uint2 *)(ab + j * 8 * 32);
-    const float2 sav = *(const float2 *)(sab + j * 8);
+    const uint2 bv = bvs[j];
+    const float2 sav = savs[j];
     int d[4];
     float v[4];
     mma_s8_zero(d, ap, bv.x, bv.y);

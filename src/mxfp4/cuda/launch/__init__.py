@@ -27,7 +27,8 @@ A_KINDS = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
 
 _P = runtime.Param
 TOKEN_QUANT = runtime.Signature("mxfp4_quantize_tokens", A=_P.PTR, lda=_P.I32, M=_P.I32, Ka=_P.I32, K=_P.I32,
-                                as8=_P.PTR, sa=_P.PTR, rows=_P.I32, flags=_P.PTR, nflags=_P.I32)
+                                as8=_P.PTR, sa=_P.PTR, rows=_P.I32, tiles=_P.I32,
+                                flags=_P.PTR, nflags=_P.I32)
 
 
 def a_defines(defines: dict[str, int] | None, dtype: torch.dtype) -> dict[str, int] | None:
@@ -37,9 +38,10 @@ def a_defines(defines: dict[str, int] | None, dtype: torch.dtype) -> dict[str, i
 
 
 def token_quantizer(dtype: torch.dtype, device: torch.device):
-    """``quantize.cu``'s ``mxfp4_quantize_tokens`` for A of ``dtype``: A's token rows into the layout the decode,
-    grouped and streaming GEMMs read (int8 values [K/32][rows][32], float32 half-scales [K/32][rows]), and a
-    GEMM's fix-up flags zeroed; the GEMM is its programmatic dependent."""
+    """``quantize.cu``'s ``mxfp4_quantize_tokens`` for A of ``dtype``: A's token rows into the layout the decode and
+    grouped GEMMs read (``tiles`` 1: int8 values [K/32][rows][32], float32 half-scales [K/32][rows]) or the
+    streaming GEMM's (``tiles`` its token tiles: each lane's values and half-scales of every tile adjacent),
+    and a GEMM's fix-up flags zeroed; the GEMM is its programmatic dependent."""
     return runtime.kernel("quantize.cu", TOKEN_QUANT, a_defines(None, dtype), device)
 
 

@@ -53,7 +53,7 @@ class DecodeLaunch(Launch):
         ws = torch.empty(self.workspace_bytes, dtype=torch.uint8, device=device)
         qa = ws.data_ptr()
         qs = qa + self.params.tokens * k
-        runtime.launch(quant, quant_config, device, pa, lda, m, ka, k, qa, qs, self.params.tokens, qa, 0)  # no flags
+        runtime.launch(quant, quant_config, device, pa, lda, m, ka, k, qa, qs, self.params.tokens, 1, qa, 0)  # plain rows, no flags
         runtime.launch(gemm, gemm_config, device, qa, qs, pw, ps, ldsc, pc, ldc, m, n, k)
         return out
 
@@ -100,7 +100,7 @@ class GroupedLaunch(Launch):
         ws = torch.empty(self.workspace_bytes, dtype=torch.uint8, device=device)
         qa = ws.data_ptr()
         qs = qa + t * k
-        runtime.launch(quant, quant_config, device, pa, lda, t, ka, k, qa, qs, t, qa, 0)  # no flags
+        runtime.launch(quant, quant_config, device, pa, lda, t, ka, k, qa, qs, t, 1, qa, 0)  # plain rows, no flags
         off64 = 1 if offsets.dtype is torch.int64 else 0
         runtime.launch(gemm, gemm_config, device, qa, qs, t, offsets.data_ptr(), off64, num_experts, pw, ps, ldsc,
                        n_padded * (k // 2), n_padded * ldsc, pc, ldc, n, k)

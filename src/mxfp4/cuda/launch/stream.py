@@ -58,6 +58,7 @@ class StreamLaunch(Launch):
         ws = torch.empty(self.workspace_bytes, dtype=torch.uint8, device=device)
         qa = ws.data_ptr()
         qs, flags, part = (qa + o for o in self.offsets[:3])
-        runtime.launch(quant, quant_config, device, pa, lda, m, ka, k, qa, qs, self.params.tokens, flags, self.grid)
+        runtime.launch(quant, quant_config, device, pa, lda, m, ka, k, qa, qs, self.params.tokens, self.params.mt,
+                       flags, self.grid)
         runtime.launch(gemm, gemm_config, device, qa, qs, pw, ps, ldsc, pc, ldc, m, n, k, part, flags)
         return out
