@@ -168,7 +168,7 @@ def variants_meet_special_values(kind: str, m: int, variants) -> None:
 
 def reads_fp16_and_float32_as_given(params, dtype) -> None:
     """gemm_a4w4 with the variant ``params`` on A of ``dtype`` (16x2112x2880, randn times 3.7) gives the
-    reference's bits (every family's quantizer reads the dtype itself; test_ops checks the plan's choices)."""
+    reference's bits (every family's quantizer reads the dtype itself; test_ops_kernels checks the plan's choices)."""
     a, w = large_m_operands(16, 2112, 2880, "randn")
     a = (a.float() * 3.7).to(dtype)
     wd = mxfp4.MXFP4Tensor(w.data.cuda(), w.scales.cuda(), w.shape, w.layout)

@@ -11,6 +11,7 @@ exactly is refused with a ValueError naming the field.
   one at a time without a memory map; the streamed, sharded writer.
 - ``quark.py``: the ``quantization_config`` rules (vLLM's and SGLang's), and the block written.
 - ``loader.py``: a checkpoint into a model built on any device, meta included (``mxfp4.quantize_``).
+  ``load_plan.py``: what it checks and decides before the model is touched.
 - ``save.py``: :func:`save`. ``gptoss.py``: GPT-OSS MXFP4 experts (``quantize_`` loads GPT-OSS checkpoints
   too: experts as :class:`mxfp4.moe.MXFP4Experts`, the rest as the model's own layers).
 """

@@ -13,7 +13,7 @@ import dataclasses
 
 import torch
 
-from .. import ops, plan, reference
+from .. import checks, ops, plan, reference
 from ..device import sm_count
 from ..tensor import Layout, MXFP4Tensor, prepare
 
@@ -176,7 +176,7 @@ def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, 
         raise TypeError(f"a must be a torch.Tensor, got {type(a).__name__}")
     if a.dim() != 2:
         raise ValueError(f"a must be 2-D [T, K] (tokens sorted by expert), got shape {tuple(a.shape)}")
-    ops.validate(a, w.expert(0), None)
+    checks.validate(a, w.expert(0), None)
     if a.requires_grad and torch.is_grad_enabled():
         raise ValueError("grouped_gemm_a4w4 is inference only (no autograd): call it under torch.no_grad()")
     if params is not None and not isinstance(params, plan.GroupedParams):
@@ -185,7 +185,7 @@ def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, 
         if not isinstance(bias, torch.Tensor) or bias.dim() != 2 or bias.shape[0] != w.num_experts:
             raise ValueError(f"bias must be a tensor [{w.num_experts}, {w.n}] (one row per expert), got "
                              f"{getattr(bias, 'shape', type(bias).__name__)}")
-        ops.validate_bias(bias[0], w.n, a.device)
+        checks.validate_bias(bias[0], w.n, a.device)
         if params is not None:
             raise ValueError("bias= and params= do not go together: the grouped kernel (params) writes bf16 only, "
                              "and a bias is added to each expert's float32 total")
