@@ -77,9 +77,9 @@ class StreamParams(_StreamK):
 
     def workspace_offsets(self, p: Problem, grid: int) -> tuple[int, int, int, int]:
         """The per-call workspace, in bytes from its start: (A's half-scales, the CTAs' flags, their
-        partial tiles, the end). A's int8 values [K/32][tokens][32] come first, then the half-scales
-        [K/32][tokens] float32, the flags [grid] u32 (to 256 bytes) and the partials [grid][tokens][16 g]
-        float32."""
+        partial tiles, the end). A's int8 values (K/32 blocks of tokens x 32) come first, then the
+        half-scales (K/32 blocks of tokens, float32; each block in quantize.cu's order for ``mt`` tiles),
+        the flags [grid] u32 (to 256 bytes) and the partials [grid][tokens][16 g] float32."""
         scales = self.tokens * p.k
         flags = scales + self.tokens * p.blocks * 4
         part = flags + -(-grid * 4 // 256) * 256
