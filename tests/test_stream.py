@@ -40,15 +40,18 @@ def test_shared_memory_is_the_kernels():
 def test_impossible_variants_do_not_compile():
     with pytest.raises(jit.CompileError, match="G must be even"):
         jit.compile_cubin("gemm_stream.cu", dict(MT=1, G=3, KW=1, KS=8, STAGES=2))
+    with pytest.raises(jit.CompileError, match="KW must be a power of 2"):
+        jit.compile_cubin("gemm_stream.cu", dict(MT=1, G=2, KW=3, KS=24, STAGES=2))
     with pytest.raises(jit.CompileError, match="exceeds the 227 KiB"):
         jit.compile_cubin("gemm_stream.cu", dict(MT=4, G=8, KW=2, KS=16, STAGES=6))
 
 
 def split_tiles(tiles: int, chunks: int, grid: int) -> dict[int, list[int]]:
-    """The kernel's split, written again from its comment: CTA i takes units [U i / grid, U (i + 1) / grid);
-    a tile it holds whole it stores; the CTA holding a tile's last unit adds the partials of the CTAs
-    before it that hold some of the tile (cta_of(first unit) .. itself), in CTA order. Returns, per
-    tile, the chunks in the order they are added."""
+    """The kernels' split (csrc/streamk.cuh), written again from its comment, over ``chunks`` pieces a tile
+    (the streaming GEMM's slices of 8 blocks, the banded GEMM's units): CTA i takes pieces [U i / grid,
+    U (i + 1) / grid); a tile it holds whole it stores; the CTA holding a tile's last piece adds the partials
+    of the CTAs before it that hold some of the tile (cta_of(first piece) .. itself), in CTA order. Returns,
+    per tile, the pieces in the order they are added."""
     units = tiles * chunks
     ranges = [(units * i // grid, units * (i + 1) // grid) for i in range(grid)]
     last_partial = {}  # CTA -> the chunks of its last, unfinished tile
@@ -79,6 +82,40 @@ def test_split_adds_every_chunk_of_every_tile_once():
         summed = split_tiles(tiles, chunks, grid)
         assert sorted(summed) == list(range(tiles))
         assert all(v == list(range(chunks)) for v in summed.values())  # in K order, each once
+
+
+def stream_units(s_begin: int, s_end: int, spt: int, nblk: int, ks: int, sl: int) -> list[tuple[int, int, int]]:
+    """gemm_stream.cu's Walk over a CTA's slices [s_begin, s_end) of ``sl`` blocks (max(8, 4 kw), or ks where
+    the CTAs hold fewer than 12 units each): (tile, first block, blocks) of each unit."""
+    units, s = [], s_begin
+    t, o = divmod(s_begin, spt)
+    left = ks // sl - o % (ks // sl)
+    while s < s_end:
+        n = min(left, spt - o, s_end - s)
+        units.append((t, o * sl, min(n * sl, nblk - o * sl)))
+        s, o, left = s + n, o + n, ks // sl
+        if o == spt:
+            t, o = t + 1, 0
+    return units
+
+
+def test_stream_units_cover_each_range_in_chunks():
+    """Every block of every tile once, in K order, by units inside one chunk of ks blocks; only a range's
+    first and last unit (or a tile's last chunk) short; a whole unit begins at its chunk."""
+    rng = random.Random(6)
+    for _ in range(2000):
+        tiles, nblk, ks = rng.randint(1, 60), 2 * rng.randint(1, 150), rng.choice((8, 16, 32))
+        sl = rng.choice([s for s in (8, 16, 32) if ks % s == 0])  # max(8, 4 kw)
+        spt = -(-nblk // sl)
+        grid = rng.randint(1, min(264, tiles * -(-nblk // ks)))
+        slices, seen = tiles * spt, []
+        for i in range(grid):
+            units = stream_units(slices * i // grid, slices * (i + 1) // grid, spt, nblk, ks, sl)
+            for j, (t, kb0, nb) in enumerate(units):
+                assert 0 < nb <= ks and kb0 // ks == (kb0 + nb - 1) // ks  # inside one chunk
+                assert nb == ks and kb0 % ks == 0 or j in (0, len(units) - 1) or kb0 + nb == nblk
+                seen += [(t, b) for b in range(kb0, kb0 + nb)]
+        assert seen == [(t, b) for t in range(tiles) for b in range(nblk)]
 
 
 def prmt(a: int, b: int, s: int) -> int:
@@ -126,6 +163,7 @@ def test_heuristic(m, n, k):
 def test_bad_params_name_the_rule():
     for bad, rule in ((plan.StreamParams(3), "mt must be"), (plan.StreamParams(g=3), "g must be even"),
                       (plan.StreamParams(ks=12), "ks must be"),
+                      (plan.StreamParams(kw=3, ks=24), "kw must be a power of 2"),
                       (plan.StreamParams(2, 8, 2, 16, 8), "shared memory"),
                       (plan.StreamParams(2, one_token=True), "one_token needs mt 1")):
         with pytest.raises(ValueError, match=rule):

@@ -9,8 +9,8 @@ from .problem import SMEM_LIMIT, Problem, _with_output
 
 class _StreamK:
     """What the two weight-streaming GEMMs' parameter sets share (``StreamParams``, ``BandParams``): 8 * mt
-    token rows, and the stream-K split of a problem into units of a tile (``rows``) by ``ks`` blocks over
-    the grid (csrc/streamk.cuh)."""
+    token rows, and the grid of the stream-K split (csrc/streamk.cuh) of a problem's units, a tile
+    (``rows``) by ``ks`` blocks (the streaming GEMM splits at slices of max(8, 4 kw) blocks, the banded GEMM at units)."""
 
     @property
     def tokens(self) -> int:
@@ -33,7 +33,9 @@ class StreamParams(_StreamK):
     mt: token rows held, 8 * mt (M <= 8 * mt); g: 16-row weight groups of a tile (even); kw: consumer
     warps that share a group (g * kw consumer warps and a producer warp a CTA); ks: K blocks of a unit
     (a multiple of 8), the ring's stage; stages: the ring's depth. The grid is one CTA an SM (or one
-    a unit, when there are fewer), each taking an equal share of the units (a tile by ks blocks).
+    a unit, when there are fewer), each taking an equal share of the tiles' blocks: to max(8, 4 kw)
+    blocks where each CTA holds 12 units or more (its range's first and last unit can then be short),
+    else to a unit.
     sign_split: the weight codes' signs split over two MMAs (the positive codes' magnitudes
     and the negative ones', each one byte-permute for 4 codes) instead of one MMA on codes converted
     to signed int8 (three byte-permutes and three more integer instructions for 4 codes). out_f32:
@@ -91,6 +93,7 @@ class StreamParams(_StreamK):
             (self.g >= 2 and self.g % 2 == 0, "g must be even (a tile holds whole 32-row scale units)"),
             (self.kw >= 1 and self.ks % 8 == 0 and self.ks > 0 and self.ks % (4 * self.kw) == 0,
              "ks must be a positive multiple of 8 and of 4 kw (a warp's blocks of a unit, in rounds of 4)"),
+            (self.kw & (self.kw - 1) == 0, "kw must be a power of 2 (a CTA's share is whole rounds of 4 kw blocks)"),
             (self.stages >= 2, "stages must be at least 2"),
             (not self.one_token or self.mt == 1, "one_token needs mt 1"),
             (self.threads <= 1024, "g * kw + 1 warps must be at most 32"),

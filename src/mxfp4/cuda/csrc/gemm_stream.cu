@@ -7,10 +7,16 @@
 // too; rows M..TOK-1 zeros) and zeroes the GEMM's fix-up flags. Its first instruction lets the GEMM
 // launch, so the GEMM's first weight copies overlap it.
 //
-// mxfp4_gemm_stream: the work is cut into units, one unit = a tile of ROWS = 16 * G weight rows by KS
-// blocks of K, numbered tile-major (a tile's K chunks in order); CTA i of the grid takes units
-// [U * i / grid, U * (i + 1) / grid) (stream-K: every CTA the same share to one unit, whatever the
-// shape). Warp roles: CWARPS = G * KW consumer warps and one producer warp, whose lanes issue each
+// mxfp4_gemm_stream: the work is cut into slices, one slice = a tile of ROWS = 16 * G weight rows by sl
+// blocks of K, numbered tile-major (a tile's slices in K order); CTA i of the grid takes slices
+// [S * i / grid, S * (i + 1) / grid) (stream-K: every CTA the same share to one slice, whatever the
+// shape), in units: a unit is the slices of one chunk of KS blocks of a tile (chunks counted from the
+// tile's start) that the CTA holds, so only a range's first and last unit can be short. sl is SLICE (8, a
+// scale unit's blocks, or a round of every warp's, 4 KW, if more) where the CTAs hold 12 units or more
+// each, else KS (a slice a unit): H100, 16x8192x28672 (13.6 units a CTA) 65.9 us against 68.1 on
+// units, 1x57344x8192 (27) 101.3 against 103.1; 1x8192x8192 (7.8) 27.6 against 26.3, a short unit's
+// stage costing more than the last unit's imbalance saves. Warp roles: CWARPS = G * KW consumer warps
+// and one producer warp, whose lanes issue each
 // unit's bulk copies side by side into a ring of STAGES stages (the tile's G row groups of codes,
 // each a contiguous run in the shuffled layout; its 32-row scale units; A's int8 values and
 // half-scales of the unit's blocks from the workspace, L2-resident), completing on the stage's
@@ -25,7 +31,7 @@
 // A's half-scale to a float32 total (mx::block_sums, mma.cuh).
 // At a tile's end the KW warps' totals are added in warp order through shared memory; a tile the
 // CTA holds whole is rounded once and stored. A tile split between CTAs (at most the first and the
-// last of a CTA's range) is summed by the CTA holding its last unit (the owner): the others store
+// last of a CTA's range) is summed by the CTA holding its last slice (the owner): the others store
 // their partials in the workspace and set a flag; the owner, after its whole range, waits for the
 // flags of those CTAs (all of lower index, so all already running) and adds the partials in CTA
 // order, its own last, then rounds once. Deterministic: a shape always cuts the same way.
@@ -54,12 +60,14 @@ constexpr int CWARPS = G * KW;      // consumer warps
 constexpr int CTHREADS = CWARPS * 32;
 constexpr int THREADS = CTHREADS + 32;  // and the producer warp
 constexpr int RP = ROWS + 4;        // row pitch of the totals in shared memory (floats; no bank conflicts)
+constexpr int SLICE = 4 * KW > 8 ? 4 * KW : 8;  // blocks a slice: whole scale units, whole rounds (KW a power of 2)
 
 static_assert(MT == 1 || MT == 2 || MT == 4 || MT == 8, "MT must be 1, 2, 4 or 8");
 static_assert(G % 2 == 0 && G >= 2, "G must be even: a tile holds whole 32-row scale units");
 static_assert(KS % 8 == 0 && KS % (4 * KW) == 0,
               "KS must be a multiple of 8 (a scale chunk) and of 4 KW (a warp's blocks of a unit in rounds of 4)");
 static_assert(STAGES >= 2, "at least two stages");
+static_assert((KW & (KW - 1)) == 0, "KW must be a power of 2 (a slice holds whole scale units and rounds)");
 static_assert(!ONE_TOKEN || MT == 1, "ONE_TOKEN is a one-token-tile variant");
 static_assert(THREADS <= 1024, "at most 1024 threads");
 static_assert(G + G / 2 <= 30, "the producer warp's lanes 0 .. 1.5 G - 1 issue a unit's weight copies, 30 and 31 A's");
@@ -87,11 +95,57 @@ extern "C" __constant__ u32 mxfp4_stream_smem_bytes = Smem::BYTES;
 
 namespace {
 
+// A unit: tile t, its first block kb0 and nb blocks.
+struct Unit {
+  int t, kb0, nb;
+};
+
+// A CTA's slice range [s, end) walked unit by unit (slices of sl blocks, spt a tile; nblk blocks of K):
+// slice s is slice o of tile t, and left slices remain to its chunk's end (a range may begin inside a
+// chunk; every later unit begins at one). Divides once, not a unit.
+struct Walk {
+  long long s, end;
+  int t, o, left, sl, spt, nblk;
+  __device__ __forceinline__ Walk(long long s0, long long e, int sl_, int spt_, int nblk_)
+      : s(s0), end(e), sl(sl_), spt(spt_), nblk(nblk_) {
+    t = (int)(s0 / spt_);
+    o = (int)(s0 - (long long)t * spt_);
+    left = KS / sl_ - o % (KS / sl_);
+  }
+  // The next unit (the range's first slice not walked yet): the rest of its chunk, tile and range.
+  __device__ __forceinline__ Unit next() {
+    const int n = (int)min((long long)min(left, spt - o), end - s);
+    const Unit u = {t, o * sl, min(n * sl, nblk - o * sl)};
+    s += n;
+    o += n;
+    if (o == spt) ++t, o = 0;
+    left = KS / sl;
+    return u;
+  }
+};
+
+// Blocks b0, b0 + KW, b0 + 2 KW, b0 + 3 KW of row group gi into acc, as unit_blocks' fold takes them: the
+// lanes of a row pair decode one block's starts each (lane t of the four the block b0 + t KW) and pass
+// them round; every start's scale byte is <= 232.
+__device__ __forceinline__ void fold_round(const u8 *wst, const u8 *ast, const float *sast, int b0, u32 e0, u32 e1,
+                                           u32 tab, float (&acc)[MT][4]) {
+  const u32 c0 = mx::fold_start(e0), c1 = mx::fold_start(e1);
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const int b = b0 + q * KW;
+    mx::block_sums<MT, SIGN_SPLIT, ONE_TOKEN, true>(wst + b * 256, ast + b * TOK * 32, sast + b * TOK,
+                                                    __shfl_sync(0xffffffffu, c0, q, 4),
+                                                    __shfl_sync(0xffffffffu, c1, q, 4), 0.0f, 0.0f, tab, acc);
+  }
+}
+
 // Adds one unit's blocks [kw, kw + KW, ... < nb) of row group gi into acc. A whole unit (nb == KS) whose
 // warp's weight scale bytes are all <= 232 takes the fold: the four lanes of a row pair decode the
 // accumulator starts of four blocks, one each, and pass them round by shuffles (each scale decoded once
-// a warp, not four times). Otherwise (a unit's last blocks, or a scale of 2**105 and up, or NaN) the
-// blocks one by one, each lane decoding its rows' half-scales.
+// a warp, not four times), the unit's rounds unrolled. A short unit of whole rounds (a range's first or
+// last) folds round by round, each round's scales voted on. Otherwise (a tile's last blocks short of a
+// round, or a scale of 2**105 and up, or NaN) the blocks one by one, each lane decoding its rows'
+// half-scales.
 __device__ __forceinline__ void unit_blocks(const u8 *stage, int gi, int kw, int nb, float (&acc)[MT][4]) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const u8 *wst = stage + gi * KS * 256 + g * 16 + t * 4;         // this lane's fragment bytes of block 0
@@ -114,21 +168,22 @@ __device__ __forceinline__ void unit_blocks(const u8 *stage, int gi, int kw, int
     }
     if (!__any_sync(0xffffffffu, big)) {
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const u32 c0 = mx::fold_start(e0[r]), c1 = mx::fold_start(e1[r]);
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const int b = kw + (4 * r + q) * KW;
-          mx::block_sums<MT, SIGN_SPLIT, ONE_TOKEN, true>(
-              wst + b * 256, ast + b * TOK * 32, sast + b * TOK, __shfl_sync(0xffffffffu, c0, q, 4),
-              __shfl_sync(0xffffffffu, c1, q, 4), 0.0f, 0.0f, tab, acc);
-        }
-      }
+      for (int r = 0; r < R; ++r) fold_round(wst, ast, sast, kw + 4 * r * KW, e0[r], e1[r], tab, acc);
       return;
     }
   }
+  int b = kw;
+  if (nb < KS) {  // a range's first or last unit: whole rounds folded one by one
 #pragma unroll 1
-  for (int b = kw; b < nb; b += KW)
+    for (; b + 3 * KW < nb; b += 4 * KW) {
+      const int so = scale_off(b + t * KW);
+      const u32 e0 = sst[so], e1 = sst[so + 32];
+      if (__any_sync(0xffffffffu, max(e0, e1) > 232u)) break;
+      fold_round(wst, ast, sast, b, e0, e1, tab, acc);
+    }
+  }
+#pragma unroll 1
+  for (; b < nb; b += KW)
     mx::block_sums<MT, SIGN_SPLIT, ONE_TOKEN, false>(wst + b * 256, ast + b * TOK * 32, sast + b * TOK, 0x4B400000u,
                                                      0x4B400000u, mx::half_scale(sst[scale_off(b)]),
                                                      mx::half_scale(sst[scale_off(b) + 32]), tab, acc);
@@ -158,10 +213,10 @@ mxfp4_gemm_stream(const u8 *__restrict__ qa, const float *__restrict__ qs, const
   u64 *empty = full + STAGES;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int nblk = K >> 5, chunks = (nblk + KS - 1) / KS, tiles = (N + ROWS - 1) / ROWS;
-  const long long units = (long long)tiles * chunks;
-  const int cta = blockIdx.x, grid = gridDim.x;
-  const long long u_begin = units * cta / grid, u_end = units * (cta + 1) / grid;
+  const int nblk = K >> 5, tiles = (N + ROWS - 1) / ROWS, cta = blockIdx.x, grid = gridDim.x;
+  const int sl = (long long)tiles * ((nblk + KS - 1) / KS) >= 12LL * grid ? SLICE : KS, spt = (nblk + sl - 1) / sl;
+  const long long slices = (long long)tiles * spt;
+  const long long s_begin = slices * cta / grid, s_end = slices * (cta + 1) / grid;
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -173,17 +228,15 @@ mxfp4_gemm_stream(const u8 *__restrict__ qa, const float *__restrict__ qs, const
   __syncthreads();
 
   if (warp == CWARPS) {  // ---- the producer warp: its lanes issue a unit's copies side by side
-    if (u_begin == u_end) return;
-    const int nunits = (int)(u_end - u_begin);
-    // Unit u_begin + i into stage i % STAGES. Lane 0 sets the stage's byte count (weight, before the
+    if (s_begin == s_end) return;
+    // The range's i-th unit into stage i % STAGES. Lane 0 sets the stage's byte count (weight, before the
     // quantizer is waited for, and A); then lane c < G issues group c's codes, lane G + c scale unit c,
     // and (with A) lanes 30 and 31 A's values and half-scales: one thread issuing a unit's 2 + 1.5 G
     // copies one after another kept the ring from filling (H200: units of 16 blocks 1.2x slower than
     // units of 32 at 1x57344x8192).
-    auto issue = [&](int i, bool with_weight, bool with_a) {
-      const long long u = u_begin + i;
-      const int t = (int)(u / chunks), kb0 = (int)(u % chunks) * KS, nb = min(KS, nblk - kb0);
-      const int n0 = t * ROWS, groups = min(G, (N - n0) >> 4), sunits = (groups + 1) >> 1;
+    auto issue = [&](int i, const Unit &q, bool with_weight, bool with_a) {
+      const int kb0 = q.kb0, nb = q.nb;
+      const int n0 = q.t * ROWS, groups = min(G, (N - n0) >> 4), sunits = (groups + 1) >> 1;
       u8 *st = ring + (i % STAGES) * Smem::STAGE;
       u64 *bar = &full[i % STAGES];
       if (with_weight) {
@@ -205,13 +258,15 @@ mxfp4_gemm_stream(const u8 *__restrict__ qa, const float *__restrict__ qs, const
           mx::bulk_copy(st + Smem::W + Smem::SC + Smem::A8, qs + (long long)kb0 * TOK, (u32)(nb * TOK * 4), bar);
       }
     };
-    const int first = min(STAGES, nunits);
-    for (int i = 0; i < first; ++i) issue(i, true, false);
+    Walk w(s_begin, s_end, sl, spt, nblk), wa = w;
+    int first = 0;
+    for (; first < STAGES && w.s < s_end; ++first) issue(first, w.next(), true, false);
     mx::pdl_wait();  // A and the zeroed flags are the quantizer's
-    for (int i = 0; i < first; ++i) issue(i, false, true);
-    for (int i = first; i < nunits; ++i) {
+    for (int i = 0; i < first; ++i) issue(i, wa.next(), false, true);
+    for (int i = first; w.s < s_end; ++i) {
+      const Unit q = w.next();
       mx::mbar_wait(&empty[i % STAGES], mx::ring_parity<STAGES>(i) ^ 1);  // the stage's previous unit is consumed
-      issue(i, true, true);
+      issue(i, q, true, true);
     }
     return;
   }
@@ -220,19 +275,18 @@ mxfp4_gemm_stream(const u8 *__restrict__ qa, const float *__restrict__ qs, const
   const int gi = warp % G, kw = warp / G;
   float acc[MT][4];
   int owned = -1;  // the tile whose partial `own` holds (the CTA's first tile, begun by another CTA)
-  int i = 0;       // units consumed: unit u_begin + i sits in stage i % STAGES
-  for (long long u = u_begin; u < u_end;) {
-    const int t = (int)(u / chunks);
-    const long long t0 = (long long)t * chunks, t1 = t0 + chunks, stop = min(u_end, t1);
+  int i = 0;       // units consumed: the range's i-th unit sits in stage i % STAGES
+  for (Walk w(s_begin, s_end, sl, spt, nblk); w.s < s_end;) {
+    const int t = w.t;
+    const long long t0 = w.s - w.o, t1 = t0 + spt;
     const bool live = t * ROWS + gi * 16 < N;
 #pragma unroll
     for (int j = 0; j < MT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-    for (; u < stop; ++u, ++i) {
-      const int s = i % STAGES;
-      mx::mbar_wait(&full[s], mx::ring_parity<STAGES>(i));
-      const int nb = min(KS, nblk - (int)(u - t0) * KS);
-      if (live) unit_blocks(ring + s * Smem::STAGE, gi, kw, nb, acc);
-      mx::mbar_arrive(&empty[s]);
+    for (; w.s < s_end && w.t == t; ++i) {
+      const int nb = w.next().nb, st = i % STAGES;
+      mx::mbar_wait(&full[st], mx::ring_parity<STAGES>(i));
+      if (live) unit_blocks(ring + st * Smem::STAGE, gi, kw, nb, acc);
+      mx::mbar_arrive(&empty[st]);
     }
 
     // The tile's end in this CTA: the KW warps' totals in warp order, then stored, owned or handed on.
@@ -244,7 +298,7 @@ mxfp4_gemm_stream(const u8 *__restrict__ qa, const float *__restrict__ qs, const
         red[(kw * TOK + j * 8 + 2 * tq + (e & 1)) * RP + gi * 16 + g + 8 * (e >> 1)] = acc[j][e];
     consumer_sync();
     const int n0 = t * ROWS;
-    const bool whole = t0 >= u_begin && t1 <= u_end, last = t1 <= u_end;
+    const bool whole = t0 >= s_begin && t1 <= s_end, last = t1 <= s_end;
     for (int p = tid; p < TOK * ROWS / 2; p += CTHREADS) {
       const int tok = p / (ROWS / 2), r = 2 * (p % (ROWS / 2));
       if (tok >= M || n0 + r >= N) continue;
@@ -268,9 +322,9 @@ mxfp4_gemm_stream(const u8 *__restrict__ qa, const float *__restrict__ qs, const
   }
 
   if (owned >= 0) {  // the first tile: the partials of the CTAs before, in order, then this CTA's
-    const long long t0 = (long long)owned * chunks;
-    const int first = mx::streamk_cta_of(t0, units, grid);
-    if (tid == 0) mx::streamk_wait(flags, first, cta, units, grid);
+    const long long t0 = (long long)owned * spt;
+    const int first = mx::streamk_cta_of(t0, slices, grid);
+    if (tid == 0) mx::streamk_wait(flags, first, cta, slices, grid);
     consumer_sync();
     const int n0 = owned * ROWS;
     mx::streamk_add_partials<TOK, ROWS, float2>(
