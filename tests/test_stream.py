@@ -86,7 +86,7 @@ def test_split_adds_every_chunk_of_every_tile_once():
 
 def stream_units(s_begin: int, s_end: int, spt: int, nblk: int, ks: int, sl: int) -> list[tuple[int, int, int]]:
     """gemm_stream.cu's Walk over a CTA's slices [s_begin, s_end) of ``sl`` blocks (max(8, 4 kw), or ks where
-    the CTAs hold fewer than 12 units each): (tile, first block, blocks) of each unit."""
+    the CTAs hold fewer than 8 units each): (tile, first block, blocks) of each unit."""
     units, s = [], s_begin
     t, o = divmod(s_begin, spt)
     left = ks // sl - o % (ks // sl)

@@ -34,7 +34,7 @@ class StreamParams(_StreamK):
     warps that share a group (g * kw consumer warps and a producer warp a CTA); ks: K blocks of a unit
     (a multiple of 8), the ring's stage; stages: the ring's depth. The grid is one CTA an SM (or one
     a unit, when there are fewer), each taking an equal share of the tiles' blocks: to max(8, 4 kw)
-    blocks where each CTA holds 12 units or more (its range's first and last unit can then be short),
+    blocks where each CTA holds 8 units or more (its range's first and last unit can then be short),
     else to a unit.
     sign_split: the weight codes' signs split over two MMAs (the positive codes' magnitudes
     and the negative ones', each one byte-permute for 4 codes) instead of one MMA on codes converted

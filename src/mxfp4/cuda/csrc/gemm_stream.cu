@@ -12,11 +12,11 @@
 // [S * i / grid, S * (i + 1) / grid) (stream-K: every CTA the same share to one slice, whatever the
 // shape), in units: a unit is the slices of one chunk of KS blocks of a tile (chunks counted from the
 // tile's start) that the CTA holds, so only a range's first and last unit can be short. sl is SLICE (8, a
-// scale unit's blocks, or a round of every warp's, 4 KW, if more) where the CTAs hold 12 units or more
-// each, else KS (a slice a unit): H100, 16x8192x28672 (13.6 units a CTA) 65.9 us against 68.1 on
-// units, 1x57344x8192 (27) 101.3 against 103.1; 1x8192x8192 (7.8) 27.6 against 26.3, a short unit's
-// stage costing more than the last unit's imbalance saves. Warp roles: CWARPS = G * KW consumer warps
-// and one producer warp, whose lanes issue each
+// scale unit's blocks, or a round of every warp's, 4 KW, if more) where the CTAs hold 8 units or more
+// each, else KS (a slice a unit). H100, same runs, against units: 16x8192x28672 (13.6 units a CTA) 65.6
+// us against 68.4, 16x57344x8192 (27) 113.0 against 116.0, 32x10240x8192 (9.7) 40.6 against 42.0 (on
+// units from 12 units a CTA); from 7.8 units a CTA down (1x8192x8192, 1x2304x16384) slices gained
+// nothing. Warp roles: CWARPS = G * KW consumer warps and one producer warp, whose lanes issue each
 // unit's bulk copies side by side into a ring of STAGES stages (the tile's G row groups of codes,
 // each a contiguous run in the shuffled layout; its 32-row scale units; A's int8 values and
 // half-scales of the unit's blocks from the workspace, L2-resident), completing on the stage's
@@ -214,7 +214,7 @@ mxfp4_gemm_stream(const u8 *__restrict__ qa, const float *__restrict__ qs, const
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int nblk = K >> 5, tiles = (N + ROWS - 1) / ROWS, cta = blockIdx.x, grid = gridDim.x;
-  const int sl = (long long)tiles * ((nblk + KS - 1) / KS) >= 12LL * grid ? SLICE : KS, spt = (nblk + sl - 1) / sl;
+  const int sl = (long long)tiles * ((nblk + KS - 1) / KS) >= 8LL * grid ? SLICE : KS, spt = (nblk + sl - 1) / sl;
   const long long slices = (long long)tiles * spt;
   const long long s_begin = slices * cta / grid, s_end = slices * (cta + 1) / grid;
 
