@@ -142,10 +142,10 @@ __device__ __forceinline__ void fold_round(const u8 *wst, const u8 *ast, const f
 // Adds one unit's blocks [kw, kw + KW, ... < nb) of row group gi into acc. A whole unit (nb == KS) whose
 // warp's weight scale bytes are all <= 232 takes the fold: the four lanes of a row pair decode the
 // accumulator starts of four blocks, one each, and pass them round by shuffles (each scale decoded once
-// a warp, not four times), the unit's rounds unrolled. A short unit of whole rounds (a range's first or
-// last) folds round by round, each round's scales voted on. Otherwise (a tile's last blocks short of a
-// round, or a scale of 2**105 and up, or NaN) the blocks one by one, each lane decoding its rows'
-// half-scales.
+// a warp, not four times), the unit's rounds unrolled. A short unit (a range's first or last, or a
+// tile's last chunk) folds its whole rounds one by one, each round's scales voted on. The rest (a unit
+// with a scale of 2**105 and up, or NaN, from that round on; blocks short of a round) block by block,
+// each lane decoding its rows' half-scales.
 __device__ __forceinline__ void unit_blocks(const u8 *stage, int gi, int kw, int nb, float (&acc)[MT][4]) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const u8 *wst = stage + gi * KS * 256 + g * 16 + t * 4;         // this lane's fragment bytes of block 0
@@ -173,7 +173,7 @@ __device__ __forceinline__ void unit_blocks(const u8 *stage, int gi, int kw, int
     }
   }
   int b = kw;
-  if (nb < KS) {  // a range's first or last unit: whole rounds folded one by one
+  if (nb < KS) {  // a short unit: its whole rounds folded one by one
 #pragma unroll 1
     for (; b + 3 * KW < nb; b += 4 * KW) {
       const int so = scale_off(b + t * KW);
