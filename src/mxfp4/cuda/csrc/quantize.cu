@@ -23,13 +23,14 @@ extern "C" __global__ void mxfp4_quantize(const u16 *__restrict__ A, int lda, u8
 
 // One thread a quarter block of A's token rows 0..rows-1 (rows M.. quantize zeros), in row-major order.
 // A [M, Ka] (row stride lda elements) is read as [M, K] with zero blocks past Ka (the weight's K
-// padding). A block b's rows are written in groups of 8 * tiles (rows a multiple of it), row r = r0 +
-// g + 8 j of its group (g < 8, j < tiles) as an MMA's column operand reaches lane (g, t) of tiles
-// token tiles: quarter q of its int8 values (8, twice the e2m1 values) at as8 byte (b * rows + r0) * 32
-// + (g * 4 + q) * 8 tiles + 8 j, its half-scale at sa[b * rows + r0 + ((g >> 1) * tiles + j) * 2 + (g & 1)],
-// so lane (g, t) reads its tiles' values and half-scales in one run each. tiles 1: plain row-major
-// ([K/32][rows][32] and [K/32][rows]). Zeroes flags[0, nflags). Its first instruction lets the GEMM
-// that depends on it launch (programmatic dependent launch).
+// padding). A block b's rows are written in groups of 8 * tiles (rows a multiple of it if tiles > 1),
+// row r = r0 + g + 8 j of its group (g < 8, j < tiles) as an MMA's column operand reaches lane (g, t)
+// of tiles token tiles: quarter q of its int8 values (8, twice the e2m1 values) at as8 byte
+// (b * rows + r0) * 32 + (g * 4 + q) * 8 tiles + 8 j, its half-scale at
+// sa[b * rows + r0 + ((g >> 1) * tiles + j) * 2 + (g & 1)], so lane (g, t) reads its tiles' values and
+// half-scales in one run each. tiles 1: plain row-major ([K/32][rows][32] and [K/32][rows]). Zeroes
+// flags[0, nflags). Its first instruction lets the GEMM that depends on it launch (programmatic
+// dependent launch).
 extern "C" __global__ void __launch_bounds__(256)
 mxfp4_quantize_tokens(const a_t *__restrict__ A, int lda, int M, int Ka, int K, u8 *__restrict__ as8,
                       float *__restrict__ sa, int rows, int tiles, u32 *__restrict__ flags, int nflags) {
