@@ -1,8 +1,8 @@
 // Distributed shared memory: the address in CTA `rank` of this cluster of an offset in our shared
 // memory, and the loads and stores there (each a separate asm statement, so that a caller orders its
-// address maps and accesses as it needs; the cluster's barriers are in mxfp4.cuh).
+// address maps and accesses as it needs; the cluster's barriers are in hopper.cuh).
 #pragma once
-#include "mxfp4.cuh"
+#include "hopper.cuh"
 
 namespace mx {
 

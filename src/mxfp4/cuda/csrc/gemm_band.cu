@@ -38,6 +38,7 @@
 //
 // A tile split between CTAs (at most the first and last of a CTA's range) is summed by its owner, the
 // partials in CTA order (csrc/streamk.cuh).
+#include "hopper.cuh"
 #include "streamk.cuh"
 #include "wgmma.cuh"
 

@@ -30,6 +30,7 @@
 // the K/32 block terms are added in float32 in a fixed order, then rounded to bf16.
 #include "cluster.cuh"
 #include "grouped.cuh"
+#include "hopper.cuh"
 #include "mma.cuh"
 
 #ifndef MT

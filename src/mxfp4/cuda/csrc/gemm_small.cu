@@ -41,6 +41,7 @@
 // float32 in a fixed order (KB - 1 roundings of at most 2**-24 of the running magnitude), rounded once
 // to bf16 (OUT_F32: stored unrounded). Domain: -147 <= ea + ew <= 112 for every block.
 #include "cluster.cuh"
+#include "hopper.cuh"
 #include "mma.cuh"
 
 #ifndef WG

@@ -39,6 +39,7 @@
 // Numerics: every block sum and every scaling is exact (inside the domain -147 <= ea + ew <= 112);
 // the K/32 block terms are added in float32 in a fixed order, then rounded to bf16 (OUT_F32: stored
 // as the float32 total).
+#include "hopper.cuh"
 #include "mma.cuh"
 #include "streamk.cuh"
 

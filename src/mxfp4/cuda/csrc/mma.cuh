@@ -8,6 +8,33 @@
 
 namespace mx {
 
+// D = A (16x32 s8, row) * B (32x8 s8, col), int32 (C = 0: no accumulator registers to set up).
+__device__ __forceinline__ void mma_s8_zero(int (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%10,%10,%10};"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
+}
+
+// x in a register of each thread: the compiler can neither fold it to a constant nor hold it in a
+// uniform register (a byte-permute's first source must be a thread register; a constant there is
+// otherwise copied from a uniform register before every use).
+__device__ __forceinline__ u32 thread_register(u32 x) {
+  u32 z = threadIdx.x;
+  asm volatile("" : "+r"(z));
+  return x | (z & 0x80000000u);  // z < 1024: x itself
+}
+
+// mma.sync m16n8k32 s8 with the accumulator of row g starting at c0 and of row g + 8 at c1.
+__device__ __forceinline__ void mma_s8_rows(int (&d)[4], const u32 (&a)[4], u32 b0, u32 b1, u32 c0, u32 c1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%10,%11,%11};"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c0), "r"(c1));
+}
+
 // Lane (g, t)'s row operand of one block from its two words of codes as aiter's (16, 16) shuffle
 // stores them (lo: row g, hi: row g + 8; a word's low four codes k 4t.., its high four k 16 + 4t..):
 // int8 twice the e2m1 values, three byte-permutes for 4 codes.

@@ -6,7 +6,7 @@
 //   (gemm_stream.cu), and its fix-up flags zeroed.
 // - mxfp4_quantize_bands: A (the same dtypes) into the banded GEMM's operand (gemm_band.cu): its bands,
 //   their half-scales and masks; and the GEMM's fix-up flags zeroed.
-#include "mxfp4.cuh"
+#include "hopper.cuh"
 
 extern "C" __global__ void mxfp4_quantize(const u16 *__restrict__ A, int lda, u8 *__restrict__ codes,
                                           u8 *__restrict__ scales, int M, int K) {

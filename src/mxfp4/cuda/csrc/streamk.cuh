@@ -4,7 +4,7 @@
 // a flag released); the owner, after its whole range, waits for the flags of the CTAs before it that hold
 // some of the tile (all of lower index, so all already running) and adds their partials in CTA order.
 #pragma once
-#include "mxfp4.cuh"
+#include "hopper.cuh"
 
 namespace mx {
 

@@ -3,7 +3,7 @@
 // large-M kernels (gemm_wgmma.cu), the banded GEMM (gemm_band.cu, whose weight operand comes from
 // registers: wgmma_rs_s8) and the int8 peak (wgmma_peak.cu).
 #pragma once
-#include "mxfp4.cuh"
+#include "hopper.cuh"
 
 namespace mx {
 
