@@ -20,8 +20,8 @@
 // unit's bulk copies side by side into a ring of STAGES stages (the tile's G row groups of codes,
 // each a contiguous run in the shuffled layout; its 32-row scale units; A's int8 values and
 // half-scales of the unit's blocks from the workspace, L2-resident), completing on the stage's
-// mbarrier; every consumer thread releases its own reads of a stage. The weight copies of the first
-// STAGES units go out before the producer waits for the quantizer.
+// mbarrier; every consumer thread releases its own reads of a stage. At most INFLIGHT units are on the
+// way at a time; the weight copies of the first go out before the producer waits for the quantizer.
 // Consumer warp (gi, kw) takes row group gi and the blocks kw, kw + KW, ... of each unit: the four
 // lanes of a row pair decode four blocks' weight scales (as accumulator starts, mx::fold_start) and
 // share them by shuffles; the codes to int8 (SIGN_SPLIT: one byte-permute a 4 codes for the positive
@@ -62,6 +62,7 @@ constexpr int CTHREADS = CWARPS * 32;
 constexpr int THREADS = CTHREADS + 32;  // and the producer warp
 constexpr int RP = ROWS + 4;        // row pitch of the totals in shared memory (floats; no bank conflicts)
 constexpr int SLICE = 4 * KW > 8 ? 4 * KW : 8;  // blocks a slice: whole scale units, whole rounds (KW a power of 2)
+constexpr int INFLIGHT = STAGES < 2 ? STAGES : 2;  // units a CTA has on the way (issued, not yet arrived) at most
 
 static_assert(MT == 1 || MT == 2 || MT == 4 || MT == 8, "MT must be 1, 2, 4 or 8");
 static_assert(G % 2 == 0 && G >= 2, "G must be even: a tile holds whole 32-row scale units");
@@ -259,14 +260,19 @@ mxfp4_gemm_stream(const u8 *__restrict__ qa, const float *__restrict__ qs, const
           mx::bulk_copy(st + Smem::W + Smem::SC + Smem::A8, qs + (long long)kb0 * TOK, (u32)(nb * TOK * 4), bar);
       }
     };
+    // Unit i goes out once its stage is consumed and unit i - INFLIGHT has arrived: a ring issued whole
+    // arrives whole (the copies share the bandwidth), then is consumed at once and refilled at once, and
+    // the bursts stay; two on the way keep the copies spread (H100: 1x2304x16384 20.7 us against 23.5
+    // on 5 stages, 1x8192x8192 25.6 against 26.9; 2-stage rings as before).
     Walk w(s_begin, s_end, sl, spt, nblk), wa = w;
     int first = 0;
-    for (; first < STAGES && w.s < s_end; ++first) issue(first, w.next(), true, false);
+    for (; first < INFLIGHT && w.s < s_end; ++first) issue(first, w.next(), true, false);
     mx::pdl_wait();  // A and the zeroed flags are the quantizer's
     for (int i = 0; i < first; ++i) issue(i, wa.next(), false, true);
     for (int i = first; w.s < s_end; ++i) {
       const Unit q = w.next();
       mx::mbar_wait(&empty[i % STAGES], mx::ring_parity<STAGES>(i) ^ 1);  // the stage's previous unit is consumed
+      mx::mbar_wait(&full[(i - INFLIGHT) % STAGES], mx::ring_parity<STAGES>(i - INFLIGHT));  // i - INFLIGHT is in
       issue(i, q, true, true);
     }
     return;
