@@ -161,7 +161,8 @@ def emulate(a: torch.Tensor, w: MXFP4Tensor, tok: int, wg: int, ks: int, grid: i
                             paths[key] = paths.get(key, 0) + 1
                             d = torch.einsum("rk,tk->rt", xb, av[j, :, b0 + b])
                             v = _bits(d + l) - _bits(l)
-                            part[:] = fma32(v, mult * asc[j, :, b0 + b][None, :], part)
+                            f = mult * asc[j, :, b0 + b][None, :]  # overflow held at 2**127 (loose_factor)
+                            part[:] = fma32(v, torch.where(f == float("inf"), 2.0 ** 127, f), part)
 
                         if (lbits >> b) & 1:  # bands 0, 1: the rows outside their window
                             xo = torch.where(~inw, x[:, b], 0)

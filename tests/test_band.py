@@ -66,7 +66,24 @@ def test_conversion_gives_the_shifted_signed_codes():
             assert [v - 256 if v > 127 else v for v in signed.to_bytes(4, "little")] == want
 
 
+def _overflow_operands(m: int, n: int, k: int):
+    """A loose term whose factor passes float32's range for a token with nothing in the term's band: token 0's
+    first block at about 2**70 and its others at 2**-120, the other tokens' at 1; even weight rows' first block
+    at 2**-100, their others at 2**110 (scale bytes above 232, outside the row's window). Every block pair
+    inside the kernels' domain."""
+    g = torch.Generator().manual_seed(11)
+    a = torch.randn(m, k, generator=g)
+    a[0, :32] *= 2.0 ** 70
+    a[0, 32:] *= 2.0 ** -120
+    b = torch.randn(n, k, generator=g)
+    b[0::2, :32] *= 2.0 ** -100
+    b[0::2, 32:] *= 2.0 ** 110
+    return a.to(torch.bfloat16), mxfp4.prepare(mxfp4.quantize(b.to(torch.bfloat16)))
+
+
 def _operands(kind: str, m: int, n: int, k: int):
+    if kind == "overflow":
+        return _overflow_operands(m, n, k)
     if kind in ("heavy", "model"):
         a, b = (heavy_tailed if kind == "heavy" else model_like)(m, n, k, 7, "cpu")
         return a, mxfp4.prepare(mxfp4.quantize(b))
@@ -80,7 +97,8 @@ EMULATED = [(16, 256, 2048, "heavy", plan.BandParams(2, 2, 16, 3), 7),
             (7, 160, 768, "spread", plan.BandParams(1, 1, 16, 4), 3),
             (32, 192, 1024, "mixed", plan.BandParams(4, 3, 8, 4), 6),
             (7, 32, 512, "special", plan.BandParams(1, 1, 8, 4), 2),
-            (1, 48, 96, "randn", plan.BandParams(1, 2, 32, 2), 1)]
+            (1, 48, 96, "randn", plan.BandParams(1, 2, 32, 2), 1),
+            (8, 48, 64, "overflow", plan.BandParams(4, 2, 16, 2), 1)]
 
 
 @pytest.mark.parametrize("m, n, k, kind, params, grid", EMULATED,
@@ -95,7 +113,8 @@ def test_emulation_meets_the_contract(m, n, k, kind, params, grid):
     report = testing.check_gemm(out, a, w)
     assert report.violations == 0 and report.nonfinite_mismatch == 0, report
     assert report.identical_fraction >= (0.999 if kind != "special" else 0.95), report
-    want = {"heavy": "band1", "model": "wloose", "spread": "bandl", "mixed": "bandl", "special": "bandl"}.get(kind)
+    want = {"heavy": "band1", "model": "wloose", "spread": "bandl", "mixed": "bandl", "special": "bandl",
+            "overflow": "wloose"}.get(kind)
     assert want is None or paths.get(want, 0) > 0, paths
 
 
@@ -138,7 +157,7 @@ def test_bad_params_name_the_rule():
 
 GPU_CASES = [(1, 2112, 2880, "randn"), (7, 160, 768, "spread"), (16, 2112, 2880, "mixed"), (32, 80, 640, "randn"),
              (5, 4096, 7168, "mixed"), (3, 16, 64, "randn"), (13, 48, 96, "randn"), (8, 8192, 4160, "randn"),
-             (16, 512, 2048, "heavy"), (24, 768, 1536, "model"), (7, 32, 512, "special")]
+             (16, 512, 2048, "heavy"), (24, 768, 1536, "model"), (7, 32, 512, "special"), (8, 48, 64, "overflow")]
 
 
 @pytest.mark.gpu

@@ -42,20 +42,31 @@ __device__ __forceinline__ int sum(const int (&p)[ACC], const int (&n)[ACC], int
   return SPLIT ? p[j] - n[j] : p[j];
 }
 
+// A loose term's factor m * s, its overflow held at 2**127: a row factor above 2**104 times a band's
+// half-scale can pass float32's range for a token whose band holds nothing in the block (its sum 0: 0 * inf
+// would make the output NaN). Where the block is the token's and the pair is inside the domain the product
+// is at most 2**110, so it is exact; a NaN stays NaN.
+__device__ __forceinline__ float loose_factor(float m, float s) {
+  const float f = m * s;
+  return f == __int_as_float(0x7F800000) ? 0x1p127f : f;
+}
+
 // acc += (float((p - n) + c) - c) * m * s for the thread's fragment: rows g (start c0, factor m0) and g + 8
 // (c1, m1), token pairs (2t, 2t + 1) + 8 i with the tokens' half-scales s[8 i + 2t], s[8 i + 2t + 1]. The
-// row factors are 1 but in the loose pass, for a scale byte above 232 (its half-scale, or NaN).
+// row factors are 1 but in the loose pass (LOOSE), for a scale byte above 232 (its half-scale, or NaN).
+template <bool LOOSE>
 __device__ __forceinline__ void add_terms(float (&acc)[ACC], const int (&p)[ACC], const int (&n)[ACC], u32 c0,
                                           u32 c1, float m0, float m1, const float *s) {
   const float k0 = __uint_as_float(c0), k1 = __uint_as_float(c1);
   const int t = threadIdx.x & 3;
+  auto f = [](float m, float sv) { return LOOSE ? loose_factor(m, sv) : m * sv; };
 #pragma unroll
   for (int i = 0; i < TOK / 8; ++i) {
     const float2 sv = *(const float2 *)(s + 8 * i + 2 * t);
-    acc[4 * i] = fmaf(__int_as_float(sum(p, n, 4 * i) + (int)c0) - k0, m0 * sv.x, acc[4 * i]);
-    acc[4 * i + 1] = fmaf(__int_as_float(sum(p, n, 4 * i + 1) + (int)c0) - k0, m0 * sv.y, acc[4 * i + 1]);
-    acc[4 * i + 2] = fmaf(__int_as_float(sum(p, n, 4 * i + 2) + (int)c1) - k1, m1 * sv.x, acc[4 * i + 2]);
-    acc[4 * i + 3] = fmaf(__int_as_float(sum(p, n, 4 * i + 3) + (int)c1) - k1, m1 * sv.y, acc[4 * i + 3]);
+    acc[4 * i] = fmaf(__int_as_float(sum(p, n, 4 * i) + (int)c0) - k0, f(m0, sv.x), acc[4 * i]);
+    acc[4 * i + 1] = fmaf(__int_as_float(sum(p, n, 4 * i + 1) + (int)c0) - k0, f(m0, sv.y), acc[4 * i + 1]);
+    acc[4 * i + 2] = fmaf(__int_as_float(sum(p, n, 4 * i + 2) + (int)c1) - k1, f(m1, sv.x), acc[4 * i + 2]);
+    acc[4 * i + 3] = fmaf(__int_as_float(sum(p, n, 4 * i + 3) + (int)c1) - k1, f(m1, sv.y), acc[4 * i + 3]);
   }
 }
 
@@ -103,7 +114,7 @@ __device__ __forceinline__ void loose_term(float (&acc)[ACC], const u32 (&pp)[4]
   mx::wgmma_wait<0>();
   mx::fence_regs(dp);
   if (SPLIT) mx::fence_regs(dn);
-  add_terms(acc, dp, dn, l0, l1, m0, m1, s);
+  add_terms<true>(acc, dp, dn, l0, l1, m0, m1, s);
 }
 
 // Row g (h 0) or g + 8 (h 1) of the fragment: NaN for every token.
@@ -161,11 +172,11 @@ __device__ __forceinline__ void fold(float (&acc)[ACC], const Seg &c) {
   mx::wgmma_wait<0>();
   mx::fence_regs(d[0]);
   if (SPLIT) mx::fence_regs(d[1]);
-  add_terms(acc, d[0], d[1], c.c0, c.c1, 1.0f, 1.0f, c.as);
+  add_terms<false>(acc, d[0], d[1], c.c0, c.c1, 1.0f, 1.0f, c.as);
   if (BAND1) {
     mx::fence_regs(d[2]);
     if (SPLIT) mx::fence_regs(d[3]);
-    add_terms(acc, d[2], d[3], c.c0, c.c1, 1.0f, 1.0f, c.as + KS * TOK);
+    add_terms<false>(acc, d[2], d[3], c.c0, c.c1, 1.0f, 1.0f, c.as + KS * TOK);
   }
 }
 
