@@ -62,13 +62,13 @@ constexpr int CTHREADS = CWARPS * 32;
 constexpr int THREADS = CTHREADS + 32;  // and the producer warp
 constexpr int RP = ROWS + 4;        // row pitch of the totals in shared memory (floats; no bank conflicts)
 constexpr int SLICE = 4 * KW > 8 ? 4 * KW : 8;  // blocks a slice: whole scale units, whole rounds (KW a power of 2)
-constexpr int INFLIGHT = STAGES < 2 ? STAGES : 2;  // units a CTA has on the way (issued, not yet arrived) at most
+constexpr int INFLIGHT = 2;         // units a CTA has on the way (issued, not yet arrived) at most
 
 static_assert(MT == 1 || MT == 2 || MT == 4 || MT == 8, "MT must be 1, 2, 4 or 8");
 static_assert(G % 2 == 0 && G >= 2, "G must be even: a tile holds whole 32-row scale units");
 static_assert(KS % 8 == 0 && KS % (4 * KW) == 0,
               "KS must be a multiple of 8 (a scale chunk) and of 4 KW (a warp's blocks of a unit in rounds of 4)");
-static_assert(STAGES >= 2, "at least two stages");
+static_assert(STAGES >= INFLIGHT, "at least two stages (the units on the way)");
 static_assert((KW & (KW - 1)) == 0, "KW must be a power of 2 (a slice holds whole scale units and rounds)");
 static_assert(!ONE_TOKEN || MT == 1, "ONE_TOKEN is a one-token-tile variant");
 static_assert(THREADS <= 1024, "at most 1024 threads");
