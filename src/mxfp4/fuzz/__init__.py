@@ -65,6 +65,21 @@ def _kernel_accepts(case: Case) -> bool:
     return case.dtype == "bf16" and case.shuffled and not case.floor_rule
 
 
+def case_generator(case: Case) -> torch.Generator:
+    """The generator a case draws its operands (then its bias) from."""
+    return torch.Generator().manual_seed(case.seed * 1_000_003 + case.index)
+
+
+def gemm_params_variant(case: Case):
+    """The shipped variant the ``gemm_params`` entry runs ``case`` on: those that fit the problem the kernels
+    see (N and K padded to the layout's 16 rows and 64 elements), taken in turn by the case's index."""
+    from .. import plan
+
+    problem = plan.Problem(int(torch.Size(case.lead).numel()), -(-case.n // 16) * 16, -(-case.k // 64) * 64)
+    fits = [p for p in _shipped_variants() if p.fits(problem)]
+    return fits[case.index % len(fits)]
+
+
 def run_case(case: Case, backend: str, device: torch.device) -> Result:
     """Runs ``case`` through its entry point on ``backend`` ('cuda' or 'reference') and checks it."""
     import mxfp4
@@ -72,7 +87,7 @@ def run_case(case: Case, backend: str, device: torch.device) -> Result:
     from ..nn import MXFP4Linear
     from ..tensor import Layout
 
-    g = torch.Generator().manual_seed(case.seed * 1_000_003 + case.index)
+    g = case_generator(case)
     a, b = make_operands(case, g)
     bias = make_bias(case, g) if case.bias else None
     rule = mxfp4.ScaleRule.FLOOR if case.floor_rule else mxfp4.ScaleRule.AITER
@@ -122,11 +137,7 @@ def run_case(case: Case, backend: str, device: torch.device) -> Result:
         if mxfp4.gemm_a4w4(a_dev, w, out, backend=call_backend, bias=b_dev) is not out:
             res.failures.append("gemm_a4w4(out=...) did not return out")
     elif entry == "gemm_params":
-        from .. import plan
-        # the problem the kernels see: N and K padded to the layout's 16 rows and 64 elements
-        problem = plan.Problem(int(torch.Size(case.lead).numel()), -(-case.n // 16) * 16, -(-case.k // 64) * 64)
-        fits = [p for p in _shipped_variants() if p.fits(problem)]
-        params = fits[case.index % len(fits)] if call_backend == "cuda" else None
+        params = gemm_params_variant(case) if call_backend == "cuda" else None
         out = mxfp4.gemm_a4w4(a_dev, w, backend=call_backend, params=params)
     elif entry in ("linear", "from_linear"):
         layer = layer if entry == "from_linear" else MXFP4Linear.from_mxfp4(w, b_dev)
