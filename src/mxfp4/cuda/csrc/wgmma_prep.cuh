@@ -60,7 +60,9 @@ mxfp4_wgmma_prep(const a_t *__restrict__ A, int lda, int M, int K, const u8 *__r
     const int o0 = (b & 3) * 32 + 4 * q;
     *(u32 *)(row + mx::swz128(r, o0)) = w0;
     *(u32 *)(row + mx::swz128(r, o0 + 16)) = w1;
-    if (q == 0) blk[b * TN + r] = (inb || anynan) ? fm : mx::half_scale(sbyte);
+    // A zero block's multiplier is 0: its term (a block outside the tile's fold) adds nothing, and the band's
+    // multiplier times the weight block's could pass 2**127 (Inf, and the zero term NaN).
+    if (q == 0) blk[b * TN + r] = anynan ? fm : inb ? (e >= 0 ? fm : 0.0f) : mx::half_scale(sbyte);
     if (lane == 0) {
       fold[r] = fm;
       u32 mask = 0;
