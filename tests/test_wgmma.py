@@ -141,6 +141,24 @@ def test_large_m_k_split_runs_of_one_segment(split):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("params", LARGE_M[:3], ids=["tn64", "tn128", "i8"])
+def test_large_m_zero_block_under_a_large_band(params):
+    """A token's zero block beside a block near 2**70 (its band's multiplier 2**68), against a weight row whose
+    block there lies near 2**86, outside the row's band (its other blocks near 2**-100): that block is a term of
+    its own, and the zero block's multiplier times the row's (2**152 if it were the band's) must not make the
+    zero term NaN. The exact product is finite everywhere."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(64, 256, generator=g)
+    a[3] = 0.0
+    a[3, 32:64] = torch.randn(32, generator=g) * 2.0 ** 70
+    b = torch.randn(16, 256, generator=g)
+    b[13] = torch.randn(256, generator=g) * 2.0 ** -100
+    b[13, :32] = torch.randn(32, generator=g) * 2.0 ** 86
+    w = mxfp4.prepare(mxfp4.quantize(b.to(torch.bfloat16)))
+    kernel_meets_the_contract(a.to(torch.bfloat16), w, params, 0.999)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["wide", "special"])
 def test_large_m_variants_on_special_values(kind):
     variants_meet_special_values(kind, 100, LARGE_M)
