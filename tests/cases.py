@@ -106,8 +106,13 @@ def kernel_domain(a: torch.Tensor, w) -> torch.Tensor:
 
 
 """Operands for the large-M kernel: randn; "spread" (blocks over 24 binary orders: no block folds
-with another); "mixed" (an outlier channel and 7 spread rows)."""
+with another); "mixed" (an outlier channel and 7 spread rows); "heavy" (the bench's heavy-tailed set)."""
 def large_m_operands(m, n, k, kind, seed=0):
+    if kind == "heavy":  # the bench's heavy-tailed set (bench/data.py): tokens with blocks over many binary orders
+        from mxfp4.bench.data import heavy_tailed
+
+        a, b = heavy_tailed(m, n, k, seed, "cpu")
+        return a, mxfp4.prepare(mxfp4.quantize(b))
     g = torch.Generator().manual_seed(seed)
     a = torch.randn(m, k, generator=g)
     b = torch.randn(n, k, generator=g)
