@@ -46,17 +46,26 @@ def fma32(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     return s.to(torch.float32)
 
 
-def quantize_bands(a: torch.Tensor, tok: int, nblk8: int):
-    """mxfp4_quantize_bands: (values [3, tok, nblk8, 32] int64 (twice e2m1, shifted), scales [3, tok, nblk8]
-    float32, masks [nseg, 3] int64 (8 bits a band))."""
+def doubled(codes: torch.Tensor) -> torch.Tensor:
+    """Twice the e2m1 values of ``codes`` (int64, -12..12): the kernels' int8 operands before any shift."""
+    return (formats.e2m1_to_float(codes & 7, torch.float64) * 2).long() * torch.where(codes >= 8, -1, 1)
+
+
+def a_blocks(a: torch.Tensor, tok: int, nblk8: int):
+    """A [M, K] quantized on ``tok`` rows and ``nblk8`` blocks (zeros past M and K): doubled values [tok, nblk8,
+    32] int64, scale bytes [tok, nblk8] int64, whether each block has a nonzero code [tok, nblk8]."""
     m, k = a.shape
     ap = torch.zeros(tok, nblk8 * 32, dtype=torch.float32)
     ap[:m, :k] = a.float()
     codes, sb = formats.quantize_codes(ap)
     codes = codes.long().reshape(tok, nblk8, 32)
-    sb = sb.long()  # [tok, nblk8]
-    dv = (formats.e2m1_to_float(codes & 7, torch.float64) * 2).long() * torch.where(codes >= 8, -1, 1)
-    nz = (codes & 7).ne(0).any(-1)
+    return doubled(codes), sb.long(), (codes & 7).ne(0).any(-1)
+
+
+def quantize_bands(a: torch.Tensor, tok: int, nblk8: int):
+    """mxfp4_quantize_bands: (values [3, tok, nblk8, 32] int64 (twice e2m1, shifted), scales [3, tok, nblk8]
+    float32, masks [nseg, 3] int64 (8 bits a band))."""
+    dv, sb, nz = a_blocks(a, tok, nblk8)
     isnan = sb == 255
     normal = nz & ~isnan
     seg = sb.reshape(tok, -1, 8)
@@ -91,7 +100,7 @@ def weight_blocks(w: MXFP4Tensor, nblk8: int):
     codes = formats.unpack_codes(w.data).long()
     np_, kp = codes.shape
     nblk = kp // 32
-    dv = (formats.e2m1_to_float(codes & 7, torch.float64) * 2).long() * torch.where(codes >= 8, -1, 1)
+    dv = doubled(codes)
     vals = torch.zeros(np_, nblk8, 32, dtype=torch.int64)
     vals[:, :nblk] = dv.reshape(np_, nblk, 32)
     sb = torch.full((np_, nblk8), 127, dtype=torch.int64)

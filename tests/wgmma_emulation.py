@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from mxfp4 import formats
 from mxfp4.params import WgmmaParams
 
-from .band_emulation import NAN, _bits, fma32, half_scale, weight_blocks
+from .band_emulation import NAN, _bits, a_blocks, fma32, half_scale, weight_blocks
 
 SEG = 8
 BITS = 1 << torch.arange(SEG)
@@ -31,28 +30,21 @@ def a_tokens(a: torch.Tensor, tokens: int, nblk8: int):
     """The prep's A [M, K] on ``tokens`` rows (zeros past M and K): (values [tokens, nblk8, 32] int64, the blocks
     in the token's band shifted to its smallest exponent, fold multipliers [tokens, nseg] float32, block
     multipliers [tokens, nblk8] float32, the tokens' band masks [tokens, nseg] (8 bits))."""
-    m, k = a.shape
-    nblk = k // 32
-    ap = torch.zeros(tokens, nblk8 * 32, dtype=torch.float32)
-    ap[:m, :k] = a.float()
-    codes, sb = formats.quantize_codes(ap)
-    codes = codes.long().reshape(tokens, -1, SEG, 32)
-    sb = sb.long().reshape(tokens, -1, SEG)
-    dv = (formats.e2m1_to_float(codes & 7, torch.float64) * 2).long() * torch.where(codes >= 8, -1, 1)
-    nz = (codes & 7).ne(0).any(-1)
+    nblk = a.shape[1] // 32
+    dv, sb, nz = (x.reshape(tokens, -1, SEG, *x.shape[2:]) for x in a_blocks(a, tokens, nblk8))
     anynan = (sb == 255).any(-1, keepdim=True)
     e = torch.where(nz & (sb != 255), sb, -1)
     lo = band_window(e)[..., None]
     cb = torch.arange(nblk8).reshape(1, -1, SEG)
     inb = (cb < nblk) & ((e < 0) | ((e >= lo) & (e <= lo + 3)))
-    emin = torch.where(inb & nz & (sb != 255), sb, 1000).amin(-1, keepdim=True)
+    emin = torch.where(inb & (e >= 0), sb, 1000).amin(-1, keepdim=True)
     fm = torch.where(anynan, NAN, torch.where(emin == 1000, 0.0, half_scale(emin.clamp(max=254)))).float()
     shift = torch.where(inb & ~anynan & nz, sb - emin, 0)
     values = dv << shift[..., None]
     # a block's multiplier: the band's (a zero block's 0), its own outside the band, NaN for a token with a NaN block
     band = fm.expand_as(e)
     own = torch.where(inb, torch.where(e >= 0, band, torch.zeros_like(band)), half_scale(sb).float())
-    blk = torch.where(anynan, fm.expand_as(e), own)
+    blk = torch.where(anynan, band, own)
     mask = (inb * BITS).sum(-1)
     shape = (tokens, nblk8)
     return values.reshape(*shape, 32), fm[..., 0], blk.reshape(shape).float(), mask
