@@ -126,6 +126,21 @@ def large_m_operands(m, n, k, kind, seed=0):
     return a.to(torch.bfloat16), w
 
 
+def fuzz_case_failures(case, run) -> list:
+    """The failures of ``run(a [M, K], w prepared, problem)`` (float32 or bf16 [M, N]) on a fuzzer case's operands,
+    judged as ``mxfp4 fuzz`` judges a GPU (against the exact oracle, inside the contract where its domain holds);
+    ``problem`` is the kernels' (N and K padded to 16 and 64)."""
+    from mxfp4 import fuzz, plan
+    from mxfp4.fuzz.oracle import oracle_gemm, oracle_quantize
+
+    a, b = fuzz.make_operands(case, fuzz.case_generator(case))
+    a = a.reshape(-1, case.k)
+    w = mxfp4.prepare(mxfp4.quantize(b))
+    out = run(a, w, plan.Problem(a.shape[0], -(-case.n // 16) * 16, -(-case.k // 64) * 64)).to(torch.bfloat16)
+    exact = oracle_gemm(*oracle_quantize(a, False), *oracle_quantize(b, False), None)
+    return fuzz._compare(out, exact, case.k, True, fuzz.Result()).failures
+
+
 def cuda_operands(m, n, k, seed=0, dtype=torch.bfloat16):
     """(a [m, k] of ``dtype``, w plain MXFP4 [n, k]), drawn on the GPU from ``seed``."""
     g = torch.Generator(device="cuda").manual_seed(seed)

@@ -13,8 +13,8 @@ from mxfp4.bench.shapes import shape_set
 from mxfp4.cuda import jit
 
 from .band_emulation import emulate
-from .cases import (Case, large_m_operands, make_case, partial_meets_the_bound, reads_fp16_and_float32_as_given,
-                    same_bits)
+from .cases import (Case, fuzz_case_failures, large_m_operands, make_case, partial_meets_the_bound,
+                    reads_fp16_and_float32_as_given, same_bits)
 from .test_stream import prmt
 
 
@@ -106,7 +106,6 @@ def test_emulation_meets_the_contract_on_the_fuzzers_cases():
     mixed and cancelling profiles among them, where the loose factor's overflow made outputs NaN) through the
     emulation at the launch's grid: inside the contract where its domain holds, as the fuzzer judges a GPU."""
     from mxfp4 import fuzz
-    from mxfp4.fuzz.oracle import oracle_gemm, oracle_quantize
 
     ran = 0
     for i in range(6000):
@@ -116,14 +115,9 @@ def test_emulation_meets_the_contract_on_the_fuzzers_cases():
         params = fuzz.gemm_params_variant(case)
         if not isinstance(params, plan.BandParams):
             continue
-        a, b = fuzz.make_operands(case, fuzz.case_generator(case))
-        a = a.reshape(-1, case.k)
-        w = mxfp4.prepare(mxfp4.quantize(b))
-        p = plan.Problem(a.shape[0], -(-case.n // 16) * 16, -(-case.k // 64) * 64)
-        out = emulate(a, w, params.tokens, params.wg, params.ks, params.grid(p, 132)).to(torch.bfloat16)
-        exact = oracle_gemm(*oracle_quantize(a, False), *oracle_quantize(b, False), None)
-        res = fuzz._compare(out, exact, case.k, True, fuzz.Result())
-        assert not res.failures, (i, case.describe(), res.failures)
+        failures = fuzz_case_failures(case, lambda a, w, p: emulate(a, w, params.tokens, params.wg, params.ks,
+                                                                     params.grid(p, 132)))
+        assert not failures, (i, case.describe(), failures)
         ran += 1
     assert ran >= 20, ran
 

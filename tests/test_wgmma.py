@@ -15,7 +15,8 @@ from mxfp4.cuda.launch import wgmma
 from mxfp4.formats import E2M1_VALUES
 from mxfp4.tensor import Layout, MXFP4Tensor
 
-from .cases import kernel_meets_the_contract, large_m_operands, same_bits, variants_meet_special_values
+from .cases import (fuzz_case_failures, kernel_meets_the_contract, large_m_operands, same_bits,
+                    variants_meet_special_values)
 
 
 # ---- the sizes the kernels define ----------------------------------------------------------------
@@ -142,7 +143,6 @@ def test_emulation_meets_the_contract_on_the_fuzzers_large_m_cases():
     outside the weight's band: a zero block's multiplier of the band's made that product Inf and the zero
     term NaN (17 of these cases failed so)."""
     from mxfp4 import fuzz
-    from mxfp4.fuzz.oracle import oracle_gemm, oracle_quantize
 
     from .wgmma_emulation import emulate
 
@@ -151,14 +151,8 @@ def test_emulation_meets_the_contract_on_the_fuzzers_large_m_cases():
         case = fuzz.draw_case(5, i, large_m=True)
         if case.bias or case.entry not in ("gemm", "gemm_out", "op", "task"):
             continue
-        a, b = fuzz.make_operands(case, fuzz.case_generator(case))
-        a = a.reshape(-1, case.k)
-        w = mxfp4.prepare(mxfp4.quantize(b))
-        params = plan.wgmma_params(plan.Problem(a.shape[0], -(-case.n // 16) * 16, -(-case.k // 64) * 64))
-        out = emulate(a, w, params).to(torch.bfloat16)
-        exact = oracle_gemm(*oracle_quantize(a, False), *oracle_quantize(b, False), None)
-        res = fuzz._compare(out, exact, case.k, True, fuzz.Result())
-        assert not res.failures, (i, case.describe(), params, res.failures)
+        failures = fuzz_case_failures(case, lambda a, w, p: emulate(a, w, plan.wgmma_params(p)))
+        assert not failures, (i, case.describe(), failures)
         ran += 1
     assert ran >= 50, ran
 
