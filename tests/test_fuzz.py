@@ -219,3 +219,16 @@ def test_fuzz_on_the_kernels():
     rc = fuzz.fuzz(1000, 32, "cuda", jobs=1, out=text, large_m=True)
     print(text.getvalue())
     assert rc == 0 and "1000 cases drawn for the large-M kernel (0 that" in text.getvalue(), text.getvalue()
+
+
+def test_forced_variant_entry_takes_dense_variants_only():
+    """The gemm_params entry forces one of the dense GEMMs' shipped variants on gemm_a4w4, which refuses the
+    grouped kernels' (seed 96 drew 116 such cases while the list held them, each a TypeError)."""
+    from mxfp4 import plan
+    from mxfp4.bench.shapes import shape_set
+
+    forced = fuzz._shipped_variants()
+    shipped = plan.shipped_variants([(s.m, s.n, s.k) for s in shape_set("all")])
+    assert any(isinstance(p, (plan.GroupedParams, plan.GroupedWgmmaParams)) for p in shipped)
+    assert all(isinstance(p, plan.KERNEL_PARAMS) and not p.out_f32 for p in forced)
+    assert {type(p) for p in forced} == set(plan.KERNEL_PARAMS)

@@ -1,13 +1,15 @@
 """Mixture of experts on the CPU: the stacked expert weights, grouped_gemm_a4w4 against per-expert
 reference GEMMs and an independent float64 oracle, bad inputs; on a Hopper GPU (marker gpu) the grouped
-kernel (moe/grouped.py on gemm_decode.cu's tile: two launches, the offsets read on the device) against
-the exact oracle, experts longer than its token tile, special values, graph capture with a new routing,
-the prefill paths, and the experts module under graph capture."""
+kernels (moe/grouped.py on gemm_decode.cu's tile, or the large-M kernels grouped: two launches, the offsets
+read on the device) against the exact oracle, experts longer than their token tiles, the grouped large-M
+kernels against the dense ones expert by expert, special values, graph capture with a new routing, the
+prefill paths, and the experts module under graph capture."""
 import pytest
 import torch
 
 import mxfp4
 from mxfp4 import plan, reference, testing
+from mxfp4.bench.data import heavy_tailed
 from mxfp4.formats import unpack_codes
 from mxfp4.fuzz.oracle import oracle_quantize, oracle_values, round_bf16
 from mxfp4 import ExpertWeights, grouped_gemm_a4w4
@@ -186,32 +188,37 @@ def _counts(e, seed, special=(0, 1, 7, 16, 33)):
     return (list(special) + rest)[:e]
 
 
+GROUPED_WGMMA = [plan.GROUPED_WGMMA, plan.GROUPED_WGMMA_TN128]
+"""The grouped large-M kernels' token tiles."""
+
+
 @pytest.mark.gpu
+@pytest.mark.parametrize("params", [plan.GroupedParams(plan.DecodeParams(2, 8, 2, 8, 1)), plan.GROUPED_WGMMA], ids=str)
 @pytest.mark.parametrize("offsets_dtype", [torch.int32, torch.int64])
 @pytest.mark.parametrize("e, n, k", [(8, 512, 1024), (256, 512, 1024), (6, 1000, 544), (5, 40, 96)])
-def test_grouped_kernel_meets_the_contract(e, n, k, offsets_dtype):
+def test_grouped_kernel_meets_the_contract(e, n, k, offsets_dtype, params):
+    """Each kernel (the decode tile's, the grouped large-M kernels') on experts of 0..33 rows."""
     counts = _counts(e, seed=e)
     a, plain, stacked, offsets = _experts_problem(counts, n, k, seed=e + k, dtype=offsets_dtype)
     t = sum(counts)
-    params = plan.grouped_heuristic(t, e, -(-n // 16) * 16, -(-k // 64) * 64)
-    assert params is not None  # decode sizes: the single launch, not the per-expert loop
     torch.full((t, -(-n // 16) * 16), float("nan"), dtype=torch.bfloat16, device="cuda")  # poison the next block
-    out = grouped_gemm_a4w4(a, stacked, offsets)
+    out = grouped_gemm_a4w4(a, stacked, offsets, params=params)
     assert out.shape == (t, n) and out.dtype is torch.bfloat16
     report = _check_grouped(out, a, plain, counts)
     assert report.passed, report
-    assert torch.equal(out, grouped_gemm_a4w4(a, stacked, offsets))  # bitwise deterministic
+    assert torch.equal(out, grouped_gemm_a4w4(a, stacked, offsets, params=params))  # bitwise deterministic
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("params", [None, plan.GROUPED_WGMMA], ids=["heuristic", "large-m"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
-def test_grouped_kernel_reads_fp16_and_float32_as_given(dtype):
+def test_grouped_kernel_reads_fp16_and_float32_as_given(dtype, params):
     """fp16 and float32 rows (values beyond bf16's precision) quantized by the grouped launch itself: the
     reference's bits for every row."""
     counts = _counts(8, seed=5)
     a, plain, stacked, offsets = _experts_problem(counts, 512, 1024, seed=5)
     a = (a.float() * 3.7).to(dtype)
-    out = grouped_gemm_a4w4(a, stacked, offsets)
+    out = grouped_gemm_a4w4(a, stacked, offsets, params=params)
     report = _check_grouped(out, a, plain, counts)
     assert report.passed and report.identical_fraction == 1.0, report
 
@@ -231,22 +238,24 @@ def test_grouped_kernel_loops_experts_larger_than_its_token_tile(mt):
 
 
 @pytest.mark.gpu
-def test_grouped_kernel_special_values_and_one_hot_expert():
+@pytest.mark.parametrize("params", [None] + GROUPED_WGMMA, ids=str)
+def test_grouped_kernel_special_values_and_one_hot_expert(params):
     """NaN / Inf rows where the exact product has them; all rows on one expert of 256 (the rest empty)."""
     counts = [0] * 255 + [40]
     a, plain, stacked, offsets = _experts_problem(counts, 512, 1024, seed=3)
     a[3, 17] = float("inf")
     a[5, 900] = float("nan")
     a[7] = 0
-    out = grouped_gemm_a4w4(a, stacked, offsets)
+    out = grouped_gemm_a4w4(a, stacked, offsets, params=params)
     report = _check_grouped(out, a, plain, counts)
     assert report.passed, report
     assert torch.isnan(out[3]).all() and torch.isnan(out[5]).all() and (out[7] == 0).all()
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("params", [None, plan.GROUPED_WGMMA], ids=["heuristic", "large-m"])
 @pytest.mark.parametrize("offsets_dtype", [torch.int32, torch.int64])
-def test_grouped_kernel_under_graph_capture(offsets_dtype):
+def test_grouped_kernel_under_graph_capture(offsets_dtype, params):
     """Captured once (no host read of the offsets), replayed with new rows and a new routing: the eager
     call's bits."""
     e, n, k = 256, 512, 1024
@@ -257,11 +266,11 @@ def test_grouped_kernel_under_graph_capture(offsets_dtype):
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        grouped_gemm_a4w4(static_a, stacked, static_off)  # warm: compile, load, plan
+        grouped_gemm_a4w4(static_a, stacked, static_off, params=params)  # warm: compile, load, plan
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        out = grouped_gemm_a4w4(static_a, stacked, static_off)
+        out = grouped_gemm_a4w4(static_a, stacked, static_off, params=params)
     for seed in range(3):
         g = torch.Generator().manual_seed(seed)
         new_counts = torch.multinomial(torch.ones(e), t, replacement=True, generator=g).bincount(minlength=e).tolist()
@@ -270,35 +279,61 @@ def test_grouped_kernel_under_graph_capture(offsets_dtype):
         static_off.copy_(torch.tensor(new_counts).cumsum(0).to(offsets_dtype))
         graph.replay()
         torch.cuda.synchronize()
-        want = grouped_gemm_a4w4(new_a, stacked, static_off.clone())
+        want = grouped_gemm_a4w4(new_a, stacked, static_off.clone(), params=params)
         assert torch.equal(out, want)
         assert _check_grouped(out, new_a, plain, new_counts).passed
     static_a.copy_(a)
     static_off.copy_(offsets)
     graph.replay()
-    assert torch.equal(out, grouped_gemm_a4w4(a, stacked, offsets))
+    assert torch.equal(out, grouped_gemm_a4w4(a, stacked, offsets, params=params))
 
 
 @pytest.mark.gpu
-def test_grouped_prefill_of_large_experts_takes_the_per_expert_kernels():
-    """Above plan.GROUPED_MAX_EXPERT_MACS of mean work an expert: each expert's gemm_a4w4, the same bits."""
+@pytest.mark.parametrize("params", GROUPED_WGMMA, ids=str)
+@pytest.mark.parametrize("offsets_dtype", [torch.int32, torch.int64])
+def test_grouped_large_m_kernels_are_the_dense_kernels_expert_by_expert(params, offsets_dtype):
+    """An expert's chunks of tn rows are the dense large-M kernels' token tiles of that expert's rows, so
+    each expert's rows have the bits of gemm_a4w4 on them with the same tile (a row's result may depend
+    on the other rows of its tile), inside the contract, deterministic: experts of 0, 1, tn - 1, tn,
+    tn + 1 and 300 rows; N and K not multiples of the tiles (K = 544 padded to 576)."""
+    tn = params.tile.tn
+    counts = [300, 0, 1, tn - 1, tn, tn + 1, 0, 7]
+    a, plain, stacked, offsets = _experts_problem(counts, 1000, 544, seed=tn, dtype=offsets_dtype)
+    torch.full((sum(counts), 1008), float("nan"), dtype=torch.bfloat16, device="cuda")  # poison the next block
+    out = grouped_gemm_a4w4(a, stacked, offsets, params=params)
+    report = _check_grouped(out, a, plain, counts)
+    assert report.passed, report
+    start = 0
+    for e, c in enumerate(counts):
+        if c:
+            want = mxfp4.gemm_a4w4(a[start:start + c], stacked.expert(e), params=params.tile)
+            assert torch.equal(out[start:start + c], want), (e, c)
+        start += c
+    assert torch.equal(out, grouped_gemm_a4w4(a, stacked, offsets, params=params))
+
+
+@pytest.mark.gpu
+def test_grouped_prefill_of_large_experts_takes_the_grouped_large_m_kernels():
+    """Above plan.GROUPED_DECODE_MAX_ROWS of mean rows an expert: the grouped large-M kernels in one
+    launch, each expert's rows the bits of gemm_a4w4 with their tile; heavy-tailed rows among them."""
     counts = [300, 0, 100]
     a, plain, stacked, offsets = _experts_problem(counts, 4096, 8192, seed=9)
-    assert plan.grouped_heuristic(sum(counts), 3, 4096, 8192) is None
+    a[:100] = heavy_tailed(100, 1, 8192, seed=9)[0]
+    assert plan.grouped_heuristic(sum(counts), 3, 4096, 8192) == plan.GROUPED_WGMMA_TN128
     out = grouped_gemm_a4w4(a, stacked, offsets)
-    assert torch.equal(out[:300], mxfp4.gemm_a4w4(a[:300], stacked.expert(0)))
-    assert torch.equal(out[300:], mxfp4.gemm_a4w4(a[300:], stacked.expert(2)))
+    tile = plan.GROUPED_WGMMA_TN128.tile
+    assert torch.equal(out[:300], mxfp4.gemm_a4w4(a[:300], stacked.expert(0), params=tile))
+    assert torch.equal(out[300:], mxfp4.gemm_a4w4(a[300:], stacked.expert(2), params=tile))
     assert _check_grouped(out, a, plain, counts).passed
 
 
 @pytest.mark.gpu
-def test_grouped_prefill_of_small_experts_takes_the_grouped_kernel():
-    """Prefill means (here 133 rows an expert, some experts longer than a chunk of 32 rows) on small
-    experts: the grouped kernel, inside the contract and deterministic."""
+def test_grouped_prefill_of_small_experts_takes_the_grouped_large_m_kernels():
+    """Prefill means (here 133 rows an expert, experts longer than a token tile) on small experts: the
+    grouped large-M kernels too, inside the contract and deterministic."""
     counts = [300, 0, 100]
     a, plain, stacked, offsets = _experts_problem(counts, 512, 1024, seed=9)
-    params = plan.grouped_heuristic(sum(counts), 3, 512, 1024)
-    assert params is not None and params.tile.tokens == 32
+    assert plan.grouped_heuristic(sum(counts), 3, 512, 1024) == plan.GROUPED_WGMMA_TN128
     out = grouped_gemm_a4w4(a, stacked, offsets)
     assert _check_grouped(out, a, plain, counts).passed
     assert torch.equal(out, grouped_gemm_a4w4(a, stacked, offsets))

@@ -31,9 +31,11 @@ def test_shared_memory_and_workspace_are_the_kernels():
     builds = {tuple(sorted(p.defines().items())): p for p in variants}  # split is a launch choice
     assert {(p.tn, p.int8_weight, p.out_f32) for p in builds.values()} >= {(64, False, False), (128, False, False),
                                                                             (128, True, False), (64, False, True)}
-    for p in builds.values():
+    grouped = [p for p in shipped if isinstance(p, plan.GroupedWgmmaParams)]
+    assert grouped
+    for p, defines in [(p, p.defines()) for p in builds.values()] + [(g.tile, g.defines()) for g in grouped]:
         p.check()
-        assert jit.exported_constants(p.source, p.defines()) == {
+        assert jit.exported_constants(p.source, defines) == {
             "mxfp4_wgmma_smem_bytes": p.smem_bytes(), "mxfp4_wgmma_threads": p.threads,
             "mxfp4_wgmma_ablob_bytes": p.ablob_bytes, "mxfp4_wgmma_wblob_bytes": p.wblob_bytes,
             "mxfp4_wgmma_prep_threads": wgmma.PREP_THREADS, "mxfp4_wgmma_segment_blocks": plan.SEGMENT_BLOCKS}, p
@@ -56,6 +58,28 @@ def test_impossible_variants_do_not_compile():
             jit.compile_cubin(p.source, p.defines())
     with pytest.raises(jit.CompileError, match="TN, STAGES and INT8_WEIGHT are set by the JIT"):
         jit.compile_cubin("gemm_wgmma.cu", dict(TN=64, STAGES=3))
+    with pytest.raises(jit.CompileError, match="GROUPED runs the converting GEMM"):
+        jit.compile_cubin("gemm_wgmma.cu", dict(TN=128, STAGES=3, INT8_WEIGHT=1, GROUPED=1))
+
+
+def test_grouped_variants_refuse_what_the_grouped_kernels_lack():
+    """GroupedWgmmaParams takes the converting GEMM whole: no int8 weight (it would be every expert's),
+    no K split, bf16 output; its grid bounds the chunks without the offsets and its workspace is a blob
+    a chunk and segment."""
+    for tile, rule in ((plan.WGMMA_INT8, "tile.int8_weight False"), (plan.WgmmaParams(64, 3, split=2), "tile.split 1"),
+                       (plan.WgmmaParams(64, 3, out_f32=True), "writes bf16")):
+        with pytest.raises(ValueError, match=rule):
+            plan.GroupedWgmmaParams(tile).check()
+    g = plan.GROUPED_WGMMA
+    g.check()
+    assert g.defines() == {**g.tile.defines(), "GROUPED": 1}
+    # experts of 1 and 65 rows: 1 + 2 chunks of 64 <= min(E, T) + T // 64 for any split of 66 rows over 2
+    assert g.items(66, 2) == 3 and g.items(1, 256) == 1 and g.items(32768, 256) == 256 + 512
+    assert g.workspace_bytes(66, 2, 7168) == 28 * 3 * g.tile.ablob_bytes
+    # DeepSeek-R1 gate_up at 4096, 1024 and 128 tokens (128, 32 and 4 rows an expert)
+    assert plan.grouped_heuristic(32768, 256, 4096, 7168) == plan.GROUPED_WGMMA_TN128
+    assert plan.grouped_heuristic(8192, 256, 4096, 7168) == g
+    assert isinstance(plan.grouped_heuristic(1024, 256, 4096, 7168), plan.GroupedParams)
 
 
 # ---- emulation of gemm_wgmma.cu's integer and float tricks ----------------------------------------

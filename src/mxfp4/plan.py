@@ -11,7 +11,8 @@ block sums of a segment added inside the tensor core: 17..32 rows of a large wei
 fastest). ``WgmmaParams`` fixes one variant of
 ``cuda/csrc/gemm_wgmma.cu``, the kernels for M >= ``WGMMA_MIN_M``. ``choose`` returns the table's
 entry for the shape when the shipped table has one (up to ``TABLE_MAX_M`` rows), otherwise
-``heuristic``. ``grouped_heuristic`` picks the grouped GEMM's ``GroupedParams``.
+``heuristic``. ``grouped_heuristic`` picks the grouped GEMM: ``GroupedParams`` (the decode tile) or
+``GroupedWgmmaParams`` (the large-M kernels, prefill).
 """
 from __future__ import annotations
 
@@ -20,11 +21,13 @@ import json
 import pathlib
 
 from .params import (BAND_MAX_K, MAX_GRID_Y, SEGMENT_BLOCKS, SMEM_LIMIT, BandParams, DecodeParams, GroupedParams,
-                     Problem, SmallParams, StreamParams, WgmmaParams, valid)
+                     GroupedWgmmaParams, Problem, SmallParams, StreamParams, WgmmaParams, valid)
 
 KernelParams = SmallParams | DecodeParams | StreamParams | BandParams | WgmmaParams
 """The parameter set of one dense GEMM call, whichever kernel it runs."""
 KERNEL_PARAMS = (SmallParams, DecodeParams, StreamParams, BandParams, WgmmaParams)
+GroupedKernelParams = GroupedParams | GroupedWgmmaParams
+"""The parameter set of one grouped GEMM call (a mixture of experts), whichever kernel it runs."""
 
 TABLE_PATH = pathlib.Path(__file__).with_name("configs") / "h200.json"
 
@@ -180,35 +183,44 @@ def heuristic(p: Problem, sm_count: int = 132) -> KernelParams:
     return stream if stream is not None else wgmma_params(p, sm_count)
 
 
-GROUPED_MAX_EXPERT_MACS = 2.5e9
-"""The grouped kernel runs while an expert's mean work, T / E rows times its N x K, is at most this many
-multiply-adds: every decode call (DeepSeek-R1's gate_up at 64 rows an expert: 1.9e9) and prefill of
-small experts; above it each non-empty expert runs as one ``gemm_a4w4`` (the large-M kernels, the
-offsets read on the host), whose launches then cost less than the grouped tile's slower MMAs. H200,
-L2 flushed, 4096 tokens (128 rows an expert), grouped against per-expert: DeepSeek-R1 down 11.3 ms
-against 14.4 (1.9e9 an expert), GPT-OSS gate_up 6.1 against 7.1 (2.1e9), GPT-OSS down 3.1 against 8.6
-(1.1e9); DeepSeek-R1 gate_up 26.0 against 22.3 (3.8e9)."""
+GROUPED_DECODE_MAX_ROWS = 8
+"""The decode tile's grouped kernel runs while a non-empty expert's mean rows, T / min(E, T), are at most
+this many (decode); above it the large-M kernels grouped (prefill). H100, L2 flushed, randn, bf16
+``_grouped_mm`` in the same run, us (DeepSeek-R1 gate_up, down, GPT-OSS gate_up, down): at 4 rows an
+expert (128 tokens) the decode tile 2250, 1172, 664, 341 against the grouped large-M kernels' (tn 64)
+2817, 1648, 950, 531; at 16 rows (512 tokens) 5880, 2246, 1216, 627 against 2903, 1721, 967, 538; the
+decode tile's time grows with the rows, the other's hardly, so they cross at 6-12 rows by shape."""
+
+GROUPED_TN128_MIN_ROWS = 48
+"""From this many mean rows an expert the grouped large-M kernels take token tiles of 128 rows, below it of
+64 (fewer empty rows in an expert's last tile). Same runs: at 32 rows (1024 tokens) tn 64 2952, 1775, 990,
+548 us against tn 128's 3719, 2171, 1221, 699; at 64 rows 4218, 2526, 1377, 762 against 3809, 2231, 1249,
+718; at 128 rows 7189, 4262, 2393, 1315 against 5619, 3266, 1842, 1052."""
+
+GROUPED_WGMMA, GROUPED_WGMMA_TN128 = GroupedWgmmaParams(WGMMA_TN64), GroupedWgmmaParams(WGMMA_TN128)
+"""The grouped large-M variants ``grouped_heuristic`` chooses between."""
 
 
-def grouped_heuristic(t: int, e: int, n: int, k: int, sm_count: int = 132) -> GroupedParams | None:
-    """The grouped kernel's variant for T rows over E experts of [n, k] (n: an expert's N16 rows), or
-    None (an expert's mean work above ``GROUPED_MAX_EXPERT_MACS``, or no tile fits shared memory). The
-    token tile holds about twice the mean rows of a non-empty expert (routing puts more on some; an
-    expert beyond the tile takes more CTAs, not a slower one), at most 32 (at 128 rows an expert
-    32-row chunks ran 1.1-1.4x faster than 64-row ones on all four projections above). CTAs of 128
-    weight rows on 16 warps (two a group, depth 8), K split only where shared memory needs it. H200,
-    L2 flushed, DeepSeek-R1 gate_up and GPT-OSS down at 1, 16, 128 tokens: the fastest of seven tiles
-    at all six points (the decode heuristic's 64-row, 4-warp-a-group tile 1.05-1.6x slower: 200 us
-    against 137 at 16 tokens of GPT-OSS down; splitting K 1.3-1.5x slower: the calls touch enough
-    experts to fill the GPU). A second sweep found depth 16 or four warps a group 10% faster at
-    DeepSeek-R1 gate_up (832 us against 933 at 16 tokens) and 15-20% slower at GPT-OSS down: not yet
-    tuned per shape."""
-    if t * n * k > GROUPED_MAX_EXPERT_MACS * e:
-        return None
+def grouped_heuristic(t: int, e: int, n: int, k: int, sm_count: int = 132) -> GroupedKernelParams:
+    """The grouped GEMM's variant for T rows over E experts of [n, k] (n: an expert's N16 rows): by a
+    non-empty expert's mean rows, the decode tile's grouped kernel up to ``GROUPED_DECODE_MAX_ROWS`` (or
+    the large-M kernels where no decode tile fits shared memory), then the large-M kernels grouped on
+    token tiles of 64 rows, from ``GROUPED_TN128_MIN_ROWS`` of 128. The decode tile holds about twice the
+    mean rows (routing puts more on some; an expert beyond the tile takes more CTAs, not a slower one),
+    at most 32; CTAs of 128 weight rows on 16 warps (two a group, depth 8), K split only where shared
+    memory needs it. H200, L2 flushed, DeepSeek-R1 gate_up and GPT-OSS down at 1, 16, 128 tokens: the
+    fastest of seven tiles at all six points (the decode heuristic's 64-row, 4-warp-a-group tile
+    1.05-1.6x slower: 200 us against 137 at 16 tokens of GPT-OSS down; splitting K 1.3-1.5x slower: the
+    calls touch enough experts to fill the GPU). A second sweep found depth 16 or four warps a group 10%
+    faster at DeepSeek-R1 gate_up (832 us against 933 at 16 tokens) and 15-20% slower at GPT-OSS down:
+    not yet tuned per shape."""
     mean = -(-t // min(e, t))
-    mt = next((m for m in (1, 2) if 8 * m >= 2 * mean), 4)
+    large = GROUPED_WGMMA_TN128 if mean >= GROUPED_TN128_MIN_ROWS else GROUPED_WGMMA
+    if mean > GROUPED_DECODE_MAX_ROWS:
+        return large
+    mt = 1 if mean <= 4 else 2
     split = next((s for s in range(1, 17) if GroupedParams(DecodeParams(mt, 8, 2, 8, s)).fits(Problem(t, n, k))), None)
-    return None if split is None else GroupedParams(DecodeParams(mt, 8, 2, 8, split))
+    return large if split is None else GroupedParams(DecodeParams(mt, 8, 2, 8, split))
 
 
 KERNELS = {"small": SmallParams, "decode": DecodeParams, "stream": StreamParams, "band": BandParams,
@@ -279,11 +291,10 @@ GROUPED_SHAPES = ((256, 4096, 7168), (256, 7168, 2048), (128, 5760, 2880), (128,
 """(E, N, K) of the mixture-of-experts projections the grouped kernel ships for: DeepSeek-R1's gate_up and
 down, GPT-OSS's gate_up and down (N16 rows)."""
 
-GROUPED_ROWS = (1, 4, 8, 16, 64, 128, 512, 1024, 16384, 32768)
+GROUPED_ROWS = (1, 4, 8, 16, 64, 128, 512, 1024, 4096, 16384, 32768)
 """Rows T (tokens times top-k) of a grouped call that shipped_grouped_variants covers."""
 
 
-def shipped_grouped_variants() -> list[GroupedParams]:
-    """The grouped kernel's variants ``grouped_heuristic`` gives for GROUPED_SHAPES at GROUPED_ROWS."""
-    found = {grouped_heuristic(t, e, n, k) for e, n, k in GROUPED_SHAPES for t in GROUPED_ROWS}
-    return sorted(found - {None}, key=str)
+def shipped_grouped_variants() -> list[GroupedKernelParams]:
+    """The grouped kernels' variants ``grouped_heuristic`` gives for GROUPED_SHAPES at GROUPED_ROWS."""
+    return sorted({grouped_heuristic(t, e, n, k) for e, n, k in GROUPED_SHAPES for t in GROUPED_ROWS}, key=str)

@@ -86,7 +86,7 @@ def _projection(timer: ColdTimer, name: str, e: int, n: int, k: int, top: int, t
         params = plan.grouped_heuristic(t, e, n, k)
         rows.append(dict(shape=name, tokens=tokens, rows=t, experts=live, us=ours, bf16_us=bf16,
                          ratio=ours / bf16, touched_bytes=nbytes, stream_us=nbytes / HBM_BYTES_PER_S * 1e6,
-                         path=f"grouped {params.tile}" if params else "per-expert gemm_a4w4",
+                         path=f"{type(params).__name__} {params.tile}",
                          exact=report.passed, bitident=report.identical_fraction, deterministic=same))
         r = rows[-1]
         progress(f"{name} {tokens} tokens: {ours:.1f} us, bf16 {bf16:.1f} us ({r['ratio']:.2f}x), {r['path']}, "

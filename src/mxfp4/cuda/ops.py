@@ -11,7 +11,7 @@ from .launch.band import BandLaunch
 from .launch.decode import DecodeLaunch, GroupedLaunch
 from .launch.small import SmallLaunch
 from .launch.stream import StreamLaunch
-from .launch.wgmma import WgmmaLaunch
+from .launch.wgmma import GroupedWgmmaLaunch, WgmmaLaunch
 
 PTR, I32, I64 = runtime.Param.PTR, runtime.Param.I32, runtime.Param.I64
 
@@ -19,6 +19,9 @@ FAMILIES: dict[type, type[Launch]] = {plan.SmallParams: SmallLaunch, plan.Decode
                                       plan.StreamParams: StreamLaunch, plan.BandParams: BandLaunch,
                                       plan.WgmmaParams: WgmmaLaunch}
 """The launch of each dense GEMM's parameter set (``plan.KERNEL_PARAMS``)."""
+
+GROUPED_FAMILIES: dict[type, type] = {plan.GroupedParams: GroupedLaunch, plan.GroupedWgmmaParams: GroupedWgmmaLaunch}
+"""The launch of each grouped GEMM's parameter set (``plan.grouped_heuristic``)."""
 
 _launches: dict[tuple, Launch] = {}
 """The launches built, by their ``key``: the parameter set, the part of the shape a launch depends on,
@@ -36,10 +39,10 @@ def launch_for(params: plan.KernelParams, m: int, n: int, k: int, dtype: torch.d
     return launch
 
 
-def builds(params: plan.KernelParams | plan.GroupedParams) -> list[tuple[str, dict[str, int] | None]]:
+def builds(params: plan.KernelParams | plan.GroupedKernelParams) -> list[tuple[str, dict[str, int] | None]]:
     """The (source, defines) builds a call of ``params`` may load, for A of any dtype: its module once for
     each dtype where a kernel of it quantizes A, else once and ``quantize.cu``'s quantizer for each dtype."""
-    family = FAMILIES.get(type(params), GroupedLaunch)
+    family = FAMILIES.get(type(params)) or GROUPED_FAMILIES[type(params)]
     if family.QUANTIZES_A:
         return [(params.source, a_defines(params.defines(), dtype)) for dtype in A_KINDS]
     return [(params.source, params.defines())] + [("quantize.cu", a_defines(None, dtype)) for dtype in A_KINDS]
@@ -57,18 +60,20 @@ def gemm(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.T
 
 
 def grouped_gemm_a4w4(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor,
-                      out: torch.Tensor, params: plan.GroupedParams, num_experts: int, n_padded: int) -> torch.Tensor:
-    """out [T, N] bf16: row t of quant(a [T, K]) times its expert's weight by the grouped GEMM
-    (``launch.decode.GroupedLaunch``), the experts stacked in aiter's shuffled layouts (data, scales:
+                      out: torch.Tensor, params: plan.GroupedKernelParams, num_experts: int,
+                      n_padded: int) -> torch.Tensor:
+    """out [T, N] bf16: row t of quant(a [T, K]) times its expert's weight by the grouped GEMM of
+    ``params`` (``launch.decode.GroupedLaunch``, ``launch.wgmma.GroupedWgmmaLaunch``), the experts stacked in aiter's shuffled layouts (data, scales:
     expert e's N rows at row e * n_padded), tokens sorted by expert, ``offsets`` (int32 / int64 [E], on
     the device) their cumulative ends. Offsets that break the rule (``moe.grouped_gemm_a4w4``) are not
     detected: the rows they leave out, or give to two experts, are unspecified; nothing is read or
     written out of bounds."""
     t, n, k64, device = a.shape[0], out.shape[1], 2 * data.shape[1], a.device
-    key = GroupedLaunch.key(params, t, num_experts, n, k64, a.dtype, device.index)
+    family = GROUPED_FAMILIES[type(params)]
+    key = family.key(params, t, num_experts, n, k64, a.dtype, device.index)
     launch = _launches.get(key)
     if launch is None:
-        launch = _launches[key] = GroupedLaunch(params, t, num_experts, n, k64, a.dtype, device)
+        launch = _launches[key] = family(params, t, num_experts, n, k64, a.dtype, device)
     return launch(a, data, scales, offsets, out, num_experts, n_padded)
 
 

@@ -52,13 +52,13 @@ class Result:
 
 @functools.lru_cache(maxsize=1)
 def _shipped_variants():
-    """The bf16-output GEMM variants ``mxfp4 compile`` builds, every kernel but the grouped one: the
+    """The bf16-output GEMM variants ``mxfp4 compile`` builds, every kernel but the grouped ones: the
     forced-variant entry takes no other."""
     from .. import plan
     from ..bench.shapes import shape_set
 
     return sorted((p for p in plan.shipped_variants([(s.m, s.n, s.k) for s in shape_set("all")])
-                   if not isinstance(p, plan.GroupedParams) and not p.out_f32), key=str)
+                   if isinstance(p, plan.KERNEL_PARAMS) and not p.out_f32), key=str)
 
 
 def _kernel_accepts(case: Case) -> bool:

@@ -154,16 +154,14 @@ def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, 
     (the CPU reference: the exact product rounded once to bf16; the kernels: within their contract),
     deterministic, nothing kept between calls. ``backend`` as for :func:`mxfp4.gemm_a4w4`.
 
-    On a Hopper GPU, while an expert's mean work (T / E rows times N x K) is at most
-    ``plan.GROUPED_MAX_EXPERT_MACS`` (decode, and prefill of small experts; or ``params`` given), two
-    launches whatever the routing: A's rows quantized once, then the grouped kernel, which reads the
-    offsets on the device: no host sync, so the call can be captured in a CUDA graph, and the
-    offsets' values are not checked there (rows that offsets breaking the rule leave out or give to
-    two experts are unspecified; nothing is accessed out of bounds). Above it (prefill of large
-    experts) the offsets are checked and read on the host (one sync) and each non-empty expert runs
-    as one :func:`mxfp4.gemm_a4w4` on views of the stacked weight (the large-M kernels). Everywhere else the
-    offsets are checked and read on the host. When N % 16 != 0 the kernels' result is a view of N
-    columns of rows of N rounded up to 16 (as :func:`mxfp4.gemm_a4w4`'s).
+    On a Hopper GPU two launches whatever the routing: A's rows quantized once, then a grouped kernel,
+    which reads the offsets on the device: no host sync, so the call can be captured in a CUDA graph,
+    and the offsets' values are not checked there (rows that offsets breaking the rule leave out or give
+    to two experts are unspecified; nothing is accessed out of bounds). ``plan.grouped_heuristic``
+    picks the kernel (or ``params``, a ``plan.GroupedParams`` or ``plan.GroupedWgmmaParams``): the decode
+    tile's while a non-empty expert's mean rows are at most ``plan.GROUPED_DECODE_MAX_ROWS`` (decode), the
+    large-M kernels grouped above it (prefill). Everywhere else the offsets are checked and read on the host. When N % 16 != 0 the kernels'
+    result is a view of N columns of rows of N rounded up to 16 (as :func:`mxfp4.gemm_a4w4`'s).
 
     ``bias`` (bf16, fp16 or float32 [E, N], on ``a``'s device): row t gets its expert's row, added before the one
     rounding as :func:`mxfp4.gemm_a4w4`'s ``bias``. The grouped kernel writes bf16 only, so on a Hopper GPU a
@@ -179,8 +177,8 @@ def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, 
     checks.validate(a, w.expert(0), None)
     if a.requires_grad and torch.is_grad_enabled():
         raise ValueError("grouped_gemm_a4w4 is inference only (no autograd): call it under torch.no_grad()")
-    if params is not None and not isinstance(params, plan.GroupedParams):
-        raise TypeError(f"params must be a mxfp4.plan.GroupedParams, got {type(params).__name__}")
+    if params is not None and not isinstance(params, (plan.GroupedParams, plan.GroupedWgmmaParams)):
+        raise TypeError(f"params must be a mxfp4.plan.GroupedParams or GroupedWgmmaParams, got {type(params).__name__}")
     if bias is not None:
         if not isinstance(bias, torch.Tensor) or bias.dim() != 2 or bias.shape[0] != w.num_experts:
             raise ValueError(f"bias must be a tensor [{w.num_experts}, {w.n}] (one row per expert), got "
@@ -205,26 +203,25 @@ def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, 
             if not params.fits(plan.Problem(t, n16, k64)):
                 raise ValueError(f"params {params} do not fit an expert of {n16}x{k64} (split at most K / 32, "
                                  f"shared memory at most {plan.SMEM_LIMIT})")
-        if params is not None:
-            return _grouped_on_kernels(a, w, offsets, params, n16)
+        return _grouped_on_kernels(a, w, offsets, params, n16)
     ends = check_offsets(offsets, w.num_experts, t, a.device)
     out = torch.empty((t, w.n), dtype=torch.bfloat16, device=a.device)
     for e, (start, end) in enumerate(zip([0, *ends[:-1]], ends)):
         if end == start:
             continue
         b = None if bias is None else bias[e]
-        if chosen == "cuda":  # prefill (or a bias): the kernels, expert by expert
+        if chosen == "cuda":  # a bias: the kernels, expert by expert
             ops.gemm_a4w4(a[start:end], w.expert(e), out[start:end], backend="cuda", bias=b)
         else:
             out[start:end] = reference.gemm_a4w4(a[start:end], w.expert(e), scale_rule=w.weight.scale_rule, bias=b)
     return out
 
 
-_chosen: dict[tuple[int, int, int, int, int], plan.GroupedParams | None] = {}
+_chosen: dict[tuple[int, int, int, int, int], plan.GroupedKernelParams] = {}
 """plan.grouped_heuristic's answer per (T, E, N16, K64, device index), remembered for eager calls."""
 
 
-def _grouped_params(t: int, e: int, n16: int, k64: int, device: torch.device) -> plan.GroupedParams | None:
+def _grouped_params(t: int, e: int, n16: int, k64: int, device: torch.device) -> plan.GroupedKernelParams:
     index = device.index if device.index is not None else torch.cuda.current_device()
     key = (t, e, n16, k64, index)
     if key not in _chosen:
@@ -232,9 +229,9 @@ def _grouped_params(t: int, e: int, n16: int, k64: int, device: torch.device) ->
     return _chosen[key]
 
 
-def _grouped_on_kernels(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, params: plan.GroupedParams,
-                        n16: int) -> torch.Tensor:
-    """The grouped kernel's call (two launches, the offsets read on the device)."""
+def _grouped_on_kernels(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor,
+                        params: plan.GroupedKernelParams, n16: int) -> torch.Tensor:
+    """A grouped kernel's call (two launches, the offsets read on the device)."""
     from ..cuda import ops as cuda_ops
 
     out = torch.empty((a.shape[0], n16), dtype=torch.bfloat16, device=a.device)

@@ -1,8 +1,10 @@
-"""``WgmmaParams``: the large-M kernels' (``cuda/csrc/gemm_wgmma.cu``)."""
+"""``WgmmaParams``: the large-M kernels' (``cuda/csrc/gemm_wgmma.cu``); ``GroupedWgmmaParams``: the same kernels
+grouped over a mixture of experts' token rows."""
 from __future__ import annotations
 
 import dataclasses
 
+from .decode import GROUPED_STATIC_SMEM
 from .problem import SEGMENT_BLOCKS, SMEM_LIMIT, Problem, _with_output
 
 
@@ -114,3 +116,50 @@ class WgmmaParams:
 
     def fits(self, p: Problem) -> bool:
         return self.split <= -(-p.blocks // SEGMENT_BLOCKS)
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupedWgmmaParams:
+    """The grouped GEMM of a mixture of experts at prefill sizes (``gemm_wgmma.cu`` built with GROUPED):
+    A's T rows, sorted by expert, quantized by the prep into token tiles of at most ``tile.tn`` rows of
+    one expert each, then ``mxfp4_gemm_cv``, a CTA per tile and 128 rows of that expert's weight; both
+    kernels find a tile's expert and rows on the device from the offsets (``mx::grouped_item``), so
+    the grid depends on T and E only. ``tile``: the converting GEMM's variant (int8_weight False: the
+    prep's int8 weight would be every expert's; split 1; bf16 output)."""
+
+    source = "gemm_wgmma.cu"
+
+    tile: WgmmaParams = WgmmaParams(64, 3)
+
+    def defines(self) -> dict[str, int]:
+        return {**self.tile.defines(), "GROUPED": 1}
+
+    @property
+    def threads(self) -> int:
+        return self.tile.threads
+
+    @property
+    def out_f32(self) -> bool:
+        return self.tile.out_f32
+
+    def items(self, t: int, e: int) -> int:
+        """Token tiles launched for T rows over E experts: an upper bound on the chunks of at most
+        ``tile.tn`` rows (each non-empty expert's rows, rounded up), so the grid needs no offsets."""
+        return min(e, t) + t // self.tile.tn
+
+    def workspace_bytes(self, t: int, e: int, k: int) -> int:
+        """A's tiles as the prep writes them: a blob a token tile and segment of K."""
+        return -(-(k // 32) // SEGMENT_BLOCKS) * self.items(t, e) * self.tile.ablob_bytes
+
+    def check(self) -> None:
+        self.tile.check()
+        rules = [(not self.tile.int8_weight, "the grouped GEMM converts the weight itself (tile.int8_weight False)"),
+                 (self.tile.split == 1, "the grouped GEMM does not split K (tile.split 1)"),
+                 (not self.tile.out_f32, "the grouped GEMM writes bf16 (tile.out_f32 False)")]
+        for ok, rule in rules:
+            if not ok:
+                raise ValueError(f"GroupedWgmmaParams {self}: {rule}")
+
+    def fits(self, p: Problem) -> bool:
+        """``p``: one expert's problem (any rows: the kernel runs chunks of ``tile.tn``)."""
+        return self.tile.smem_bytes() + GROUPED_STATIC_SMEM <= SMEM_LIMIT

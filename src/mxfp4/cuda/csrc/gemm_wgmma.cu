@@ -16,6 +16,19 @@
 #if !defined(TN) || !defined(STAGES) || !defined(INT8_WEIGHT)
 #error "TN, STAGES and INT8_WEIGHT are set by the JIT"
 #endif
+// GROUPED 1 (a mixture of experts' prefill; the converting GEMM): the entry points are
+// mxfp4_wgmma_prep_grouped and mxfp4_gemm_cv_grouped, the same bodies with A's rows sorted by expert,
+// offsets (int32, or int64 when off64) their cumulative ends over E experts, read on the device. A token
+// tile is a chunk of up to TN rows of one expert (mx::grouped_item, grouped.cuh: ntile bounds the chunks,
+// those past the last do nothing), and its CTAs read that expert's weight: expert e's codes and scale
+// bytes at e * w_stride and e * s_stride bytes.
+#ifndef GROUPED
+#define GROUPED 0
+#endif
+#if GROUPED && INT8_WEIGHT
+#error "GROUPED runs the converting GEMM (INT8_WEIGHT 0)"
+#endif
+#include "grouped.cuh"
 // OUT_F32 1 (out_t, mxfp4.cuh): C is float32, the GEMMs' float32 totals unrounded, stored from
 // registers: no staging tile, so the shared memory is the bf16 variant's. Only the output differs.
 

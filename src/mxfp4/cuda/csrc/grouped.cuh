@@ -1,5 +1,6 @@
-// The grouped GEMM's work items (mxfp4_gemm_grouped in gemm_decode.cu): which chunk of which
-// expert's token rows a CTA takes, found on the device from the experts' offsets.
+// The grouped GEMMs' work items (mxfp4_gemm_grouped in gemm_decode.cu; mxfp4_wgmma_prep_grouped and
+// mxfp4_gemm_cv_grouped in gemm_wgmma.cu's GROUPED build): which chunk of which expert's token rows a CTA
+// takes, found on the device from the experts' offsets.
 #pragma once
 #include "mxfp4.cuh"
 

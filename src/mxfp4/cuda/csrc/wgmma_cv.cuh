@@ -62,9 +62,12 @@ static_assert(Smem::BYTES <= 227 * 1024, "the variant's shared memory exceeds th
 
 }  // namespace
 
-extern "C" __global__ void __maxnreg__(CV_REGS)
-mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc,
-              const u8 *__restrict__ W, out_t *__restrict__ C, int ldc, int M, int N, int K, int ntile, int nwt) {
+// The body of both entry points at the end (GROUPED: offsets, off64, E, w_stride, s_stride as
+// gemm_wgmma.cu states them).
+__device__ __forceinline__ void gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc,
+                                        const u8 *__restrict__ W, out_t *__restrict__ C, int ldc, int M, int N, int K,
+                                        int ntile, int nwt, const void *__restrict__ offsets, int off64, int E,
+                                        long long w_stride, long long s_stride) {
   extern __shared__ __align__(1024) u8 smem_raw[];
   u8 *smem = smem_raw + mx::smem_pad_1024(smem_raw);
   u64 *wfull = (u64 *)(smem + Smem::BARS), *wempty = wfull + STAGES;
@@ -79,7 +82,20 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
   const int s_lo = (int)((long long)nseg * rank / S), cnt = (int)((long long)nseg * (rank + 1) / S) - s_lo;
   int tT, tW;
   raster_tile(blockIdx.x, ntile, nwt, tT, tW);
-  const int n0 = tW * TW, t0 = tT * TN;
+  // The tile's token rows t0 .. M - 1 at most (GROUPED: one expert's chunk of rows, found from the
+  // offsets as the prep found it, and that expert's weight; no chunk past the last).
+  int t0 = tT * TN;
+#if GROUPED
+  {
+    int rows;
+    const int e = mx::grouped_item<THREADS, TN>(offsets, off64, E, M, tT, t0, rows);
+    if (e < 0) return;  // the whole CTA (K is not split: no cluster)
+    W += e * w_stride;
+    Wsc += e * s_stride;
+    M = t0 + rows;
+  }
+#endif
+  const int n0 = tW * TW;
   // Stage `stage` <- segment s_lo + i of the tile's row groups that exist, blocks up to K: by warp 0, lane g
   // group g's copy (a bulk copy holds its issuing thread about 50 ns whatever its size, design.md's prep).
   const int groups = min(8, (N - n0) >> 4);
@@ -327,3 +343,19 @@ mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc
 #endif
   if (S > 1) mx::cluster_wait();  // no CTA leaves while another reads its partial
 }
+
+#if GROUPED
+extern "C" __global__ void __maxnreg__(CV_REGS)
+mxfp4_gemm_cv_grouped(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc,
+                      const u8 *__restrict__ W, out_t *__restrict__ C, int ldc, int M, int N, int K, int ntile,
+                      int nwt, const void *__restrict__ offsets, int off64, int E, long long w_stride,
+                      long long s_stride) {
+  gemm_cv(ablob, Wsc, ldsc, W, C, ldc, M, N, K, ntile, nwt, offsets, off64, E, w_stride, s_stride);
+}
+#else
+extern "C" __global__ void __maxnreg__(CV_REGS)
+mxfp4_gemm_cv(const u8 *__restrict__ ablob, const u8 *__restrict__ Wsc, int ldsc,
+              const u8 *__restrict__ W, out_t *__restrict__ C, int ldc, int M, int N, int K, int ntile, int nwt) {
+  gemm_cv(ablob, Wsc, ldsc, W, C, ldc, M, N, K, ntile, nwt, nullptr, 0, 0, 0, 0);
+}
+#endif

@@ -7,10 +7,11 @@
 #include "wgmma_band.cuh"
 #include "wgmma_blob.cuh"
 
-extern "C" __global__ void __launch_bounds__(PREP_THREADS)
-mxfp4_wgmma_prep(const a_t *__restrict__ A, int lda, int M, int K, const u8 *__restrict__ W,
-                 const u8 *__restrict__ Wsc, int ldsc, int N, u8 *__restrict__ ablob, u8 *__restrict__ wblob,
-                 int ntile, int a_ctas) {
+// The body of both entry points below (GROUPED: offsets, off64, E as gemm_wgmma.cu states them).
+__device__ __forceinline__ void wgmma_prep(const a_t *__restrict__ A, int lda, int M, int K, const u8 *__restrict__ W,
+                                           const u8 *__restrict__ Wsc, int ldsc, int N, u8 *__restrict__ ablob,
+                                           u8 *__restrict__ wblob, int ntile, int a_ctas, const void *__restrict__ offsets,
+                                           int off64, int E) {
   mx::pdl_launch_dependents();  // the GEMM may start now: it waits (griddepcontrol.wait) before reading
   const int nblk = K >> 5, nseg = (nblk + SEG - 1) / SEG;
   const int tid = threadIdx.x;
@@ -24,13 +25,18 @@ mxfp4_wgmma_prep(const a_t *__restrict__ A, int lda, int M, int K, const u8 *__r
     const int warp = tid >> 5, lane = tid & 31;
     const int grp = (int)blockIdx.x % (TN / WARPS), ts = (int)blockIdx.x / (TN / WARPS);
     const int tile = ts % ntile, s = ts / ntile;
+    // The tile's rows of A: r0 .. r0 + rows - 1 (GROUPED: one expert's chunk, none past the last chunk).
+    int r0 = tile * TN, rows = M - r0;
+#if GROUPED
+    if (mx::grouped_item<PREP_THREADS, TN>(offsets, off64, E, M, tile, r0, rows) < 0) return;
+#endif
     u8 *blob = ablob + ((long long)s * ntile + tile) * ABlob::BYTES;
     float *fold = (float *)(blob + ABlob::FOLD), *blk = fold + TN;
     u8 *tmask = (u8 *)(blk + SEG * TN);
     const int r = grp * WARPS + warp, b = lane >> 2, q = lane & 3;
-    const int m = tile * TN + r, cb = s * SEG + b;
+    const int m = r0 + r, cb = s * SEG + b;
     const mx::Quarter<A_KIND> va =
-        mx::load_quarter<A_KIND>(A, (long long)m * lda + cb * 32 + q * 8, m < M && cb < nblk);
+        mx::load_quarter<A_KIND>(A, (long long)m * lda + cb * 32 + q * 8, r < rows && cb < nblk);
     // The token's band (band_window) and mask: the blocks inside it (zero and NaN blocks fit any
     // band; blocks past K are outside).
     u32 sbyte;
@@ -133,3 +139,19 @@ mxfp4_wgmma_prep(const a_t *__restrict__ A, int lda, int M, int K, const u8 *__r
     if (tid == 0) *(u32 *)(blob + WBlob::MASK) = shared_mask;
   }
 }
+
+#if GROUPED
+extern "C" __global__ void __launch_bounds__(PREP_THREADS)
+mxfp4_wgmma_prep_grouped(const a_t *__restrict__ A, int lda, int M, int K, const u8 *__restrict__ W,
+                         const u8 *__restrict__ Wsc, int ldsc, int N, u8 *__restrict__ ablob, u8 *__restrict__ wblob,
+                         int ntile, int a_ctas, const void *__restrict__ offsets, int off64, int E) {
+  wgmma_prep(A, lda, M, K, W, Wsc, ldsc, N, ablob, wblob, ntile, a_ctas, offsets, off64, E);
+}
+#else
+extern "C" __global__ void __launch_bounds__(PREP_THREADS)
+mxfp4_wgmma_prep(const a_t *__restrict__ A, int lda, int M, int K, const u8 *__restrict__ W,
+                 const u8 *__restrict__ Wsc, int ldsc, int N, u8 *__restrict__ ablob, u8 *__restrict__ wblob,
+                 int ntile, int a_ctas) {
+  wgmma_prep(A, lda, M, K, W, Wsc, ldsc, N, ablob, wblob, ntile, a_ctas, nullptr, 0, 0);
+}
+#endif

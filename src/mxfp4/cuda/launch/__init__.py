@@ -6,7 +6,8 @@ bytes, and it builds each kernel's arguments in the order of the kernel's ``runt
 ``small``: ``gemm_small.cu`` (``SmallParams``); ``decode``: ``gemm_decode.cu`` (``DecodeParams``, and the
 grouped GEMM's ``GroupedParams``) and ``stream``: ``gemm_stream.cu`` (``StreamParams``), each after
 ``quantize.cu``'s token quantizer (``token_quantizer``); ``band``: ``gemm_band.cu`` after ``quantize.cu``'s band
-quantizer (``BandParams``); ``wgmma``: ``gemm_wgmma.cu`` (``WgmmaParams``). :mod:`mxfp4.cuda.ops`
+quantizer (``BandParams``); ``wgmma``: ``gemm_wgmma.cu`` (``WgmmaParams``, and grouped over a mixture of
+experts' rows: ``GroupedWgmmaParams``). :mod:`mxfp4.cuda.ops`
 looks a launch up per shape and calls it.
 
 Every family reads A of each dtype of ``A_KINDS`` as it is: the kernel that quantizes A (the GEMM's own

@@ -1,12 +1,13 @@
 """The large-M kernels' launch (``csrc/gemm_wgmma.cu``, ``params.WgmmaParams``: one module a variant, the prep
 and the GEMM its defines name): the prep quantizes A into the GEMM's int8 operand in the call's workspace
 (with ``params.int8_weight`` the weight as int8 beside it), then the wgmma GEMM as its programmatic
-dependent."""
+dependent. ``GroupedWgmmaLaunch``: the same two kernels built with GROUPED, over a mixture of experts'
+rows (``params.GroupedWgmmaParams``)."""
 from __future__ import annotations
 
 import torch
 
-from ...params import SEGMENT_BLOCKS, WgmmaParams
+from ...params import SEGMENT_BLOCKS, GroupedWgmmaParams, WgmmaParams
 from .. import runtime
 from . import Launch, a_defines, out_rows, rows, split_cluster, weight
 
@@ -18,6 +19,11 @@ GEMM_I8 = runtime.Signature("mxfp4_gemm_i8", ablob=PTR, wblob=PTR, C=PTR, ldc=I3
                             nwt=I32)
 GEMM_CV = runtime.Signature("mxfp4_gemm_cv", ablob=PTR, Wsc=PTR, ldsc=I32, W=PTR, C=PTR, ldc=I32, M=I32, N=I32, K=I32,
                             ntile=I32, nwt=I32)
+
+_GROUPED = dict(offsets=PTR, off64=I32, E=I32)
+PREP_GROUPED = runtime.Signature(PREP.name + "_grouped", **dict(zip(PREP.names, PREP.kinds)), **_GROUPED)
+GEMM_CV_GROUPED = runtime.Signature(GEMM_CV.name + "_grouped", **dict(zip(GEMM_CV.names, GEMM_CV.kinds)), **_GROUPED,
+                                    w_stride=runtime.Param.I64, s_stride=runtime.Param.I64)
 
 PREP_THREADS = 256
 """Threads of a prep CTA (PREP_THREADS in csrc/wgmma_blob.cuh, exported as mxfp4_wgmma_prep_threads)."""
@@ -72,4 +78,52 @@ class WgmmaLaunch(Launch):
         runtime.launch(prep, prep_config, device, pa, lda, m, k, pw, ps, ldsc, n, ablob, wblob, g["ntile"], g["a_ctas"])
         w = (wblob,) if self.params.int8_weight else (ps, ldsc, pw)
         runtime.launch(gemm, gemm_config, device, ablob, *w, pc, ldc, m, n, k, g["ntile"], g["nwt"])
+        return out
+
+
+class GroupedWgmmaLaunch(Launch):
+    """out [T, N] bf16: row t of quant(a [T, K]) times its expert's weight, the experts' weights stacked
+    (expert e's N rows at row e * n_padded), tokens sorted by expert, ``offsets`` (int32 / int64 [E], on
+    the device) their cumulative ends: the prep quantizes A's rows into token tiles of at most tn rows of
+    one expert, then ``mxfp4_gemm_cv`` runs a CTA per tile and 128 rows of that expert's weight, both
+    finding a tile's expert from the offsets. The grid depends on T and E only (``params.items``): no host
+    read, graph capturable."""
+
+    __slots__ = ("ntile", "nwt", "a_ctas", "ablob")
+
+    @staticmethod
+    def key(params: GroupedWgmmaParams, t: int, e: int, n: int, k: int, dtype: torch.dtype, index: int) -> tuple:
+        return params, t, e, n, k, dtype, index
+
+    def __init__(self, params: GroupedWgmmaParams, t: int, e: int, n: int, k: int, dtype: torch.dtype,
+                 device: torch.device) -> None:
+        tile, defines = params.tile, a_defines(params.defines(), dtype)
+        prep = runtime.kernel(params.source, PREP_GROUPED, defines, device)
+        runtime.prefer_shared(prep)
+        gemm = runtime.kernel(params.source, GEMM_CV_GROUPED, defines, device, tile.smem_bytes())
+        nseg = -(-(k // 32) // SEGMENT_BLOCKS)
+        self.ntile, self.nwt = params.items(t, e), -(-n // 128)
+        self.a_ctas = nseg * self.ntile * (tile.tn // (PREP_THREADS // 32))
+        self.ablob = params.workspace_bytes(t, e, k)
+        super().__init__(params, device, n, k, (prep, gemm),
+                         (runtime.config((self.a_ctas, 1, 1), PREP_THREADS, 0, None),
+                          runtime.config((self.ntile * self.nwt, 1, 1), tile.threads, tile.smem_bytes(), None,
+                                         dependent=True)), self.ablob)
+
+    def __call__(self, a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor,
+                 out: torch.Tensor, num_experts: int, n_padded: int) -> torch.Tensor:
+        a = self.operand(a, self.k)
+        t, n, k, device = a.shape[0], self.n, self.k, self.device
+        pa, lda = rows(a)
+        pw, ps, ldsc = weight(data, scales)
+        pc, ldc = out_rows(out, self.params, 8, 16, "a row stride that is a multiple of 8 and a 16-byte aligned start")
+        if not offsets.is_contiguous() or offsets.dtype not in (torch.int32, torch.int64):
+            raise ValueError("offsets must be contiguous int32 or int64")
+        (prep, gemm), (prep_config, gemm_config) = self.kernels, self.configs
+        ws = torch.empty(self.workspace_bytes, dtype=torch.uint8, device=device)
+        ablob, po, off64 = ws.data_ptr(), offsets.data_ptr(), 1 if offsets.dtype is torch.int64 else 0
+        runtime.launch(prep, prep_config, device, pa, lda, t, k, pw, ps, ldsc, n, ablob, ablob + self.ablob, self.ntile,
+                       self.a_ctas, po, off64, num_experts)
+        runtime.launch(gemm, gemm_config, device, ablob, ps, ldsc, pw, pc, ldc, t, n, k, self.ntile, self.nwt, po, off64,
+                       num_experts, n_padded * (k // 2), n_padded * ldsc)
         return out
