@@ -114,7 +114,7 @@ def test_a_launch_takes_its_signatures_arguments(monkeypatch):
 def shipped_cases():
     """(params, shape) for every variant plan.shipped_variants lists: the table's entries at their shapes,
     plan.choose's answers at the benchmark shapes, the large-M variants and each one's float32 twin;
-    the grouped kernel's at (T, E, N16, K64)."""
+    the grouped kernels' (and their float32 twins) at (T, E, N16, K64)."""
     table = plan.load_table()
     found = {p: key for key, p in table.items()}
     for s in shape_set("all"):
@@ -128,7 +128,7 @@ def shipped_cases():
     for e, n, k in plan.GROUPED_SHAPES:
         for t in plan.GROUPED_ROWS:
             grouped.setdefault(plan.grouped_heuristic(t, e, n, k), (t, e, n, k))
-    grouped.pop(None, None)
+    grouped.update({plan.float32_output(p): shape for p, shape in grouped.items()})
     return found, grouped
 
 
@@ -242,7 +242,7 @@ def test_every_shipped_launch_matches_its_kernels_prototype(tmp_path, monkeypatc
     for (params, (t, e, n, k)), dtype in itertools.product(sorted(grouped.items(), key=str), launch.A_KINDS):
         rec.allocated.clear()
         params.check()
-        a, data, scales, out, names = operands(t, n, k, dtype, experts=e)
+        a, data, scales, out, names = operands(t, n, k, dtype, out_f32=params.tile.out_f32, experts=e)
         offsets = torch.full((e,), t, dtype=torch.int32)
         start = len(rec.launches)
         cuda_ops.grouped_gemm_a4w4(a, data, scales, offsets, out, params, e, -(-n // 256) * 256)

@@ -288,6 +288,44 @@ def test_grouped_kernel_under_graph_capture(offsets_dtype, params):
     assert torch.equal(out, grouped_gemm_a4w4(a, stacked, offsets, params=params))
 
 
+def _check_biased(out, a, plain, counts, bias):
+    """out against each row's exact product with its expert plus that expert's bias row, under the biased bound."""
+    start = 0
+    for e, (w, c) in enumerate(zip(plain, counts)):
+        if c:
+            x, mag = testing.exact_product(a[start:start + c], w)
+            biased = x + bias[e].double()
+            got = out[start:start + c].double()
+            assert ((got - biased).abs() <= testing.biased_bound(biased, mag, w.shape[1])).all(), e
+        start += c
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("params", [None, plan.GroupedParams(plan.DecodeParams(2, 8, 2, 8, 1))] + GROUPED_WGMMA, ids=str)
+def test_grouped_kernels_add_each_experts_bias_on_the_device(params):
+    """A bias [E, N]: the kernel's float32 totals, each row's expert's bias row added on the device, rounded
+    once; inside the biased bound, deterministic, and under graph capture (no host read) the eager bits."""
+    counts = [7, 0, 1, 100, 0, 33, 64, 2]
+    a, plain, stacked, offsets = _experts_problem(counts, 1000, 544, seed=11)
+    bias = (torch.randn(len(counts), 1000, device="cuda") * 30).bfloat16()
+    out = grouped_gemm_a4w4(a, stacked, offsets, params=params, bias=bias)
+    assert out.shape == (sum(counts), 1000) and out.dtype is torch.bfloat16
+    _check_biased(out, a, plain, counts, bias)
+    assert torch.equal(out, grouped_gemm_a4w4(a, stacked, offsets, params=params, bias=bias))
+    static_a = a.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        grouped_gemm_a4w4(static_a, stacked, offsets, params=params, bias=bias)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = grouped_gemm_a4w4(static_a, stacked, offsets, params=params, bias=bias)
+    static_a.copy_(a.flip(0))
+    graph.replay()
+    assert torch.equal(captured, grouped_gemm_a4w4(a.flip(0), stacked, offsets, params=params, bias=bias))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("params", GROUPED_WGMMA, ids=str)
 @pytest.mark.parametrize("offsets_dtype", [torch.int32, torch.int64])

@@ -64,10 +64,9 @@ def test_impossible_variants_do_not_compile():
 
 def test_grouped_variants_refuse_what_the_grouped_kernels_lack():
     """GroupedWgmmaParams takes the converting GEMM whole: no int8 weight (it would be every expert's),
-    no K split, bf16 output; its grid bounds the chunks without the offsets and its workspace is a blob
-    a chunk and segment."""
-    for tile, rule in ((plan.WGMMA_INT8, "tile.int8_weight False"), (plan.WgmmaParams(64, 3, split=2), "tile.split 1"),
-                       (plan.WgmmaParams(64, 3, out_f32=True), "writes bf16")):
+    no K split; its grid bounds the chunks without the offsets and its workspace is a blob a chunk and
+    segment."""
+    for tile, rule in ((plan.WGMMA_INT8, "tile.int8_weight False"), (plan.WgmmaParams(64, 3, split=2), "tile.split 1")):
         with pytest.raises(ValueError, match=rule):
             plan.GroupedWgmmaParams(tile).check()
     g = plan.GROUPED_WGMMA

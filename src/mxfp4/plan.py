@@ -272,8 +272,11 @@ def choose(p: Problem, table: dict[tuple[int, int, int], KernelParams],
     return heuristic(p, sm_count)
 
 
-def float32_output(params: KernelParams) -> KernelParams:
-    """The variant of ``params`` that writes the unrounded float32 total (``out_f32``)."""
+def float32_output(params: KernelParams | GroupedKernelParams) -> KernelParams | GroupedKernelParams:
+    """The variant of ``params`` that writes the unrounded float32 total (``out_f32``; a grouped kernel's
+    through its tile's)."""
+    if isinstance(params, (GroupedParams, GroupedWgmmaParams)):
+        return dataclasses.replace(params, tile=dataclasses.replace(params.tile, out_f32=True))
     return dataclasses.replace(params, out_f32=True)
 
 
@@ -296,5 +299,7 @@ GROUPED_ROWS = (1, 4, 8, 16, 64, 128, 512, 1024, 4096, 16384, 32768)
 
 
 def shipped_grouped_variants() -> list[GroupedKernelParams]:
-    """The grouped kernels' variants ``grouped_heuristic`` gives for GROUPED_SHAPES at GROUPED_ROWS."""
-    return sorted({grouped_heuristic(t, e, n, k) for e, n, k in GROUPED_SHAPES for t in GROUPED_ROWS}, key=str)
+    """The grouped kernels' variants ``grouped_heuristic`` gives for GROUPED_SHAPES at GROUPED_ROWS, each with
+    its float32-output twin (a call with a bias)."""
+    found = {grouped_heuristic(t, e, n, k) for e, n, k in GROUPED_SHAPES for t in GROUPED_ROWS}
+    return sorted(found | {float32_output(p) for p in found}, key=str)

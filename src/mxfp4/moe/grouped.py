@@ -164,9 +164,9 @@ def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, 
     result is a view of N columns of rows of N rounded up to 16 (as :func:`mxfp4.gemm_a4w4`'s).
 
     ``bias`` (bf16, fp16 or float32 [E, N], on ``a``'s device): row t gets its expert's row, added before the one
-    rounding as :func:`mxfp4.gemm_a4w4`'s ``bias``. The grouped kernel writes bf16 only, so on a Hopper GPU a
-    call with a bias reads the offsets on the host and runs each non-empty expert as one biased
-    :func:`mxfp4.gemm_a4w4` (the kernels' float32 total, the bias added, rounded once).
+    rounding as :func:`mxfp4.gemm_a4w4`'s ``bias``. On a Hopper GPU the grouped kernel's float32 variant writes
+    the totals, and each row's expert (found on the device from the offsets) gives its bias row, added in
+    float32 and rounded once (no host read: a call with a bias is graph capturable too).
     """
     if not isinstance(w, ExpertWeights):
         raise TypeError(f"w must be an mxfp4.ExpertWeights (ExpertWeights.stack), got {type(w).__name__}")
@@ -184,15 +184,12 @@ def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, 
             raise ValueError(f"bias must be a tensor [{w.num_experts}, {w.n}] (one row per expert), got "
                              f"{getattr(bias, 'shape', type(bias).__name__)}")
         checks.validate_bias(bias[0], w.n, a.device)
-        if params is not None:
-            raise ValueError("bias= and params= do not go together: the grouped kernel (params) writes bf16 only, "
-                             "and a bias is added to each expert's float32 total")
     _check_offsets_tensor(offsets, w.num_experts, a.device)
     t = a.shape[0]
     chosen = ops.select_backend(a, w.expert(0), backend)
     if a.device.type == "meta":  # shapes only (a model built on the meta device)
         return a.new_empty((t, w.n), dtype=torch.bfloat16)
-    if chosen == "cuda" and bias is None:
+    if chosen == "cuda":
         if not t:
             return torch.empty((0, w.n), dtype=torch.bfloat16, device=a.device)
         n16, k64 = -(-w.n // 16) * 16, 2 * w.weight.data.shape[1]
@@ -203,16 +200,18 @@ def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, 
             if not params.fits(plan.Problem(t, n16, k64)):
                 raise ValueError(f"params {params} do not fit an expert of {n16}x{k64} (split at most K / 32, "
                                  f"shared memory at most {plan.SMEM_LIMIT})")
-        return _grouped_on_kernels(a, w, offsets, params, n16)
+        if bias is None:
+            return _grouped_on_kernels(a, w, offsets, params, n16)
+        # the float32 totals, each row's expert's bias added (the expert found on the device), rounded once
+        total = _grouped_on_kernels(a, w, offsets, plan.float32_output(params), n16)
+        rows = torch.arange(t, device=a.device, dtype=offsets.dtype)
+        expert = torch.searchsorted(offsets, rows, right=True).clamp_(max=w.num_experts - 1)
+        return ops.add_bias(total, bias.index_select(0, expert), torch.bfloat16)
     ends = check_offsets(offsets, w.num_experts, t, a.device)
     out = torch.empty((t, w.n), dtype=torch.bfloat16, device=a.device)
     for e, (start, end) in enumerate(zip([0, *ends[:-1]], ends)):
-        if end == start:
-            continue
-        b = None if bias is None else bias[e]
-        if chosen == "cuda":  # a bias: the kernels, expert by expert
-            ops.gemm_a4w4(a[start:end], w.expert(e), out[start:end], backend="cuda", bias=b)
-        else:
+        if end != start:
+            b = None if bias is None else bias[e]
             out[start:end] = reference.gemm_a4w4(a[start:end], w.expert(e), scale_rule=w.weight.scale_rule, bias=b)
     return out
 
@@ -231,10 +230,12 @@ def _grouped_params(t: int, e: int, n16: int, k64: int, device: torch.device) ->
 
 def _grouped_on_kernels(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor,
                         params: plan.GroupedKernelParams, n16: int) -> torch.Tensor:
-    """A grouped kernel's call (two launches, the offsets read on the device)."""
+    """A grouped kernel's call (two launches, the offsets read on the device): bf16, or the float32 totals
+    for ``params``' float32 variant."""
     from ..cuda import ops as cuda_ops
 
-    out = torch.empty((a.shape[0], n16), dtype=torch.bfloat16, device=a.device)
+    dtype = torch.float32 if params.tile.out_f32 else torch.bfloat16
+    out = torch.empty((a.shape[0], n16), dtype=dtype, device=a.device)
     cuda_ops.grouped_gemm_a4w4(a, w.weight.data, w.weight.scales, offsets.contiguous(), out, params, w.num_experts,
                                w.n_padded)
     return out if n16 == w.n else out[:, :w.n]

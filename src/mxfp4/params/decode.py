@@ -118,8 +118,6 @@ class GroupedParams:
 
     def check(self) -> None:
         self.tile.check()
-        if self.tile.out_f32:
-            raise ValueError(f"GroupedParams {self}: the grouped GEMM writes bf16 (tile.out_f32 must be False)")
 
     def fits(self, p: Problem) -> bool:
         """``p``: one expert's problem (n, k; m is not limited: the kernel runs chunks of ``tokens``)."""

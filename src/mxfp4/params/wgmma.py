@@ -125,7 +125,7 @@ class GroupedWgmmaParams:
     one expert each, then ``mxfp4_gemm_cv``, a CTA per tile and 128 rows of that expert's weight; both
     kernels find a tile's expert and rows on the device from the offsets (``mx::grouped_item``), so
     the grid depends on T and E only. ``tile``: the converting GEMM's variant (int8_weight False: the
-    prep's int8 weight would be every expert's; split 1; bf16 output)."""
+    prep's int8 weight would be every expert's; split 1; bf16 output, or float32 for a call with a bias)."""
 
     source = "gemm_wgmma.cu"
 
@@ -154,8 +154,7 @@ class GroupedWgmmaParams:
     def check(self) -> None:
         self.tile.check()
         rules = [(not self.tile.int8_weight, "the grouped GEMM converts the weight itself (tile.int8_weight False)"),
-                 (self.tile.split == 1, "the grouped GEMM does not split K (tile.split 1)"),
-                 (not self.tile.out_f32, "the grouped GEMM writes bf16 (tile.out_f32 False)")]
+                 (self.tile.split == 1, "the grouped GEMM does not split K (tile.split 1)")]
         for ok, rule in rules:
             if not ok:
                 raise ValueError(f"GroupedWgmmaParams {self}: {rule}")
