@@ -301,13 +301,14 @@ def _check_biased(out, a, plain, counts, bias):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("params", [None, plan.GroupedParams(plan.DecodeParams(2, 8, 2, 8, 1))] + GROUPED_WGMMA, ids=str)
+@pytest.mark.parametrize("params", [None, plan.GroupedParams(plan.DecodeParams(2, 8, 2, 8, 1))] + GROUPED_WGMMA,
+                         ids=str)
 def test_grouped_kernels_add_each_experts_bias_on_the_device(params):
     """A bias [E, N]: the kernel's float32 totals, each row's expert's bias row added on the device, rounded
     once; inside the biased bound, deterministic, and under graph capture (no host read) the eager bits."""
     counts = [7, 0, 1, 100, 0, 33, 64, 2]
     a, plain, stacked, offsets = _experts_problem(counts, 1000, 544, seed=11)
-    bias = (torch.randn(len(counts), 1000, device="cuda") * 30).bfloat16()
+    bias = (torch.randn(len(counts), 1000, generator=torch.Generator().manual_seed(11)) * 30).bfloat16().cuda()
     out = grouped_gemm_a4w4(a, stacked, offsets, params=params, bias=bias)
     assert out.shape == (sum(counts), 1000) and out.dtype is torch.bfloat16
     _check_biased(out, a, plain, counts, bias)

@@ -206,8 +206,8 @@ def grouped_heuristic(t: int, e: int, n: int, k: int, sm_count: int = 132) -> Gr
     non-empty expert's mean rows, the decode tile's grouped kernel up to ``GROUPED_DECODE_MAX_ROWS`` (or
     the large-M kernels where no decode tile fits shared memory), then the large-M kernels grouped on
     token tiles of 64 rows, from ``GROUPED_TN128_MIN_ROWS`` of 128. The decode tile holds about twice the
-    mean rows (routing puts more on some; an expert beyond the tile takes more CTAs, not a slower one),
-    at most 32; CTAs of 128 weight rows on 16 warps (two a group, depth 8), K split only where shared
+    mean rows, 8 or 16 (routing puts more on some; an expert beyond the tile takes more CTAs, not a slower
+    one); CTAs of 128 weight rows on 16 warps (two a group, depth 8), K split only where shared
     memory needs it. H200, L2 flushed, DeepSeek-R1 gate_up and GPT-OSS down at 1, 16, 128 tokens: the
     fastest of seven tiles at all six points (the decode heuristic's 64-row, 4-warp-a-group tile
     1.05-1.6x slower: 200 us against 137 at 16 tokens of GPT-OSS down; splitting K 1.3-1.5x slower: the

@@ -62,8 +62,9 @@ def gemm(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.T
 def grouped_gemm_a4w4(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor,
                       out: torch.Tensor, params: plan.GroupedKernelParams, num_experts: int,
                       n_padded: int) -> torch.Tensor:
-    """out [T, N] bf16: row t of quant(a [T, K]) times its expert's weight by the grouped GEMM of
-    ``params`` (``launch.decode.GroupedLaunch``, ``launch.wgmma.GroupedWgmmaLaunch``), the experts stacked in aiter's shuffled layouts (data, scales:
+    """out [T, N] bf16 (float32 for ``params``' float32 variant): row t of quant(a [T, K]) times its expert's
+    weight by the grouped GEMM of ``params`` (``launch.decode.GroupedLaunch``,
+    ``launch.wgmma.GroupedWgmmaLaunch``), the experts stacked in aiter's shuffled layouts (data, scales:
     expert e's N rows at row e * n_padded), tokens sorted by expert, ``offsets`` (int32 / int64 [E], on
     the device) their cumulative ends. Offsets that break the rule (``moe.grouped_gemm_a4w4``) are not
     detected: the rows they leave out, or give to two experts, are unspecified; nothing is read or

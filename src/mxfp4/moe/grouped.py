@@ -160,8 +160,9 @@ def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, 
     to two experts are unspecified; nothing is accessed out of bounds). ``plan.grouped_heuristic``
     picks the kernel (or ``params``, a ``plan.GroupedParams`` or ``plan.GroupedWgmmaParams``): the decode
     tile's while a non-empty expert's mean rows are at most ``plan.GROUPED_DECODE_MAX_ROWS`` (decode), the
-    large-M kernels grouped above it (prefill). Everywhere else the offsets are checked and read on the host. When N % 16 != 0 the kernels'
-    result is a view of N columns of rows of N rounded up to 16 (as :func:`mxfp4.gemm_a4w4`'s).
+    large-M kernels grouped above it (prefill). Everywhere else the offsets are checked and read on the
+    host. When N % 16 != 0 the kernels' result is a view of N columns of rows of N rounded up to 16 (as
+    :func:`mxfp4.gemm_a4w4`'s).
 
     ``bias`` (bf16, fp16 or float32 [E, N], on ``a``'s device): row t gets its expert's row, added before the one
     rounding as :func:`mxfp4.gemm_a4w4`'s ``bias``. On a Hopper GPU the grouped kernel's float32 variant writes

@@ -7,13 +7,13 @@ ring, every SM an equal share); ``BandParams``: ``cuda/csrc/gemm_band.cu`` (the 
 three bands and each segment's block sums added inside the tensor core); ``WgmmaParams``:
 ``cuda/csrc/gemm_wgmma.cu`` (the large-M kernels);
 ``GroupedParams``: the grouped GEMM of a mixture of experts (in ``gemm_decode.cu``); ``GroupedWgmmaParams``:
-the large-M kernels grouped over the experts (prefill). Each states its
-kernel's shared memory (the kernel exports its own, and the tests compare them), checks what the
-kernel needs and says which problems it takes; :mod:`mxfp4.plan` chooses among them (and names them too).
+the large-M kernels grouped over the experts (prefill). Each states its kernel's shared memory (the kernel
+exports its own, and the tests compare them), checks what the kernel needs and says which problems it
+takes; :mod:`mxfp4.plan` chooses among them (and names them too).
 
 One module a kernel source: ``small.py``, ``decode.py`` (with ``GroupedParams``, which runs the decode
-tile), ``stream.py`` (``StreamParams`` and ``BandParams``), ``wgmma.py`` (with ``GroupedWgmmaParams``); ``problem.py``: the problem and
-the limits they all check against.
+tile), ``stream.py`` (``StreamParams`` and ``BandParams``), ``wgmma.py`` (with ``GroupedWgmmaParams``);
+``problem.py``: the problem and the limits they all check against.
 """
 from .decode import GROUPED_STATIC_SMEM, DecodeParams, GroupedParams
 from .problem import MAX_GRID_Y, SEGMENT_BLOCKS, SMEM_LIMIT, Problem, valid

@@ -121,11 +121,12 @@ class WgmmaParams:
 @dataclasses.dataclass(frozen=True)
 class GroupedWgmmaParams:
     """The grouped GEMM of a mixture of experts at prefill sizes (``gemm_wgmma.cu`` built with GROUPED):
-    A's T rows, sorted by expert, quantized by the prep into token tiles of at most ``tile.tn`` rows of
-    one expert each, then ``mxfp4_gemm_cv``, a CTA per tile and 128 rows of that expert's weight; both
-    kernels find a tile's expert and rows on the device from the offsets (``mx::grouped_item``), so
-    the grid depends on T and E only. ``tile``: the converting GEMM's variant (int8_weight False: the
-    prep's int8 weight would be every expert's; split 1; bf16 output, or float32 for a call with a bias)."""
+    A's T rows, sorted by expert, quantized by ``mxfp4_wgmma_prep_grouped`` into token tiles of at most
+    ``tile.tn`` rows of one expert each, then ``mxfp4_gemm_cv_grouped``, a CTA per tile and 128 rows of
+    that expert's weight; both kernels find a tile's expert and rows on the device from the offsets
+    (``mx::grouped_item``), so the grid depends on T and E only. ``tile``: the converting GEMM's variant
+    (int8_weight False: the prep's int8 weight would be every expert's; split 1; bf16 output, or float32
+    for a call with a bias)."""
 
     source = "gemm_wgmma.cu"
 

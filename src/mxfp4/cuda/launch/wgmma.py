@@ -82,14 +82,14 @@ class WgmmaLaunch(Launch):
 
 
 class GroupedWgmmaLaunch(Launch):
-    """out [T, N] bf16: row t of quant(a [T, K]) times its expert's weight, the experts' weights stacked
-    (expert e's N rows at row e * n_padded), tokens sorted by expert, ``offsets`` (int32 / int64 [E], on
-    the device) their cumulative ends: the prep quantizes A's rows into token tiles of at most tn rows of
-    one expert, then ``mxfp4_gemm_cv`` runs a CTA per tile and 128 rows of that expert's weight, both
-    finding a tile's expert from the offsets. The grid depends on T and E only (``params.items``): no host
-    read, graph capturable."""
+    """out [T, N] bf16 (float32 for the tile's ``out_f32``): row t of quant(a [T, K]) times its expert's
+    weight, the experts' weights stacked (expert e's N rows at row e * n_padded), tokens sorted by expert,
+    ``offsets`` (int32 / int64 [E], on the device) their cumulative ends: ``mxfp4_wgmma_prep_grouped``
+    quantizes A's rows into token tiles of at most tn rows of one expert, then ``mxfp4_gemm_cv_grouped``
+    runs a CTA per tile and 128 rows of that expert's weight, both finding a tile's expert from the
+    offsets. The grid depends on T and E only (``params.items``): no host read, graph capturable."""
 
-    __slots__ = ("ntile", "nwt", "a_ctas", "ablob")
+    __slots__ = ("ntile", "nwt", "a_ctas")
 
     @staticmethod
     def key(params: GroupedWgmmaParams, t: int, e: int, n: int, k: int, dtype: torch.dtype, index: int) -> tuple:
@@ -104,11 +104,10 @@ class GroupedWgmmaLaunch(Launch):
         nseg = -(-(k // 32) // SEGMENT_BLOCKS)
         self.ntile, self.nwt = params.items(t, e), -(-n // 128)
         self.a_ctas = nseg * self.ntile * (tile.tn // (PREP_THREADS // 32))
-        self.ablob = params.workspace_bytes(t, e, k)
         super().__init__(params, device, n, k, (prep, gemm),
                          (runtime.config((self.a_ctas, 1, 1), PREP_THREADS, 0, None),
                           runtime.config((self.ntile * self.nwt, 1, 1), tile.threads, tile.smem_bytes(), None,
-                                         dependent=True)), self.ablob)
+                                         dependent=True)), params.workspace_bytes(t, e, k))
 
     def __call__(self, a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor,
                  out: torch.Tensor, num_experts: int, n_padded: int) -> torch.Tensor:
@@ -122,8 +121,9 @@ class GroupedWgmmaLaunch(Launch):
         (prep, gemm), (prep_config, gemm_config) = self.kernels, self.configs
         ws = torch.empty(self.workspace_bytes, dtype=torch.uint8, device=device)
         ablob, po, off64 = ws.data_ptr(), offsets.data_ptr(), 1 if offsets.dtype is torch.int64 else 0
-        runtime.launch(prep, prep_config, device, pa, lda, t, k, pw, ps, ldsc, n, ablob, ablob + self.ablob, self.ntile,
-                       self.a_ctas, po, off64, num_experts)
-        runtime.launch(gemm, gemm_config, device, ablob, ps, ldsc, pw, pc, ldc, t, n, k, self.ntile, self.nwt, po, off64,
-                       num_experts, n_padded * (k // 2), n_padded * ldsc)
+        # the prep's wblob (unused: no int8 weight) points just past A's blobs
+        runtime.launch(prep, prep_config, device, pa, lda, t, k, pw, ps, ldsc, n, ablob, ablob + self.workspace_bytes,
+                       self.ntile, self.a_ctas, po, off64, num_experts)
+        runtime.launch(gemm, gemm_config, device, ablob, ps, ldsc, pw, pc, ldc, t, n, k, self.ntile, self.nwt, po,
+                       off64, num_experts, n_padded * (k // 2), n_padded * ldsc)
         return out
