@@ -204,8 +204,15 @@ def test_moe_bench_routing_and_its_gpu_guard(capsys):
     assert counts.shape == (256,) and int(counts.sum()) == 128 and int(counts.max()) <= 16
     assert torch.equal(counts, moe.routing(16, 256, 8, seed=16))
     if not torch.cuda.is_available():
-        assert moe.main() == 2
+        assert moe.main([]) == 2 and moe.main(["--data", "all"]) == 2
         assert "needs a Hopper GPU" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        moe.main(["--data", "uniform"])
+    g = torch.Generator().manual_seed(0)
+    found = {kind: moe.activations(kind, 40, 512, seed=3, g=g) for kind in ("randn", "model", "heavy")}
+    assert all(a.shape == (40, 512) and a.dtype is torch.bfloat16 for a in found.values())
+    assert torch.equal(found["heavy"], moe.activations("heavy", 40, 512, seed=3, g=g))  # seeded: the bench's set
+    assert found["heavy"].float().abs().max() > 20 * found["randn"].float().abs().max()  # its tail
 
 
 def test_compile_note_is_printed_where_compiled_tokens_differ():

@@ -3,10 +3,13 @@ against bf16 ``torch._grouped_mm`` on the same routing, under the competition ru
 every call, CUDA events), on DeepSeek-R1's and GPT-OSS's expert projections at top-k routing of 1, 16,
 128 and 4096 tokens. Per row: the touched experts' MXFP4 bytes and the time to stream them once at the
 H200's 4.8 TB/s, and the outputs checked against the exact product (every row up to 128 tokens, the
-first experts' rows up to 512 above) and for determinism.
+first experts' rows up to 512 above) and for determinism. ``--data`` picks the activations: randn (the
+default), the bench's model-like or heavy-tailed rows (``bench/data.py``), or all three; the experts'
+weights are randn.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 
@@ -15,6 +18,7 @@ import torch
 from .. import plan, quantize, testing
 from ..device import cuda_supported
 from ..moe import ExpertWeights, grouped_gemm_a4w4
+from .data import DATA_SETS, heavy_tailed, model_like
 from .timing import ColdTimer
 
 MODELS = (  # name, experts, N, K, top-k
@@ -53,17 +57,25 @@ def _check(out, a, w: ExpertWeights, counts: list[int], rows: int) -> testing.Ex
     return testing.compare_with_exact(out[:start], torch.cat(exact), torch.cat(mag), w.k)
 
 
-def run(tokens_list=TOKENS, models=MODELS, progress=print) -> list[dict]:
-    """One row per (model projection, token count); see the module's docstring."""
+def activations(data: str, t: int, k: int, seed: int, g: torch.Generator) -> torch.Tensor:
+    """A [t, k] bf16 on the GPU: randn from ``g``, or the bench's model-like or heavy-tailed rows (seeded)."""
+    if data == "randn":
+        return torch.randn(t, k, generator=g, device=g.device, dtype=torch.bfloat16)
+    return (model_like if data == "model" else heavy_tailed)(t, 1, k, seed, g.device)[0]
+
+
+def run(tokens_list=TOKENS, models=MODELS, progress=print, data=("randn",)) -> list[dict]:
+    """One row per (model projection, token count, data set); see the module's docstring."""
     timer = ColdTimer(torch.device("cuda"))
     rows = []
     for model in models:
-        rows += _projection(timer, *model, tokens_list, progress)  # its weights are freed on return
+        rows += _projection(timer, *model, tokens_list, progress, data)  # its weights are freed on return
         torch.cuda.empty_cache()
     return rows
 
 
-def _projection(timer: ColdTimer, name: str, e: int, n: int, k: int, top: int, tokens_list, progress) -> list[dict]:
+def _projection(timer: ColdTimer, name: str, e: int, n: int, k: int, top: int, tokens_list, progress,
+                data=("randn",)) -> list[dict]:
     dev = torch.device("cuda")
     kw = dict(min_runs=5, max_runs=30, budget_s=0.4)
     g = torch.Generator(device=dev).manual_seed(0)
@@ -75,42 +87,47 @@ def _projection(timer: ColdTimer, name: str, e: int, n: int, k: int, top: int, t
         counts = routing(tokens, e, top, seed=tokens)
         t = int(counts.sum())
         offsets = counts.cumsum(0).to(torch.int32).to(dev)
-        a = torch.randn(t, k, generator=g, device=dev, dtype=torch.bfloat16)
-        out = grouped_gemm_a4w4(a, w, offsets)
-        report = _check(out, a, w, counts.tolist(), t if tokens <= 128 else CHECK_ROWS)
-        same = torch.equal(out, grouped_gemm_a4w4(a, w, offsets))
-        ours = timer.time(lambda: grouped_gemm_a4w4(a, w, offsets), **kw).mean_us
-        bf16 = timer.time(lambda: _bf16(a, w_t, offsets), **kw).mean_us
-        live = int((counts > 0).sum())
-        nbytes = live * (n * k // 2 + n * k // 32)
-        params = plan.grouped_heuristic(t, e, n, k)
-        rows.append(dict(shape=name, tokens=tokens, rows=t, experts=live, us=ours, bf16_us=bf16,
-                         ratio=ours / bf16, touched_bytes=nbytes, stream_us=nbytes / HBM_BYTES_PER_S * 1e6,
-                         path=f"{type(params).__name__} {params.tile}",
-                         exact=report.passed, bitident=report.identical_fraction, deterministic=same))
-        r = rows[-1]
-        progress(f"{name} {tokens} tokens: {ours:.1f} us, bf16 {bf16:.1f} us ({r['ratio']:.2f}x), {r['path']}, "
-                 f"{report}")
+        for kind in data:
+            a = activations(kind, t, k, tokens, g)
+            out = grouped_gemm_a4w4(a, w, offsets)
+            report = _check(out, a, w, counts.tolist(), t if tokens <= 128 else CHECK_ROWS)
+            same = torch.equal(out, grouped_gemm_a4w4(a, w, offsets))
+            ours = timer.time(lambda: grouped_gemm_a4w4(a, w, offsets), **kw).mean_us
+            bf16 = timer.time(lambda: _bf16(a, w_t, offsets), **kw).mean_us
+            live = int((counts > 0).sum())
+            nbytes = live * (n * k // 2 + n * k // 32)
+            params = plan.grouped_heuristic(t, e, n, k)
+            rows.append(dict(shape=name, tokens=tokens, data=kind, rows=t, experts=live, us=ours, bf16_us=bf16,
+                             ratio=ours / bf16, touched_bytes=nbytes, stream_us=nbytes / HBM_BYTES_PER_S * 1e6,
+                             path=f"{type(params).__name__} {params.tile}",
+                             exact=report.passed, bitident=report.identical_fraction, deterministic=same))
+            r = rows[-1]
+            progress(f"{name} {tokens} tokens, {kind}: {ours:.1f} us, bf16 {bf16:.1f} us ({r['ratio']:.2f}x), "
+                     f"{r['path']}, {report}")
     return rows
 
 
 def report(rows: list[dict]) -> str:
-    lines = ["| shape | tokens | rows | experts touched | ours us | bf16 _grouped_mm us | ratio | touched MB | "
-             "stream us | x stream | path | bit-identical | exact, deterministic |", "|" + "---|" * 13]
+    lines = ["| shape | tokens | data | rows | experts touched | ours us | bf16 _grouped_mm us | ratio | touched MB | "
+             "stream us | x stream | path | bit-identical | exact, deterministic |", "|" + "---|" * 14]
     for r in rows:
-        lines.append(f"| {r['shape']} | {r['tokens']} | {r['rows']} | {r['experts']} | {r['us']:.1f} | "
+        lines.append(f"| {r['shape']} | {r['tokens']} | {r['data']} | {r['rows']} | {r['experts']} | {r['us']:.1f} | "
                      f"{r['bf16_us']:.1f} | {r['ratio']:.2f} | {r['touched_bytes'] / 1e6:.1f} | {r['stream_us']:.1f} | "
                      f"{r['us'] / r['stream_us']:.2f} | {r['path']} | {r['bitident']:.4%} | "
                      f"{r['exact'] and r['deterministic']} |")
     return "\n".join(lines)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mxfp4.bench.moe", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", choices=(*DATA_SETS, "all"), default="randn",
+                        help="the activations: randn (default), model-like, heavy-tailed, or all three")
+    args = parser.parse_args(argv)
     if not (torch.cuda.is_available() and cuda_supported(torch.device("cuda"))):
         print("python -m mxfp4.bench.moe needs a Hopper GPU (the grouped kernel)", file=sys.stderr)
         return 2
     start = time.perf_counter()
-    rows = run()
+    rows = run(data=DATA_SETS if args.data == "all" else (args.data,))
     print(f"\n{torch.cuda.get_device_name()}, torch {torch.__version__}, {time.perf_counter() - start:.0f} s\n")
     print(report(rows))
     return 0 if all(r["exact"] and r["deterministic"] for r in rows) else 1
