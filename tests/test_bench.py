@@ -137,6 +137,7 @@ def test_bench_model_from_a_checkpoint_on_cpu(tmp_path, capsys):
     (["fuzz", "--cases", "0"], "--cases must be at least 1, got 0"),
     (["fuzz", "--cases", "-5"], "--cases must be at least 1, got -5"),
     (["fuzz", "--cases", "3", "--jobs", "0"], "--jobs must be at least 1, got 0"),
+    (["fuzz", "--cases", "3", "--large-m", "--grouped"], "--large-m and --grouped draw different cases: give one"),
     (["bench", "--shapes"], "--shapes needs at least one m,n,k shape"),
     (["bench", "--shapes", "4,64,128", "--plot", "out.svg"], "--plot must name a .png file"),
     (["bench-model", "--tiny", "--device", "nosuch"], "--device must be cpu, cuda or cuda:N, got 'nosuch'"),

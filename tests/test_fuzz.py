@@ -207,6 +207,40 @@ def test_large_m_run_on_this_machine():
     assert rc == 0, text.getvalue()
     assert "24 cases drawn for the large-M kernel" in text.getvalue() and " 0 failed cases" in text.getvalue()
 
+def test_grouped_cases_reach_every_grouped_kernel():
+    """--grouped: every forced kernel and the heuristic, each dtype of A, int32 and int64 offsets, a bias for some,
+    empty experts, one-row experts, decode and prefill counts; replayable, and not the default draw."""
+    from mxfp4 import plan
+    from mxfp4.fuzz.cases import GROUPED_VARIANTS
+
+    cases = [fuzz.draw_case(4, i, grouped=True) for i in range(300)]
+    assert all(c.entry == "grouped" and sum(c.counts) == c.lead[0] >= 1 and c.k % 32 == 0 for c in cases)
+    assert {c.variant for c in cases} == set(GROUPED_VARIANTS) and {c.dtype for c in cases} == {"bf16", "fp16", "fp32"}
+    assert {c.off64 for c in cases} == {False, True} and {c.bias for c in cases} == {False, True}
+    counts = [x for c in cases for x in c.counts]
+    assert 0 in counts and 1 in counts and any(2 <= x <= 16 for x in counts) and max(counts) > 64
+    kinds = {type(plan.grouped_heuristic(c.lead[0], len(c.counts), -(-c.n // 16) * 16, -(-c.k // 64) * 64))
+             for c in cases}
+    assert kinds == {plan.GroupedParams, plan.GroupedWgmmaParams}
+    assert fuzz.draw_case(4, 7, grouped=True) == cases[7] != fuzz.draw_case(4, 7)
+    assert fuzz.reproducer(cases[7], "cuda").endswith("--case 7 --backend cuda --grouped")
+
+
+def test_grouped_run_catches_a_row_given_the_wrong_expert(monkeypatch):
+    """The grouped cases pass on the reference, and fail once the stacked weight's experts are in the wrong order."""
+    from mxfp4 import moe
+
+    text = io.StringIO()
+    assert fuzz.fuzz(6, 2, "reference", jobs=1, out=text, grouped=True) == 0, text.getvalue()
+    assert "6 cases of grouped GEMMs" in text.getvalue()
+    stack = moe.ExpertWeights.stack.__func__
+    monkeypatch.setattr(moe.ExpertWeights, "stack",
+                        classmethod(lambda cls, experts: stack(cls, experts[1:] + experts[:1])))
+    text = io.StringIO()
+    assert fuzz.fuzz(6, 2, "reference", jobs=1, out=text, grouped=True) == 1
+    assert "--grouped  # entry=grouped" in text.getvalue()
+
+
 # ---- on a Hopper GPU ----------------------------------------------------------------------------
 
 @pytest.mark.gpu
@@ -219,6 +253,10 @@ def test_fuzz_on_the_kernels():
     rc = fuzz.fuzz(1000, 32, "cuda", jobs=1, out=text, large_m=True)
     print(text.getvalue())
     assert rc == 0 and "1000 cases drawn for the large-M kernel (0 that" in text.getvalue(), text.getvalue()
+    text = io.StringIO()
+    rc = fuzz.fuzz(300, 33, "cuda", jobs=1, out=text, grouped=True)
+    print(text.getvalue())
+    assert rc == 0 and "300 cases of grouped GEMMs (0 that" in text.getvalue(), text.getvalue()
 
 
 def test_forced_variant_entry_takes_dense_variants_only():

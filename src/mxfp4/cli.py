@@ -200,7 +200,10 @@ def _fuzz(args) -> int:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs} (leave it out for the CPUs less one)")
     if args.case is not None and args.case < 0:
         raise UsageError(f"--case must be a case index >= 0, got {args.case}")
-    return fuzz.fuzz(args.cases, args.seed, args.backend, args.case, args.jobs or 0, large_m=args.large_m)
+    if args.large_m and args.grouped:
+        raise UsageError("--large-m and --grouped draw different cases: give one")
+    return fuzz.fuzz(args.cases, args.seed, args.backend, args.case, args.jobs or 0, large_m=args.large_m,
+                     grouped=args.grouped)
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter):

@@ -34,7 +34,7 @@ import time
 import torch
 
 from .. import formats  # unpack_codes only: reading the library's packed bytes
-from .cases import Case, draw_case, make_bias, make_operands
+from .cases import Case, draw_case, make_bias, make_grouped_operands, make_operands
 from .oracle import Exact, oracle_gemm, oracle_quantize, oracle_values, ulp_bf16
 
 
@@ -87,6 +87,8 @@ def run_case(case: Case, backend: str, device: torch.device) -> Result:
     from ..nn import MXFP4Linear
     from ..tensor import Layout
 
+    if case.entry == "grouped":
+        return _run_grouped(case, backend, device)
     g = case_generator(case)
     a, b = make_operands(case, g)
     bias = make_bias(case, g) if case.bias else None
@@ -157,6 +159,53 @@ def run_case(case: Case, backend: str, device: torch.device) -> Result:
     return _compare(out.reshape(-1, case.n).cpu(), exact, case.k, on_cuda, res, bias is not None)
 
 
+def grouped_variant(case: Case, t: int, n16: int, k64: int):
+    """The grouped kernel ``case.variant`` forces (None: the heuristic's): the decode tile (8 rows, the K split
+    that fits) or the large-M kernels on token tiles of 64 or 128 rows."""
+    from .. import plan
+
+    if case.variant == "decode":
+        split = next(s for s in range(1, 17)
+                     if plan.GroupedParams(plan.DecodeParams(1, 8, 2, 8, s)).fits(plan.Problem(t, n16, k64)))
+        return plan.GroupedParams(plan.DecodeParams(1, 8, 2, 8, split))
+    return {"large-m tn 64": plan.GROUPED_WGMMA, "large-m tn 128": plan.GROUPED_WGMMA_TN128}.get(case.variant)
+
+
+def _run_grouped(case: Case, backend: str, device: torch.device) -> Result:
+    """A grouped case: ``grouped_gemm_a4w4`` on the experts' stacked weight and each row's expert's exact
+    product (plus its bias row) by the oracle."""
+    import mxfp4
+    from ..moe import ExpertWeights, grouped_gemm_a4w4
+
+    a, ws, bias = make_grouped_operands(case, case_generator(case))
+    res = Result()
+    stacked = ExpertWeights.stack([mxfp4.quantize(w.to(device)) for w in ws])
+    counts = torch.tensor(case.counts)
+    offsets = counts.cumsum(0).to(torch.int64 if case.off64 else torch.int32).to(device)
+    t = int(counts.sum())
+    params = None
+    if backend == "cuda":
+        params = grouped_variant(case, t, -(-case.n // 16) * 16, 2 * stacked.weight.data.shape[1])
+    if device.type == "cuda":  # poison the block torch.empty will hand out next
+        torch.full((t, case.n), float("nan"), dtype=torch.bfloat16, device=device)
+    out = grouped_gemm_a4w4(a.to(device), stacked, offsets, backend=backend, params=params,
+                            bias=None if bias is None else bias.to(device))
+    if tuple(out.shape) != (t, case.n) or out.dtype != torch.bfloat16:
+        res.failures.append(f"output is {out.dtype} {tuple(out.shape)}, want bfloat16 {(t, case.n)}")
+        return res
+    out = out.cpu()
+    a_codes, a_scales = oracle_quantize(a.reshape(-1, case.k), False)
+    start = 0
+    for e, c in enumerate(case.counts):
+        if c:
+            w_codes, w_scales = oracle_quantize(ws[e], False)
+            exact = oracle_gemm(a_codes[start:start + c], a_scales[start:start + c], w_codes, w_scales,
+                                None if bias is None else bias[e])
+            _compare(out[start:start + c], exact, case.k, backend == "cuda", res, bias is not None)
+        start += c
+    return res
+
+
 def _compare(out: torch.Tensor, exact: Exact, k: int, cuda: bool, res: Result, biased: bool = False) -> Result:
     o = out.to(torch.float64)
     want = exact.bf16.to(torch.float64)
@@ -218,7 +267,7 @@ def _check_quantize(case: Case, x: torch.Tensor, rule, device: torch.device, res
 
 def reproducer(case: Case, backend: str) -> str:
     return (f"mxfp4 fuzz --seed {case.seed} --case {case.index} --backend {backend}"
-            f"{' --large-m' if case.large_m else ''}")
+            f"{' --large-m' if case.large_m else ''}{' --grouped' if case.entry == 'grouped' else ''}")
 
 
 def resolve(backend: str) -> tuple[str, torch.device]:
@@ -246,10 +295,10 @@ class Totals:
 
 
 def run(seed: int, indices, backend: str, device: torch.device, verbose: bool = False,
-        large_m: bool = False) -> Totals:
+        large_m: bool = False, grouped: bool = False) -> Totals:
     t = Totals()
     for i in indices:
-        case = draw_case(seed, i, large_m)
+        case = draw_case(seed, i, large_m, grouped)
         try:
             r = run_case(case, backend, device)
         except Exception as e:  # an entry point raising on a valid input is a failure too
@@ -272,9 +321,9 @@ def run(seed: int, indices, backend: str, device: torch.device, verbose: bool = 
 
 
 def _worker(job):
-    seed, indices, backend, device, large_m = job
+    seed, indices, backend, device, large_m, grouped = job
     torch.set_num_threads(1)
-    return run(seed, indices, backend, torch.device(device), large_m=large_m)
+    return run(seed, indices, backend, torch.device(device), large_m=large_m, grouped=grouped)
 
 
 _CHUNK = 250
@@ -282,11 +331,12 @@ _CHUNK = 250
 
 
 def fuzz(cases: int, seed: int, backend: str = "auto", case: int | None = None, jobs: int = 1,
-         out=None, large_m: bool = False) -> int:
+         out=None, large_m: bool = False, grouped: bool = False) -> int:
     """Runs the cases, prints the failures (one reproducer a line) and the counts; returns 1 on failure.
     ``jobs`` 0: the CPUs less one, at most 16 (the host side, case generation and the oracle, is the
     cost). Past ``_CHUNK`` cases a progress line goes to stderr every ``_CHUNK`` cases finished.
-    ``large_m``: every case drawn for the large-M kernel (see ``draw_case``)."""
+    ``large_m``: every case drawn for the large-M kernel; ``grouped``: every case a grouped GEMM of a mixture
+    of experts (see ``draw_case``)."""
     import os
 
     out = out or sys.stdout
@@ -296,7 +346,7 @@ def fuzz(cases: int, seed: int, backend: str = "auto", case: int | None = None, 
     jobs = min(jobs, max(cases, 1))
     start = time.perf_counter()
     if case is not None:
-        t = run(seed, [case], chosen, device, verbose=True, large_m=large_m)
+        t = run(seed, [case], chosen, device, verbose=True, large_m=large_m, grouped=grouped)
     else:
         ranges = [range(s, min(s + _CHUNK, cases)) for s in range(0, cases, _CHUNK)]
         t = Totals()
@@ -304,9 +354,9 @@ def fuzz(cases: int, seed: int, backend: str = "auto", case: int | None = None, 
             import multiprocessing as mp
 
             pool = mp.get_context("spawn").Pool(jobs)
-            parts = pool.imap_unordered(_worker, [(seed, r, chosen, str(device), large_m) for r in ranges])
+            parts = pool.imap_unordered(_worker, [(seed, r, chosen, str(device), large_m, grouped) for r in ranges])
         else:
-            pool, parts = None, (run(seed, r, chosen, device, large_m=large_m) for r in ranges)
+            pool, parts = None, (run(seed, r, chosen, device, large_m=large_m, grouped=grouped) for r in ranges)
         try:
             for part in parts:
                 for f in dataclasses.fields(Totals):
@@ -324,7 +374,7 @@ def fuzz(cases: int, seed: int, backend: str = "auto", case: int | None = None, 
         for line in t.deviation_lines[:10]:
             print(f"  {line}", file=out)
     where = "CUDA kernels" if chosen == "cuda" else "reference"
-    drawn = " drawn for the large-M kernel" if large_m else ""
+    drawn = " drawn for the large-M kernel" if large_m else " of grouped GEMMs" if grouped else ""
     print(f"mxfp4 fuzz seed {seed} on the {where} ({device}): {t.cases} cases{drawn} "
           f"({t.on_reference} that the kernel does not take ran on the reference), {t.elements} elements, "
           f"{100.0 * t.identical / max(t.elements, 1):.4f}% bit-identical to the exact result rounded to bf16, "
@@ -345,10 +395,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--large-m", action="store_true",
                    help=f"draw every case for the large-M kernel (M >= {plan.WGMMA_MIN_M}, shuffled bf16, "
                         "each GEMM entry point)")
+    p.add_argument("--grouped", action="store_true",
+                   help="draw every case a grouped GEMM of a mixture of experts (grouped_gemm_a4w4: experts of 0 to "
+                        "140 rows, each grouped kernel forced or the heuristic's, a bias [E, N] for a quarter)")
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m mxfp4.fuzz", description=__doc__.splitlines()[0])
     add_arguments(p)
     args = p.parse_args(argv)
-    return fuzz(args.cases, args.seed, args.backend, args.case, args.jobs, large_m=args.large_m)
+    if args.large_m and args.grouped:
+        p.error("--large-m and --grouped draw different cases: give one")
+    return fuzz(args.cases, args.seed, args.backend, args.case, args.jobs, large_m=args.large_m, grouped=args.grouped)

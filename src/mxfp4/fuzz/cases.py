@@ -26,6 +26,11 @@ _M_LARGE = (33, 47, 64, 65, 95, 96, 100, 127, 128, 129, 160, 191, 192, 200, 255,
             513, 577, 640)
 _N_LARGE = (16, 48, 64, 112, 128, 144, 192, 256, 272, 384)
 _MAX_MNK = 1 << 22  # keeps a case to a few milliseconds of oracle time
+# --grouped: experts, an expert's N and K, and its rows (none, one, a decode count, a prefill count)
+_E_GROUPED = (1, 2, 3, 5, 8, 16, 64, 130)
+_N_GROUPED = (16, 40, 128, 256, 1000)
+_K_GROUPED = (64, 96, 256, 544, 1024)
+GROUPED_VARIANTS = ("heuristic", "decode", "large-m tn 64", "large-m tn 128")
 _BIASED = ("gemm", "gemm_out", "linear", "op")  # the entry points that take a bias
 
 
@@ -43,19 +48,27 @@ class Case:
     profile: str    # randn | wide | mixed | cancel
     strided: bool   # A a column slice of a wider tensor
     large_m: bool = False  # drawn for the large-M kernel (``mxfp4 fuzz --large-m``)
-    bias: bool = False     # a bias [N] added before the one rounding (gemm, gemm_out, linear, op)
+    bias: bool = False     # a bias [N] added before the one rounding (gemm, gemm_out, linear, op; grouped: [E, N])
+    counts: tuple = ()     # entry grouped: each expert's rows (``mxfp4 fuzz --grouped``)
+    variant: str = ""      # entry grouped: the kernel forced on the GPU (GROUPED_VARIANTS)
+    off64: bool = False    # entry grouped: int64 offsets
 
     def describe(self) -> str:
+        grouped = (f" E={len(self.counts)} rows={list(self.counts) if len(self.counts) <= 8 else sum(self.counts)} "
+                   f"variant={self.variant}{' int64' if self.off64 else ''}") if self.counts else ""
         return (f"entry={self.entry} {'AITER_SHUFFLED' if self.shuffled else 'PLAIN'} {self.dtype} "
                 f"{'FLOOR' if self.floor_rule else 'AITER'} A{list(self.lead) + [self.k]} N={self.n} "
-                f"profile={self.profile}{' strided' if self.strided else ''}{' bias' if self.bias else ''}")
+                f"profile={self.profile}{' strided' if self.strided else ''}{' bias' if self.bias else ''}{grouped}")
 
 
-def draw_case(seed: int, index: int, large_m: bool = False) -> Case:
+def draw_case(seed: int, index: int, large_m: bool = False, grouped: bool = False) -> Case:
     """Case ``index`` of ``seed``; ``large_m`` draws only what the large-M kernel takes (shuffled bf16
-    A with the aiter rule, M from ``plan.WGMMA_MIN_M`` on) through every entry point that reaches it."""
+    A with the aiter rule, M from ``plan.WGMMA_MIN_M`` on) through every entry point that reaches it;
+    ``grouped`` draws grouped GEMMs of a mixture of experts (``grouped_gemm_a4w4``)."""
     if large_m:
         return _draw_large_m(seed, index)
+    if grouped:
+        return _draw_grouped(seed, index)
     r = random.Random(f"{seed}:{index}")
     entry = r.choices(("gemm", "gemm_out", "gemm_params", "linear", "from_linear", "op", "task", "quantize"),
                       (25, 10, 10, 8, 7, 12, 10, 18))[0]
@@ -103,6 +116,28 @@ def _draw_large_m(seed: int, index: int) -> Case:
     strided = r.random() < 0.15
     bias = entry in _BIASED and random.Random(f"large-m bias {seed}:{index}").random() < 0.25
     return Case(seed, index, entry, True, "bf16", False, lead, n, k, profile, strided, True, bias)
+
+
+def _draw_grouped(seed: int, index: int) -> Case:
+    """A grouped GEMM: E experts of [N, K], each expert's rows none, one, 2..16 (decode) or 17..140
+    (prefill), A in any dtype, int32 or int64 offsets, a kernel forced or the heuristic's, a bias [E, N]
+    for a quarter of the cases."""
+    r = random.Random(f"grouped {seed}:{index}")
+    e, n, k = r.choice(_E_GROUPED), r.choice(_N_GROUPED), r.choice(_K_GROUPED)
+    while e * n * k > _MAX_MNK and n > 16:  # the experts' weights stay a few million elements
+        n = max(16, n // 2)
+    counts = [r.choice((0, 1, r.randint(2, 16), r.randint(2, 16), r.randint(17, 140))) for _ in range(e)]
+    while sum(counts) * n * k > 4 * _MAX_MNK:
+        counts = [c // 2 for c in counts]
+    if not sum(counts):
+        counts[r.randrange(e)] = 1
+    profile = r.choices(("randn", "wide", "mixed"), (40, 25, 35))[0]
+    dtype = r.choices(("bf16", "fp16", "fp32"), (70, 15, 15))[0]
+    variant = r.choice(GROUPED_VARIANTS)
+    off64 = r.random() < 0.3
+    bias = random.Random(f"grouped bias {seed}:{index}").random() < 0.25
+    return Case(seed, index, "grouped", True, dtype, False, (sum(counts),), n, k, profile, False, False, bias,
+                tuple(counts), variant, off64)
 
 
 def _blocks(g: torch.Generator, rows: int, nb: int, dtype: str, profile: str, narrow: bool,
@@ -155,6 +190,17 @@ def make_bias(case: Case, g: torch.Generator) -> torch.Tensor:
     b = torch.randn(case.n, generator=g, dtype=torch.float64) * torch.pow(2.0, e)
     b = torch.where(torch.rand(case.n, generator=g) < 0.1, torch.zeros_like(b), b)
     return b.to(_DTYPES[dtype][0])
+
+
+def make_grouped_operands(case: Case, g: torch.Generator):
+    """(A [T, K] in the case's dtype, the experts' float weights [E, N, K] in bf16, a bias [E, N] or None)."""
+    nb, narrow = case.k // BLOCK, case.profile == "randn"
+    t = sum(case.counts)
+    a = _blocks(g, t, nb, case.dtype, case.profile, narrow, specials=15).reshape(t, case.k).to(_DTYPES[case.dtype][0])
+    ws = torch.stack([_blocks(g, case.n, nb, "bf16", case.profile, narrow or torch.rand(1, generator=g).item() < 0.6,
+                              specials=3).reshape(case.n, case.k).to(torch.bfloat16) for _ in case.counts])
+    bias = torch.stack([make_bias(case, g) for _ in case.counts]) if case.bias else None
+    return a, ws, bias
 
 
 def make_operands(case: Case, g: torch.Generator):
