@@ -180,6 +180,10 @@ def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, 
         raise ValueError("grouped_gemm_a4w4 is inference only (no autograd): call it under torch.no_grad()")
     if params is not None and not isinstance(params, (plan.GroupedParams, plan.GroupedWgmmaParams)):
         raise TypeError(f"params must be a mxfp4.plan.GroupedParams or GroupedWgmmaParams, got {type(params).__name__}")
+    if params is not None and params.tile.out_f32:
+        raise ValueError("params.tile.out_f32 variants write the float32 totals a call with a bias adds its rows "
+                         "to, not grouped_gemm_a4w4's bf16 output: pass the bf16 variant (bias= takes the float32 "
+                         "one itself)")
     if bias is not None:
         if not isinstance(bias, torch.Tensor) or bias.dim() != 2 or bias.shape[0] != w.num_experts:
             raise ValueError(f"bias must be a tensor [{w.num_experts}, {w.n}] (one row per expert), got "
