@@ -127,7 +127,7 @@ def _draw_grouped(seed: int, index: int) -> Case:
     while e * n * k > _MAX_MNK and n > 16:  # the experts' weights stay a few million elements
         n = max(16, n // 2)
     counts = [r.choice((0, 1, r.randint(2, 16), r.randint(2, 16), r.randint(17, 140))) for _ in range(e)]
-    while sum(counts) * n * k > 4 * _MAX_MNK:
+    while sum(counts) * n * k > _MAX_MNK:
         counts = [c // 2 for c in counts]
     if not sum(counts):
         counts[r.randrange(e)] = 1
