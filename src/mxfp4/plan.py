@@ -218,9 +218,14 @@ def grouped_heuristic(t: int, e: int, n: int, k: int, sm_count: int = 132) -> Gr
     large = GROUPED_WGMMA_TN128 if mean >= GROUPED_TN128_MIN_ROWS else GROUPED_WGMMA
     if mean > GROUPED_DECODE_MAX_ROWS:
         return large
-    mt = 1 if mean <= 4 else 2
+    return grouped_decode_tile(1 if mean <= 4 else 2, t, n, k) or large
+
+
+def grouped_decode_tile(mt: int, t: int, n: int, k: int) -> GroupedParams | None:
+    """The decode tile's grouped variant of 8 * mt rows (128 weight rows on 16 warps, depth 8) for T rows of
+    experts of [n, k], K split only as far as shared memory needs; None where no split fits."""
     split = next((s for s in range(1, 17) if GroupedParams(DecodeParams(mt, 8, 2, 8, s)).fits(Problem(t, n, k))), None)
-    return large if split is None else GroupedParams(DecodeParams(mt, 8, 2, 8, split))
+    return None if split is None else GroupedParams(DecodeParams(mt, 8, 2, 8, split))
 
 
 KERNELS = {"small": SmallParams, "decode": DecodeParams, "stream": StreamParams, "band": BandParams,

@@ -165,9 +165,7 @@ def grouped_variant(case: Case, t: int, n16: int, k64: int):
     from .. import plan
 
     if case.variant == "decode":
-        split = next(s for s in range(1, 17)
-                     if plan.GroupedParams(plan.DecodeParams(1, 8, 2, 8, s)).fits(plan.Problem(t, n16, k64)))
-        return plan.GroupedParams(plan.DecodeParams(1, 8, 2, 8, split))
+        return plan.grouped_decode_tile(1, t, n16, k64)
     return {"large-m tn 64": plan.GROUPED_WGMMA, "large-m tn 128": plan.GROUPED_WGMMA_TN128}.get(case.variant)
 
 

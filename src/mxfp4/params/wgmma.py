@@ -139,10 +139,6 @@ class GroupedWgmmaParams:
     def threads(self) -> int:
         return self.tile.threads
 
-    @property
-    def out_f32(self) -> bool:
-        return self.tile.out_f32
-
     def items(self, t: int, e: int) -> int:
         """Token tiles launched for T rows over E experts: an upper bound on the chunks of at most
         ``tile.tn`` rows (each non-empty expert's rows, rounded up), so the grid needs no offsets."""

@@ -134,6 +134,13 @@ def weight(data: torch.Tensor, scales: torch.Tensor) -> tuple[int, int, int]:
     return pw, ps, scales.shape[1]
 
 
+def offsets_arg(offsets: torch.Tensor) -> tuple[int, int]:
+    """(address, off64) of a grouped call's ``offsets``, after checking they are contiguous int32 or int64."""
+    if not offsets.is_contiguous() or offsets.dtype not in (torch.int32, torch.int64):
+        raise ValueError("offsets must be contiguous int32 or int64")
+    return offsets.data_ptr(), 1 if offsets.dtype is torch.int64 else 0
+
+
 def out_rows(out: torch.Tensor, params, stride: int, align: int, rule: str) -> tuple[int, int]:
     """(address, row stride) of ``out`` after checking the dtype ``params`` writes (float32 for its
     ``out_f32`` variants, else bf16), unit stride along N, a row stride that is a multiple of

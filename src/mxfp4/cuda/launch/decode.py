@@ -9,7 +9,7 @@ import torch
 
 from ...params import GROUPED_STATIC_SMEM, SMEM_LIMIT, DecodeParams, GroupedParams
 from .. import runtime
-from . import Launch, out_rows, rows, split_cluster, token_quantizer, token_quantizer_config, weight
+from . import Launch, offsets_arg, out_rows, rows, split_cluster, token_quantizer, token_quantizer_config, weight
 
 PTR, I32, I64 = runtime.Param.PTR, runtime.Param.I32, runtime.Param.I64
 
@@ -94,14 +94,12 @@ class GroupedLaunch(Launch):
         pa, lda = rows(a)
         pw, ps, ldsc = weight(data, scales)
         pc, ldc = out_rows(out, self.params.tile, 2, 8, "an even row stride and an 8-byte aligned start")
-        if not offsets.is_contiguous() or offsets.dtype not in (torch.int32, torch.int64):
-            raise ValueError("offsets must be contiguous int32 or int64")
+        po, off64 = offsets_arg(offsets)
         (quant, gemm), (quant_config, gemm_config) = self.kernels, self.configs
         ws = torch.empty(self.workspace_bytes, dtype=torch.uint8, device=device)
         qa = ws.data_ptr()
         qs = qa + t * k
         runtime.launch(quant, quant_config, device, pa, lda, t, ka, k, qa, qs, t, 1, qa, 0)  # plain rows, no flags
-        off64 = 1 if offsets.dtype is torch.int64 else 0
-        runtime.launch(gemm, gemm_config, device, qa, qs, t, offsets.data_ptr(), off64, num_experts, pw, ps, ldsc,
+        runtime.launch(gemm, gemm_config, device, qa, qs, t, po, off64, num_experts, pw, ps, ldsc,
                        n_padded * (k // 2), n_padded * ldsc, pc, ldc, n, k)
         return out

@@ -9,7 +9,7 @@ import torch
 
 from ...params import SEGMENT_BLOCKS, GroupedWgmmaParams, WgmmaParams
 from .. import runtime
-from . import Launch, a_defines, out_rows, rows, split_cluster, weight
+from . import Launch, a_defines, offsets_arg, out_rows, rows, split_cluster, weight
 
 PTR, I32 = runtime.Param.PTR, runtime.Param.I32
 
@@ -115,12 +115,12 @@ class GroupedWgmmaLaunch(Launch):
         t, n, k, device = a.shape[0], self.n, self.k, self.device
         pa, lda = rows(a)
         pw, ps, ldsc = weight(data, scales)
-        pc, ldc = out_rows(out, self.params, 8, 16, "a row stride that is a multiple of 8 and a 16-byte aligned start")
-        if not offsets.is_contiguous() or offsets.dtype not in (torch.int32, torch.int64):
-            raise ValueError("offsets must be contiguous int32 or int64")
+        pc, ldc = out_rows(out, self.params.tile, 8, 16,
+                           "a row stride that is a multiple of 8 and a 16-byte aligned start")
+        po, off64 = offsets_arg(offsets)
         (prep, gemm), (prep_config, gemm_config) = self.kernels, self.configs
         ws = torch.empty(self.workspace_bytes, dtype=torch.uint8, device=device)
-        ablob, po, off64 = ws.data_ptr(), offsets.data_ptr(), 1 if offsets.dtype is torch.int64 else 0
+        ablob = ws.data_ptr()
         # the prep's wblob (unused: no int8 weight) points just past A's blobs
         runtime.launch(prep, prep_config, device, pa, lda, t, k, pw, ps, ldsc, n, ablob, ablob + self.workspace_bytes,
                        self.ntile, self.a_ctas, po, off64, num_experts)
