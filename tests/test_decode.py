@@ -2,7 +2,7 @@
 GroupedParams on the same tile): their shared memory as the kernel states it, the variants it refuses to
 compile; on a Hopper GPU (marker gpu) every variant against the exact oracle, mt tokens a CTA, split
 over a cluster, the weight through shared memory or not. Their special values: tests/test_small.py
-(with the other small-M kernels); the grouped kernel's GPU tests: tests/test_moe.py."""
+(with the other small-M kernels); the grouped kernels' GPU tests: tests/test_moe_kernels.py."""
 import dataclasses
 import multiprocessing
 import os
