@@ -138,7 +138,7 @@ def fuzz_case_failures(case, run) -> list:
     w = mxfp4.prepare(mxfp4.quantize(b))
     out = run(a, w, plan.Problem(a.shape[0], -(-case.n // 16) * 16, -(-case.k // 64) * 64)).to(torch.bfloat16)
     exact = oracle_gemm(*oracle_quantize(a, False), *oracle_quantize(b, False), None)
-    return fuzz._compare(out, exact, case.k, True, fuzz.Result()).failures
+    return fuzz.compare(out, exact, case.k, True, fuzz.Result()).failures
 
 
 def cuda_operands(m, n, k, seed=0, dtype=torch.bfloat16):

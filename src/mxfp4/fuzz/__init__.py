@@ -34,21 +34,13 @@ import time
 import torch
 
 from .. import formats  # unpack_codes only: reading the library's packed bytes
-from .cases import Case, draw_case, make_bias, make_grouped_operands, make_operands
-from .oracle import Exact, oracle_gemm, oracle_quantize, oracle_values, ulp_bf16
+from .cases import Case, draw_case, make_bias, make_operands
+from .grouped import run_grouped
+from .oracle import oracle_gemm, oracle_quantize, oracle_values
+from .verdict import Result, case_generator, compare
 
 
 # ---- running a case -------------------------------------------------------------------------------
-
-@dataclasses.dataclass
-class Result:
-    elements: int = 0
-    identical: int = 0
-    failures: list = dataclasses.field(default_factory=list)  # one-line descriptions
-    outside_domain: int = 0   # outputs off the contract where its domain is not met (not failures)
-    deviations: list = dataclasses.field(default_factory=list)
-    on_reference: bool = False
-
 
 @functools.lru_cache(maxsize=1)
 def _shipped_variants():
@@ -63,11 +55,6 @@ def _shipped_variants():
 
 def _kernel_accepts(case: Case) -> bool:
     return case.dtype == "bf16" and case.shuffled and not case.floor_rule
-
-
-def case_generator(case: Case) -> torch.Generator:
-    """The generator a case draws its operands (then its bias) from."""
-    return torch.Generator().manual_seed(case.seed * 1_000_003 + case.index)
 
 
 def gemm_params_variant(case: Case):
@@ -88,7 +75,7 @@ def run_case(case: Case, backend: str, device: torch.device) -> Result:
     from ..tensor import Layout
 
     if case.entry == "grouped":
-        return _run_grouped(case, backend, device)
+        return run_grouped(case, backend, device)
     g = case_generator(case)
     a, b = make_operands(case, g)
     bias = make_bias(case, g) if case.bias else None
@@ -156,85 +143,7 @@ def run_case(case: Case, backend: str, device: torch.device) -> Result:
     a_codes, a_scales = oracle_quantize(a.reshape(-1, case.k), case.floor_rule)
     exact = oracle_gemm(a_codes, a_scales, w_codes, w_scales, bias)  # the product of the weight as quantized
     on_cuda = call_backend == "cuda" or (backend == "cuda" and entry in ("linear", "from_linear", "op", "task"))
-    return _compare(out.reshape(-1, case.n).cpu(), exact, case.k, on_cuda, res, bias is not None)
-
-
-def grouped_variant(case: Case, t: int, n16: int, k64: int):
-    """The grouped kernel ``case.variant`` forces (None: the heuristic's): the decode tile (8 rows, the K split
-    that fits) or the large-M kernels on token tiles of 64 or 128 rows."""
-    from .. import plan
-
-    if case.variant == "decode":
-        return plan.grouped_decode_tile(1, t, n16, k64)
-    return {"large-m tn 64": plan.GROUPED_WGMMA, "large-m tn 128": plan.GROUPED_WGMMA_TN128}.get(case.variant)
-
-
-def _run_grouped(case: Case, backend: str, device: torch.device) -> Result:
-    """A grouped case: ``grouped_gemm_a4w4`` on the experts' stacked weight and each row's expert's exact
-    product (plus its bias row) by the oracle."""
-    import mxfp4
-    from ..moe import ExpertWeights, grouped_gemm_a4w4
-
-    a, ws, bias = make_grouped_operands(case, case_generator(case))
-    res = Result()
-    stacked = ExpertWeights.stack([mxfp4.quantize(w.to(device)) for w in ws])
-    counts = torch.tensor(case.counts)
-    offsets = counts.cumsum(0).to(torch.int64 if case.off64 else torch.int32).to(device)
-    t = int(counts.sum())
-    params = None
-    if backend == "cuda":
-        params = grouped_variant(case, t, -(-case.n // 16) * 16, 2 * stacked.weight.data.shape[1])
-    if device.type == "cuda":  # poison the block torch.empty will hand out next
-        torch.full((t, case.n), float("nan"), dtype=torch.bfloat16, device=device)
-    out = grouped_gemm_a4w4(a.to(device), stacked, offsets, backend=backend, params=params,
-                            bias=None if bias is None else bias.to(device))
-    if tuple(out.shape) != (t, case.n) or out.dtype != torch.bfloat16:
-        res.failures.append(f"output is {out.dtype} {tuple(out.shape)}, want bfloat16 {(t, case.n)}")
-        return res
-    out = out.cpu()
-    a_codes, a_scales = oracle_quantize(a.reshape(-1, case.k), False)
-    start = 0
-    for e, c in enumerate(case.counts):
-        if c:
-            w_codes, w_scales = oracle_quantize(ws[e], False)
-            exact = oracle_gemm(a_codes[start:start + c], a_scales[start:start + c], w_codes, w_scales,
-                                None if bias is None else bias[e])
-            _compare(out[start:start + c], exact, case.k, backend == "cuda", res, bias is not None)
-        start += c
-    return res
-
-
-def _compare(out: torch.Tensor, exact: Exact, k: int, cuda: bool, res: Result, biased: bool = False) -> Result:
-    o = out.to(torch.float64)
-    want = exact.bf16.to(torch.float64)
-    same = (o == want) | (torch.isnan(o) & torch.isnan(want))
-    res.elements += o.numel()
-    res.identical += int(same.sum())
-    nan_bad = torch.isnan(o) != torch.isnan(exact.value)
-    inf_bad = torch.isinf(o) != torch.isinf(want)
-    both = torch.isfinite(o) & torch.isfinite(want)
-    bound = ulp_bf16(exact.value) + (k // 32) * 2.0 ** -24 * exact.magnitude
-    if biased and cuda:  # the kernels' float32 total plus the bias, one more float32 rounding
-        bound = bound + 2.0 ** -24 * exact.value.abs()
-    err = (o - exact.value).abs()
-    over = both & (err > bound)
-    if cuda:  # the bound and NaN/Inf, inside the kernel's stated domain
-        domain, rule = exact.in_domain, "bound"
-        bad = (over | nan_bad | inf_bad) & domain
-        outside = (over | nan_bad | inf_bad) & ~domain
-    else:  # the reference: bit-exact everywhere, NaN and Inf included
-        rule = "bit-exact"
-        bad = ~same
-        outside = torch.zeros_like(bad)
-    res.outside_domain += int(outside.sum())
-    for mask, sink, what in ((bad, res.failures, f"break the {rule} contract"),
-                             (outside, res.deviations, "deviate outside the stated domain")):
-        if mask.any():
-            i, j = mask.nonzero()[0].tolist()
-            sink.append(f"{int(mask.sum())} of {o.numel()} outputs {what}; first [{i}, {j}]: "
-                        f"out {o[i, j].item():.9g}, exact {exact.value[i, j].item():.9g}, "
-                        f"bf16(exact) {want[i, j].item():.9g}, bound {bound[i, j].item():.3g}")
-    return res
+    return compare(out.reshape(-1, case.n).cpu(), exact, case.k, on_cuda, res, bias is not None)
 
 
 def _check_quantize(case: Case, x: torch.Tensor, rule, device: torch.device, res: Result) -> Result:
