@@ -25,8 +25,8 @@ def test_cache_key_covers_the_headers_a_source_includes(tmp_path, monkeypatch):
     assert set(jit.headers(text)) == {"mxfp4.cuh", "hopper.cuh", "wgmma.cuh", "wgmma_prep.cuh", "wgmma_band.cuh",
                                       "wgmma_blob.cuh", "wgmma_i8.cuh", "wgmma_consumer.cuh", "wgmma_cv.cuh",
                                       "cluster.cuh", "grouped.cuh"}
-    assert jit.headers((jit.CSRC / "gemm_stream.cu").read_text()) == ("hopper.cuh", "mxfp4.cuh", "mma.cuh",
-                                                                       "streamk.cuh")
+    assert jit.headers((jit.CSRC / "gemm_stream.cu").read_text()) == ("grouped.cuh", "mxfp4.cuh", "hopper.cuh",
+                                                                       "mma.cuh", "streamk.cuh")
     csrc = tmp_path / "csrc"
     shutil.copytree(jit.CSRC, csrc)
     monkeypatch.setattr(jit, "CSRC", csrc)

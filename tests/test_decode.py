@@ -1,8 +1,7 @@
-"""The two-launch decode kernels (cuda/csrc/gemm_decode.cu, plan.DecodeParams, and the grouped kernel's
-GroupedParams on the same tile): their shared memory as the kernel states it, the variants it refuses to
-compile; on a Hopper GPU (marker gpu) every variant against the exact oracle, mt tokens a CTA, split
-over a cluster, the weight through shared memory or not. Their special values: tests/test_small.py
-(with the other small-M kernels); the grouped kernels' GPU tests: tests/test_moe_kernels.py."""
+"""The two-launch decode kernels (cuda/csrc/gemm_decode.cu, plan.DecodeParams): their shared memory as the
+kernel states it, the variants it refuses to compile; on a Hopper GPU (marker gpu) every variant against the
+exact oracle, mt tokens a CTA, split over a cluster, the weight through shared memory or not. Their special
+values: tests/test_small.py (with the other small-M kernels)."""
 import dataclasses
 import multiprocessing
 import os
@@ -26,13 +25,11 @@ DECODE = [plan.DecodeParams(1, 4, 4, 8, 3), plan.DecodeParams(2, 2, 4, 16, 3), p
 def test_shared_memory_is_the_kernels():
     """The kernel exports its shared memory for every K range a CTA may hold (Smem{nb}.bytes() for nb
     blocks, up to the most that fit 227 KiB): the host's size is that entry for every variant (the
-    shipped decode variants, the grouped kernel's tiles, the GPU tests') at every nb, and at the
-    shipped shapes, where a CTA holds ceil(K/32 / split) blocks."""
+    shipped decode variants, the GPU tests') at every nb, and at the shipped shapes, where a CTA holds
+    ceil(K/32 / split) blocks."""
     shipped = plan.shipped_variants([(s.m, s.n, s.k) for s in shape_set("all")])
-    grouped = [p for p in shipped if isinstance(p, plan.GroupedParams)]
-    tiles = sorted({p for p in shipped if isinstance(p, plan.DecodeParams)} | {p.tile for p in grouped} | set(DECODE),
-                   key=str)
-    assert grouped and {p.mt for p in tiles} == {1, 2, 4, 8} and {p.smem_weight for p in tiles} == {False, True}
+    tiles = sorted({p for p in shipped if isinstance(p, plan.DecodeParams)} | set(DECODE), key=str)
+    assert {p.mt for p in tiles} == {1, 2, 4, 8} and {p.smem_weight for p in tiles} == {False, True}
     builds = sorted({tuple(sorted(p.defines().items())) for p in tiles})
     with ProcessPoolExecutor(os.cpu_count(), mp_context=multiprocessing.get_context("spawn")) as pool:
         found = pool.map(jit.exported_table, ["gemm_decode.cu"] * len(builds), [dict(d) for d in builds],
@@ -47,11 +44,6 @@ def test_shared_memory_is_the_kernels():
         p = plan.choose(plan.Problem(m, n, k), plan.load_table())
         if isinstance(p, plan.DecodeParams):
             assert p.smem_bytes(k) == tables[tuple(sorted(p.defines().items()))][-(-(k // 32) // p.split)], (p, k)
-    for p in grouped:
-        table = tables[tuple(sorted(p.defines().items()))]
-        for e, n, k in plan.GROUPED_SHAPES:
-            if p.fits(plan.Problem(1, n, k)):
-                assert p.smem_bytes(k) == table[-(-(k // 32) // p.tile.split)], (p, k)
 
 
 def test_impossible_variants_do_not_compile():

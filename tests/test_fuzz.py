@@ -221,7 +221,7 @@ def test_grouped_cases_reach_every_grouped_kernel():
     assert 0 in counts and 1 in counts and any(2 <= x <= 16 for x in counts) and max(counts) > 64
     kinds = {type(plan.grouped_heuristic(c.lead[0], len(c.counts), -(-c.n // 16) * 16, -(-c.k // 64) * 64))
              for c in cases}
-    assert kinds == {plan.GroupedParams, plan.GroupedWgmmaParams}
+    assert kinds == {plan.GroupedStreamParams, plan.GroupedWgmmaParams}
     assert fuzz.draw_case(4, 7, grouped=True) == cases[7] != fuzz.draw_case(4, 7)
     assert fuzz.reproducer(cases[7], "cuda").endswith("--case 7 --backend cuda --grouped")
 
@@ -267,6 +267,6 @@ def test_forced_variant_entry_takes_dense_variants_only():
 
     forced = fuzz._shipped_variants()
     shipped = plan.shipped_variants([(s.m, s.n, s.k) for s in shape_set("all")])
-    assert any(isinstance(p, (plan.GroupedParams, plan.GroupedWgmmaParams)) for p in shipped)
+    assert any(isinstance(p, (plan.GroupedStreamParams, plan.GroupedWgmmaParams)) for p in shipped)
     assert all(isinstance(p, plan.KERNEL_PARAMS) and not p.out_f32 for p in forced)
     assert {type(p) for p in forced} == set(plan.KERNEL_PARAMS)

@@ -28,7 +28,7 @@ def test_entry_params_are_the_ptx_prototypes_and_the_compile_is_cached(tmp_path,
     found = jit.entry_params("quantize.cu")
     # mxfp4_quantize(const u16 *A, int lda, u8 *codes, u8 *scales, int M, int K)
     assert found["mxfp4_quantize"] == (".u64", ".u32", ".u64", ".u64", ".u32", ".u32")
-    assert set(found) == {"mxfp4_quantize", "mxfp4_quantize_tokens", "mxfp4_quantize_bands"}
+    assert set(found) == {"mxfp4_quantize", "mxfp4_quantize_tokens", "mxfp4_quantize_grouped", "mxfp4_quantize_bands"}
     cached, = tmp_path.iterdir()  # the compile's cubin, which compile_cubin now reads
     assert jit.compile_cubin("quantize.cu") == cached.read_bytes() and cached.read_bytes()[:4] == b"\x7fELF"
 

@@ -1,5 +1,5 @@
-"""The grouped kernels of a mixture of experts on a Hopper GPU (marker gpu): moe/grouped.py on gemm_decode.cu's
-tile, or the large-M kernels grouped (two launches, the offsets read on the device), against the exact oracle;
+"""The grouped kernels of a mixture of experts on a Hopper GPU (marker gpu): moe/grouped.py on the streaming GEMM
+grouped, or the large-M kernels grouped (two launches, the offsets read on the device), against the exact oracle;
 experts longer than their token tiles, the grouped large-M kernels against the dense ones expert by expert,
 special values, graph capture with a new routing, a bias on the device, the prefill paths, and the experts
 module under graph capture. The CPU side: test_moe.py."""
@@ -59,13 +59,16 @@ def _counts(e, seed, special=(0, 1, 7, 16, 33)):
 GROUPED_WGMMA = [plan.GROUPED_WGMMA, plan.GROUPED_WGMMA_TN128]
 """The grouped large-M kernels' token tiles."""
 
+GROUPED_STREAM_16 = plan.GroupedStreamParams(plan.stream_params(2, 8, 2, 32, sign_split=True))
+"""The grouped streaming GEMM on chunks of 16 rows (the heuristic's from 5 mean rows an expert)."""
+
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("params", [plan.GroupedParams(plan.DecodeParams(2, 8, 2, 8, 1)), plan.GROUPED_WGMMA], ids=str)
+@pytest.mark.parametrize("params", [GROUPED_STREAM_16, plan.GROUPED_WGMMA], ids=str)
 @pytest.mark.parametrize("offsets_dtype", [torch.int32, torch.int64])
 @pytest.mark.parametrize("e, n, k", [(8, 512, 1024), (256, 512, 1024), (6, 1000, 544), (5, 40, 96)])
 def test_grouped_kernel_meets_the_contract(e, n, k, offsets_dtype, params):
-    """Each kernel (the decode tile's, the grouped large-M kernels') on experts of 0..33 rows."""
+    """Each kernel (the grouped streaming GEMM, the grouped large-M kernels) on experts of 0..33 rows."""
     counts = _counts(e, seed=e)
     a, plain, stacked, offsets = _experts_problem(counts, n, k, seed=e + k, dtype=offsets_dtype)
     t = sum(counts)
@@ -92,17 +95,21 @@ def test_grouped_kernel_reads_fp16_and_float32_as_given(dtype, params):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mt", [1, 2, 4, 8])
+@pytest.mark.parametrize("mt", [1, 2, 4])
 def test_grouped_kernel_loops_experts_larger_than_its_token_tile(mt):
-    """Every token tile against experts of 0..100 rows (a 33-row expert is 5 chunks at mt 1), one split
-    across a cluster; and the same bits as the heuristic's variant where it takes the same tile."""
+    """Every chunk size against experts of 0..100 rows (a 33-row expert is 5 chunks at mt 1), on tiles of
+    128 and 64 weight rows by 32 and 16 blocks (N = 1000: a short last tile; K = 2080: a short last unit;
+    the stream-K split cuts tiles between CTAs), deterministic."""
     counts = [33, 0, 1, 100, 16, 0, 7, 64, 8, 9]
-    a, plain, stacked, offsets = _experts_problem(counts, 256, 2048, seed=mt)
-    for split in (1, 3):
-        params = plan.GroupedParams(plan.DecodeParams(mt, 2, 4, 8, split))
+    a, plain, stacked, offsets = _experts_problem(counts, 1000, 2080, seed=mt)
+    for g, kw, ks in ((8, 2, 32), (4, 4, 16)):
+        if mt == 4 and g == 8:
+            continue  # 32 rows on 128-row tiles: no ring fits
+        params = plan.GroupedStreamParams(plan.stream_params(mt, g, kw, ks, sign_split=mt <= 2))
         out = grouped_gemm_a4w4(a, stacked, offsets, params=params)
         report = _check_grouped(out, a, plain, counts)
         assert report.passed, (params, report)
+        assert torch.equal(out, grouped_gemm_a4w4(a, stacked, offsets, params=params))
 
 
 @pytest.mark.gpu
@@ -169,8 +176,7 @@ def _check_biased(out, a, plain, counts, bias):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("params", [None, plan.GroupedParams(plan.DecodeParams(2, 8, 2, 8, 1))] + GROUPED_WGMMA,
-                         ids=str)
+@pytest.mark.parametrize("params", [None, GROUPED_STREAM_16] + GROUPED_WGMMA, ids=str)
 def test_grouped_kernels_add_each_experts_bias_on_the_device(params):
     """A bias [E, N]: the kernel's float32 totals, each row's expert's bias row added on the device, rounded
     once; inside the biased bound, deterministic, and under graph capture (no host read) the eager bits."""
@@ -221,7 +227,7 @@ def test_grouped_large_m_kernels_are_the_dense_kernels_expert_by_expert(params, 
 
 @pytest.mark.gpu
 def test_grouped_prefill_of_large_experts_takes_the_grouped_large_m_kernels():
-    """Above plan.GROUPED_DECODE_MAX_ROWS of mean rows an expert: the grouped large-M kernels in one
+    """Above plan.GROUPED_STREAM_MAX_ROWS of mean rows an expert: the grouped large-M kernels in one
     launch, each expert's rows the bits of gemm_a4w4 with their tile; heavy-tailed rows among them."""
     counts = [300, 0, 100]
     a, plain, stacked, offsets = _experts_problem(counts, 4096, 8192, seed=9)

@@ -1,6 +1,8 @@
-"""The weight-streaming GEMM (cuda/csrc/gemm_stream.cu, plan.StreamParams): its shared memory as the
-kernel states it, its stream-K split and sign-split conversion emulated exactly on the CPU, its
-heuristic; on a Hopper GPU (marker gpu) the kernel against the exact oracle."""
+"""The weight-streaming GEMM (cuda/csrc/gemm_stream.cu, plan.StreamParams, and its grouped build,
+plan.GroupedStreamParams): its shared memory as the kernel states it, its stream-K split, the grouped build's
+chunks and slots and the sign-split conversion emulated exactly on the CPU, its heuristic; on a Hopper GPU
+(marker gpu) the kernel against the exact oracle (the grouped build's: tests/test_moe_kernels.py)."""
+import dataclasses
 import random
 
 import numpy as np
@@ -29,12 +31,88 @@ STREAM = [plan.StreamParams(1, 8, 2, 16, 5, sign_split=True), plan.StreamParams(
 
 @pytest.mark.slow  # 6-11 s on 2 cores: one NVRTC compile (PTX only) a build
 def test_shared_memory_is_the_kernels():
-    """The host's size of every shipped variant is the one the kernel exports (Smem::BYTES)."""
+    """The host's size of every shipped variant is the one the kernel exports (Smem::BYTES), the grouped
+    build's too (its chunks' table comes after it: GroupedStreamParams.smem_bytes)."""
     variants = stream_variants()
     assert {p.mt for p in variants} >= {1, 2, 4}
     for p in variants:
         p.check()
         assert jit.exported_constant(p.source, p.defines(), "mxfp4_stream_smem_bytes") == p.smem_bytes(), p
+    shipped = plan.shipped_variants([(s.m, s.n, s.k) for s in shape_set("all")])
+    grouped = [p for p in shipped if isinstance(p, plan.GroupedStreamParams)]
+    assert {p.tile.mt for p in grouped} == {1, 2}
+    for p in grouped:
+        p.check()
+        assert jit.exported_constant(p.source, p.defines(), "mxfp4_stream_smem_bytes") == p.tile.smem_bytes(), p
+        assert p.smem_bytes(256) == p.tile.smem_bytes() + 4 * (3 * 256 + 1)
+
+
+def grouped_rows(offsets: list[int], e: int, t: int) -> tuple[int, int]:
+    """mx::grouped_rows, written again from its comment: [offsets[e-1], offsets[e]) clamped to [start, T]."""
+    start = min(max(offsets[e - 1] if e else 0, 0), t)
+    return start, min(max(offsets[e], start), t)
+
+
+def grouped_chunks(offsets: list[int], t: int, tok: int) -> list[tuple[int, int, int, int]]:
+    """The chunks mx::grouped_chunks and mx::GroupedChunks::find give, each (expert, first row, rows, slot), by
+    find's binary search over the prefix of the experts' chunk counts; the slot by mxfp4_quantize_grouped's
+    rule, ceil(start_e / tok) + e + j for the expert's chunk j."""
+    e_count = len(offsets)
+    rows = [grouped_rows(offsets, e, t) for e in range(e_count)]
+    cps = [0]
+    for s, end in rows:
+        cps.append(cps[-1] + -(-(end - s) // tok))
+    found = []
+    for c in range(cps[-1]):
+        lo, hi = 0, e_count - 1  # the last expert whose chunks begin at or before c
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            lo, hi = (mid, hi) if cps[mid] <= c else (lo, mid - 1)
+        s, end = rows[lo]
+        j = c - cps[lo]
+        found.append((lo, s + j * tok, min(tok, end - s - j * tok), -(-s // tok) + lo + j))
+    return found
+
+
+def test_grouped_chunks_cover_each_expert_once_in_slots_that_never_meet():
+    """Every expert's rows in chunks of at most tok rows, in order, once (empty experts none, one-row experts
+    one, experts longer than a chunk several); no two chunks share a slot; every slot and the chunk count
+    inside what GroupedStreamParams sizes the workspace and the grid for. Malformed offsets (decreasing, past
+    T, negative) stay inside the workspace."""
+    rng = random.Random(7)
+    for tok in (8, 16, 32):
+        params = plan.GroupedStreamParams(plan.StreamParams(tok // 8, 4, 4, 16, 2))
+        for _ in range(400):
+            e, t = rng.choice([1, 2, 5, 64, 256]), rng.choice([1, 7, 100, 333, 1024])
+            counts = [0] * e
+            for _ in range(t):
+                counts[rng.randrange(e) if rng.random() < 0.7 else 0] += 1
+            offsets = list(np.cumsum(counts))
+            chunks = grouped_chunks(offsets, t, tok)
+            rows = [r for ex, r0, n, _ in chunks for r in range(r0, r0 + n)]
+            assert rows == list(range(t))
+            assert all(1 <= n <= tok and offsets[ex] - counts[ex] <= r0 < offsets[ex] for ex, r0, n, _ in chunks)
+            slots = [slot for *_, slot in chunks]
+            assert len(set(slots)) == len(slots) and max(slots) < params.slots(t, e)
+            assert len(chunks) <= params.chunks(t, e)
+            bad = [rng.randint(-5, t + 5) for _ in range(e)]
+            assert all(0 <= slot < params.slots(t, e) for *_, slot in grouped_chunks(bad, t, tok))
+
+
+def test_grouped_params_size_the_call():
+    """The grouped build's defines, workspace (a slot of tokens rows a chunk, then the dense call's flags and
+    partials), grid (one CTA an SM, fewer where the most chunks make fewer units) and what it refuses."""
+    p = plan.GroupedStreamParams(plan.stream_params(1, 8, 2, 32, sign_split=True))
+    assert p.defines() == {**p.tile.defines(), "GROUPED": 1} and p.tokens == 8
+    assert p.chunks(66, 2) == 2 + 8 and p.slots(66, 2) == 9 + 2
+    scales, flags, part, end = p.workspace_offsets(66, 2, 2048, 132)
+    assert (scales, flags) == (11 * 8 * 2048, 11 * 8 * 2048 + 11 * 8 * 64 * 4)
+    assert part == flags + 768 and end == part + 132 * 8 * 128 * 4
+    assert p.grid(8, 256, plan.Problem(8, 4096, 7168), 132) == 132
+    assert p.grid(1, 8, plan.Problem(8, 128, 512), 132) == 1  # one chunk, one tile, 16 blocks: one unit
+    with pytest.raises(ValueError, match="tile.one_token False"):
+        plan.GroupedStreamParams(dataclasses.replace(p.tile, one_token=True)).check()
+    assert p.fits(plan.Problem(1, 4096, 7168), 256) and not p.fits(plan.Problem(1, 4096, 7168), 20000)
 
 
 def test_impossible_variants_do_not_compile():

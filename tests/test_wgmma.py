@@ -78,7 +78,7 @@ def test_grouped_variants_refuse_what_the_grouped_kernels_lack():
     # DeepSeek-R1 gate_up at 4096, 1024 and 128 tokens (128, 32 and 4 rows an expert)
     assert plan.grouped_heuristic(32768, 256, 4096, 7168) == plan.GROUPED_WGMMA_TN128
     assert plan.grouped_heuristic(8192, 256, 4096, 7168) == g
-    assert isinstance(plan.grouped_heuristic(1024, 256, 4096, 7168), plan.GroupedParams)
+    assert isinstance(plan.grouped_heuristic(1024, 256, 4096, 7168), plan.GroupedStreamParams)
 
 
 # ---- emulation of gemm_wgmma.cu's integer and float tricks ----------------------------------------

@@ -11,8 +11,8 @@ block sums of a segment added inside the tensor core: 17..32 rows of a large wei
 fastest). ``WgmmaParams`` fixes one variant of
 ``cuda/csrc/gemm_wgmma.cu``, the kernels for M >= ``WGMMA_MIN_M``. ``choose`` returns the table's
 entry for the shape when the shipped table has one (up to ``TABLE_MAX_M`` rows), otherwise
-``heuristic``. ``grouped_heuristic`` picks the grouped GEMM: ``GroupedParams`` (the decode tile) or
-``GroupedWgmmaParams`` (the large-M kernels, prefill).
+``heuristic``. ``grouped_heuristic`` picks the grouped GEMM: ``GroupedStreamParams`` (the streaming GEMM,
+decode) or ``GroupedWgmmaParams`` (the large-M kernels, prefill).
 """
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ import dataclasses
 import json
 import pathlib
 
-from .params import (BAND_MAX_K, MAX_GRID_Y, SEGMENT_BLOCKS, SMEM_LIMIT, BandParams, DecodeParams, GroupedParams,
-                     GroupedWgmmaParams, Problem, SmallParams, StreamParams, WgmmaParams, valid)
+from .params import (BAND_MAX_K, MAX_GRID_Y, SEGMENT_BLOCKS, SMEM_LIMIT, BandParams, DecodeParams,
+                     GroupedStreamParams, GroupedWgmmaParams, Problem, SmallParams, StreamParams, WgmmaParams, valid)
 
 KernelParams = SmallParams | DecodeParams | StreamParams | BandParams | WgmmaParams
 """The parameter set of one dense GEMM call, whichever kernel it runs."""
 KERNEL_PARAMS = (SmallParams, DecodeParams, StreamParams, BandParams, WgmmaParams)
-GroupedKernelParams = GroupedParams | GroupedWgmmaParams
+GroupedKernelParams = GroupedStreamParams | GroupedWgmmaParams
 """The parameter set of one grouped GEMM call (a mixture of experts), whichever kernel it runs."""
 
 TABLE_PATH = pathlib.Path(__file__).with_name("configs") / "h200.json"
@@ -183,13 +183,15 @@ def heuristic(p: Problem, sm_count: int = 132) -> KernelParams:
     return stream if stream is not None else wgmma_params(p, sm_count)
 
 
-GROUPED_DECODE_MAX_ROWS = 8
-"""The decode tile's grouped kernel runs while a non-empty expert's mean rows, T / min(E, T), are at most
-this many (decode); above it the large-M kernels grouped (prefill). H100, L2 flushed, randn, bf16
-``_grouped_mm`` in the same run, us (DeepSeek-R1 gate_up, down, GPT-OSS gate_up, down): at 4 rows an
-expert (128 tokens) the decode tile 2250, 1172, 664, 341 against the grouped large-M kernels' (tn 64)
-2817, 1648, 950, 531; at 16 rows (512 tokens) 5880, 2246, 1216, 627 against 2903, 1721, 967, 538; the
-decode tile's time grows with the rows, the other's hardly, so they cross at 6-12 rows by shape."""
+GROUPED_STREAM_MAX_ROWS = 16
+"""The streaming GEMM's grouped build runs while a non-empty expert's mean rows, T / min(E, T), are at most
+this many (decode); above it the large-M kernels grouped (prefill). H100, L2 flushed, randn, one run, us
+(DeepSeek-R1 gate_up, down, GPT-OSS gate_up, down), chunks of 8 / chunks of 16 / the grouped large-M
+kernels on tn 64: at 4 rows an expert (128 tokens) 1490 / 1689 / 2822, 698 / 819 / 1663, 431 / 502 / 960,
+233 / 265 / 538; at 8 rows 2123 / 1752 / 2897, 991 / 848 / 1713, 592 / 511 / 968, 314 / 270 / 543; at 16
+rows 3669 / 2503 / 2913, 1685 / 1202 / 1725, 1015 / 725 / 982, 531 / 382 / 546; at 32 rows 6595 / 4300 /
+2930, 3040 / 2052 / 1778, 1814 / 1221 / 995, 939 / 642 / 557. Chunks of 32 rows (64-row tiles: 128 do not
+fit) lost to one of the others at every point."""
 
 GROUPED_TN128_MIN_ROWS = 48
 """From this many mean rows an expert the grouped large-M kernels take token tiles of 128 rows, below it of
@@ -203,29 +205,25 @@ GROUPED_WGMMA, GROUPED_WGMMA_TN128 = GroupedWgmmaParams(WGMMA_TN64), GroupedWgmm
 
 def grouped_heuristic(t: int, e: int, n: int, k: int, sm_count: int = 132) -> GroupedKernelParams:
     """The grouped GEMM's variant for T rows over E experts of [n, k] (n: an expert's N16 rows): by a
-    non-empty expert's mean rows, the decode tile's grouped kernel up to ``GROUPED_DECODE_MAX_ROWS`` (or
-    the large-M kernels where no decode tile fits shared memory), then the large-M kernels grouped on
-    token tiles of 64 rows, from ``GROUPED_TN128_MIN_ROWS`` of 128. The decode tile holds about twice the
-    mean rows, 8 or 16 (routing puts more on some; an expert beyond the tile takes more CTAs, not a slower
-    one); CTAs of 128 weight rows on 16 warps (two a group, depth 8), K split only where shared
-    memory needs it. H200, L2 flushed, DeepSeek-R1 gate_up and GPT-OSS down at 1, 16, 128 tokens: the
-    fastest of seven tiles at all six points (the decode heuristic's 64-row, 4-warp-a-group tile
-    1.05-1.6x slower: 200 us against 137 at 16 tokens of GPT-OSS down; splitting K 1.3-1.5x slower: the
-    calls touch enough experts to fill the GPU). A second sweep found depth 16 or four warps a group 10%
-    faster at DeepSeek-R1 gate_up (832 us against 933 at 16 tokens) and 15-20% slower at GPT-OSS down:
-    not yet tuned per shape."""
+    non-empty expert's mean rows, the streaming GEMM's grouped build up to ``GROUPED_STREAM_MAX_ROWS``
+    (``grouped_stream_tile``: chunks of 8 rows up to 4 rows an expert, else of 16, the faster at the sweep's
+    4 and 8 rows, its docstring; an expert beyond a chunk takes more chunks, each streaming its weight
+    again), then the large-M kernels grouped on token tiles of 64 rows, from ``GROUPED_TN128_MIN_ROWS`` of
+    128. Up to 128 tokens the grouped streaming GEMM took 0.26-0.51x bf16 ``_grouped_mm`` and 1.04-1.22x the
+    touched experts' stream floor from 16 tokens (H100; BENCHMARKS.md)."""
     mean = -(-t // min(e, t))
     large = GROUPED_WGMMA_TN128 if mean >= GROUPED_TN128_MIN_ROWS else GROUPED_WGMMA
-    if mean > GROUPED_DECODE_MAX_ROWS:
+    if mean > GROUPED_STREAM_MAX_ROWS:
         return large
-    return grouped_decode_tile(1 if mean <= 4 else 2, t, n, k) or large
+    return grouped_stream_tile(1 if mean <= 4 else 2, e, n, k) or large
 
 
-def grouped_decode_tile(mt: int, t: int, n: int, k: int) -> GroupedParams | None:
-    """The decode tile's grouped variant of 8 * mt rows (128 weight rows on 16 warps, depth 8) for T rows of
-    experts of [n, k], K split only as far as shared memory needs; None where no split fits."""
-    split = next((s for s in range(1, 17) if GroupedParams(DecodeParams(mt, 8, 2, 8, s)).fits(Problem(t, n, k))), None)
-    return None if split is None else GroupedParams(DecodeParams(mt, 8, 2, 8, split))
+def grouped_stream_tile(mt: int, e: int, n: int, k: int) -> GroupedStreamParams | None:
+    """The streaming GEMM's grouped variant of chunks of 8 * mt rows for E experts of [n, k]: the dense
+    heuristic's tile for a large weight (128 weight rows on 16 warps by units of 32 blocks, the codes' signs
+    split); None where the experts' table does not fit beside it."""
+    params = GroupedStreamParams(stream_params(mt, 8, 2, 32, sign_split=True))
+    return params if params.fits(Problem(8 * mt, n, k), e) else None
 
 
 KERNELS = {"small": SmallParams, "decode": DecodeParams, "stream": StreamParams, "band": BandParams,
@@ -280,7 +278,7 @@ def choose(p: Problem, table: dict[tuple[int, int, int], KernelParams],
 def float32_output(params: KernelParams | GroupedKernelParams) -> KernelParams | GroupedKernelParams:
     """The variant of ``params`` that writes the unrounded float32 total (``out_f32``; a grouped kernel's
     through its tile's)."""
-    if isinstance(params, (GroupedParams, GroupedWgmmaParams)):
+    if isinstance(params, (GroupedStreamParams, GroupedWgmmaParams)):
         return dataclasses.replace(params, tile=dataclasses.replace(params.tile, out_f32=True))
     return dataclasses.replace(params, out_f32=True)
 

@@ -8,9 +8,9 @@ from .. import plan
 from . import runtime
 from .launch import A_KINDS, Launch, a_defines, rows, rows_for_kernel, weight
 from .launch.band import BandLaunch
-from .launch.decode import DecodeLaunch, GroupedLaunch
+from .launch.decode import DecodeLaunch
 from .launch.small import SmallLaunch
-from .launch.stream import StreamLaunch
+from .launch.stream import GroupedStreamLaunch, StreamLaunch
 from .launch.wgmma import GroupedWgmmaLaunch, WgmmaLaunch
 
 PTR, I32, I64 = runtime.Param.PTR, runtime.Param.I32, runtime.Param.I64
@@ -20,7 +20,8 @@ FAMILIES: dict[type, type[Launch]] = {plan.SmallParams: SmallLaunch, plan.Decode
                                       plan.WgmmaParams: WgmmaLaunch}
 """The launch of each dense GEMM's parameter set (``plan.KERNEL_PARAMS``)."""
 
-GROUPED_FAMILIES: dict[type, type] = {plan.GroupedParams: GroupedLaunch, plan.GroupedWgmmaParams: GroupedWgmmaLaunch}
+GROUPED_FAMILIES: dict[type, type] = {plan.GroupedStreamParams: GroupedStreamLaunch,
+                                      plan.GroupedWgmmaParams: GroupedWgmmaLaunch}
 """The launch of each grouped GEMM's parameter set (``plan.grouped_heuristic``)."""
 
 _launches: dict[tuple, Launch] = {}
@@ -63,7 +64,7 @@ def grouped_gemm_a4w4(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor,
                       out: torch.Tensor, params: plan.GroupedKernelParams, num_experts: int,
                       n_padded: int) -> torch.Tensor:
     """out [T, N] bf16 (float32 for ``params``' float32 variant): row t of quant(a [T, K]) times its expert's
-    weight by the grouped GEMM of ``params`` (``launch.decode.GroupedLaunch``,
+    weight by the grouped GEMM of ``params`` (``launch.stream.GroupedStreamLaunch``,
     ``launch.wgmma.GroupedWgmmaLaunch``), the experts stacked in aiter's shuffled layouts (data, scales:
     expert e's N rows at row e * n_padded), tokens sorted by expert, ``offsets`` (int32 / int64 [E], on
     the device) their cumulative ends. Offsets that break the rule (``moe.grouped_gemm_a4w4``) are not

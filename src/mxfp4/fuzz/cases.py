@@ -30,7 +30,7 @@ _MAX_MNK = 1 << 22  # keeps a case to a few milliseconds of oracle time
 _E_GROUPED = (1, 2, 3, 5, 8, 16, 64, 130)
 _N_GROUPED = (16, 40, 128, 256, 1000)
 _K_GROUPED = (64, 96, 256, 544, 1024)
-GROUPED_VARIANTS = ("heuristic", "decode", "large-m tn 64", "large-m tn 128")
+GROUPED_VARIANTS = ("heuristic", "stream 8", "stream 16", "large-m tn 64", "large-m tn 128")
 _BIASED = ("gemm", "gemm_out", "linear", "op")  # the entry points that take a bias
 
 

@@ -143,7 +143,7 @@ def check_offsets(offsets: torch.Tensor, num_experts: int, rows: int, device: to
 
 
 def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, *,
-                      backend: str = "auto", params: plan.GroupedParams | None = None,
+                      backend: str = "auto", params: plan.GroupedKernelParams | None = None,
                       bias: torch.Tensor | None = None) -> torch.Tensor:
     """C [T, N] bf16: row t of ``a`` [T, K] times the expert its group names, as :func:`mxfp4.gemm_a4w4`.
 
@@ -158,8 +158,8 @@ def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, 
     which reads the offsets on the device: no host sync, so the call can be captured in a CUDA graph,
     and the offsets' values are not checked there (rows that offsets breaking the rule leave out or give
     to two experts are unspecified; nothing is accessed out of bounds). ``plan.grouped_heuristic``
-    picks the kernel (or ``params``, a ``plan.GroupedParams`` or ``plan.GroupedWgmmaParams``): the decode
-    tile's while a non-empty expert's mean rows are at most ``plan.GROUPED_DECODE_MAX_ROWS`` (decode), the
+    picks the kernel (or ``params``, a ``plan.GroupedStreamParams`` or ``plan.GroupedWgmmaParams``): the
+    streaming GEMM's while a non-empty expert's mean rows are at most ``plan.GROUPED_STREAM_MAX_ROWS`` (decode), the
     large-M kernels grouped above it (prefill). Everywhere else the offsets are checked and read on the
     host. When N % 16 != 0 the kernels' result is a view of N columns of rows of N rounded up to 16 (as
     :func:`mxfp4.gemm_a4w4`'s).
@@ -178,8 +178,9 @@ def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, 
     checks.validate(a, w.expert(0), None)
     if a.requires_grad and torch.is_grad_enabled():
         raise ValueError("grouped_gemm_a4w4 is inference only (no autograd): call it under torch.no_grad()")
-    if params is not None and not isinstance(params, (plan.GroupedParams, plan.GroupedWgmmaParams)):
-        raise TypeError(f"params must be a mxfp4.plan.GroupedParams or GroupedWgmmaParams, got {type(params).__name__}")
+    if params is not None and not isinstance(params, (plan.GroupedStreamParams, plan.GroupedWgmmaParams)):
+        raise TypeError(f"params must be a mxfp4.plan.GroupedStreamParams or GroupedWgmmaParams, got "
+                        f"{type(params).__name__}")
     if params is not None and params.tile.out_f32:
         raise ValueError("params.tile.out_f32 variants write the float32 totals a call with a bias adds its rows "
                          "to, not grouped_gemm_a4w4's bf16 output: pass the bf16 variant (bias= takes the float32 "
@@ -202,9 +203,9 @@ def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, 
             params = _grouped_params(t, w.num_experts, n16, k64, a.device)
         else:
             params.check()
-            if not params.fits(plan.Problem(t, n16, k64)):
-                raise ValueError(f"params {params} do not fit an expert of {n16}x{k64} (split at most K / 32, "
-                                 f"shared memory at most {plan.SMEM_LIMIT})")
+            if not params.fits(plan.Problem(t, n16, k64), w.num_experts):
+                raise ValueError(f"params {params} do not fit {w.num_experts} experts of {n16}x{k64} (shared memory "
+                                 f"at most {plan.SMEM_LIMIT})")
         if bias is None:
             return _grouped_on_kernels(a, w, offsets, params, n16)
         # the float32 totals, each row's expert's bias added (the expert found on the device), rounded once

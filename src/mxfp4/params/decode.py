@@ -1,5 +1,4 @@
-"""``DecodeParams``: the two-launch decode kernels' (``cuda/csrc/gemm_decode.cu``); ``GroupedParams``: the
-grouped GEMM's of a mixture of experts, which runs a decode tile (the same source)."""
+"""``DecodeParams``: the two-launch decode kernels' (``cuda/csrc/gemm_decode.cu``)."""
 from __future__ import annotations
 
 import dataclasses
@@ -77,52 +76,3 @@ class DecodeParams:
 
     def fits(self, p: Problem) -> bool:
         return p.m <= self.tokens and self.split <= p.blocks and self.smem_bytes(p.k) <= SMEM_LIMIT
-
-
-@dataclasses.dataclass(frozen=True)
-class GroupedParams:
-    """One call of the grouped GEMM of a mixture of experts (``mxfp4_gemm_grouped`` in
-    ``cuda/csrc/gemm_decode.cu``): all T rows of A quantized once, then one launch in which each CTA
-    takes one chunk of at most ``tile.tokens`` rows of one expert (found on the device from the
-    offsets), one N tile and one part of K, and runs the decode kernel's tile on it.
-
-    ``tile``: the decode variant whose tile it runs (the same cubin: both kernels are in one source).
-    """
-
-    source = "gemm_decode.cu"
-
-    tile: DecodeParams = DecodeParams()
-
-    def defines(self) -> dict[str, int]:
-        return self.tile.defines()
-
-    @property
-    def threads(self) -> int:
-        return self.tile.threads
-
-    @property
-    def tokens(self) -> int:
-        return self.tile.tokens
-
-    def smem_bytes(self, k: int) -> int:
-        return self.tile.smem_bytes(k)
-
-    def workspace_bytes(self, t: int, k: int) -> int:
-        """A quantized, per call: int8 values [K/32][T][32], then float32 half-scales [K/32][T]."""
-        return t * k + t * (k // 32) * 4
-
-    def items(self, t: int, e: int) -> int:
-        """Work items launched for T rows over E experts: an upper bound on the chunks of at most
-        ``tokens`` rows (each non-empty expert's rows, rounded up), so the grid needs no offsets."""
-        return min(e, t) + t // self.tokens
-
-    def check(self) -> None:
-        self.tile.check()
-
-    def fits(self, p: Problem) -> bool:
-        """``p``: one expert's problem (n, k; m is not limited: the kernel runs chunks of ``tokens``)."""
-        return self.tile.split <= p.blocks and self.smem_bytes(p.k) + GROUPED_STATIC_SMEM <= SMEM_LIMIT
-
-
-GROUPED_STATIC_SMEM = 256
-"""Static shared memory the grouped kernel's item search may take (warp sums and its answer)."""

@@ -1,5 +1,6 @@
-"""The weight-streaming GEMMs' parameter sets: ``StreamParams`` (``cuda/csrc/gemm_stream.cu``) and
-``BandParams`` (``cuda/csrc/gemm_band.cu``), and the stream-K split they share."""
+"""The weight-streaming GEMMs' parameter sets: ``StreamParams`` (``cuda/csrc/gemm_stream.cu``), its grouped
+build over a mixture of experts (``GroupedStreamParams``) and ``BandParams`` (``cuda/csrc/gemm_band.cu``), and
+the stream-K split they share."""
 from __future__ import annotations
 
 import dataclasses
@@ -105,6 +106,76 @@ class StreamParams(_StreamK):
 
     def fits(self, p: Problem) -> bool:
         return p.m <= self.tokens and (p.m == 1 or not self.one_token)
+
+
+GROUPED_STATIC_SMEM = 256
+"""Static shared memory a grouped kernel's chunk search may take (csrc/grouped.cuh: warp sums and its answer)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupedStreamParams:
+    """The grouped GEMM of a mixture of experts at decode sizes (``gemm_stream.cu`` built with GROUPED): A's T
+    rows, sorted by expert, quantized once by ``mxfp4_quantize_grouped`` (quantize.cu), each expert's rows cut
+    into chunks of at most ``tile.tokens`` rows, a chunk one token operand (a slot); then
+    ``mxfp4_gemm_stream_grouped``, one CTA an SM, the streaming GEMM's stream-K split over every chunk's tiles
+    of its expert's weight (each touched expert's weight streamed once a chunk). Both kernels find the chunks
+    on the device from the offsets, so the grid depends on T and E only. ``tile``: the streaming GEMM's
+    variant (not one_token: a chunk holds up to ``tile.tokens`` rows; out_f32 for a call with a bias)."""
+
+    source = "gemm_stream.cu"
+    MAX_EXPERTS = 12288
+    """Experts a call may have: the quantizer holds their ends in shared memory (4 E bytes, 48 KiB without an
+    opt-in)."""
+
+    tile: StreamParams = StreamParams()
+
+    def defines(self) -> dict[str, int]:
+        return {**self.tile.defines(), "GROUPED": 1}
+
+    @property
+    def threads(self) -> int:
+        return self.tile.threads
+
+    @property
+    def tokens(self) -> int:
+        return self.tile.tokens
+
+    def chunks(self, t: int, e: int) -> int:
+        """An upper bound on the chunks of T rows over E experts (each non-empty expert's rows, rounded up)."""
+        return min(e, t) + t // self.tokens
+
+    def slots(self, t: int, e: int) -> int:
+        """The operand's slots: chunk j of expert e sits in slot ceil(start_e / tokens) + e + j, below this."""
+        return -(-t // self.tokens) + e
+
+    def grid(self, t: int, e: int, p: Problem, sm_count: int) -> int:
+        """CTAs: one an SM, or one a unit of the most chunks T rows can make, where there are fewer."""
+        return min(sm_count, self.chunks(t, e) * self.tile.units(p))
+
+    def smem_bytes(self, e: int) -> int:
+        """Dynamic shared memory: the tile's (``StreamParams.smem_bytes``) and the chunks' table of E experts
+        (``mx::grouped_chunks_bytes``: 4 (3 E + 1) bytes)."""
+        return self.tile.smem_bytes() + 4 * (3 * e + 1)
+
+    def workspace_offsets(self, t: int, e: int, k: int, grid: int) -> tuple[int, int, int, int]:
+        """The per-call workspace, in bytes from its start: (A's half-scales, the CTAs' flags, their partial
+        tiles, the end). A's int8 values ([slots][K/32][tokens x 32]) come first, then the half-scales
+        ([slots][K/32][tokens] float32), the flags [grid] u32 (to 256 bytes) and the partials
+        [grid][tokens][rows] float32. Only the chunks' slots are written."""
+        rows = self.slots(t, e) * self.tokens
+        scales = rows * k
+        flags = scales + rows * (k // 32) * 4
+        part = flags + -(-grid * 4 // 256) * 256
+        return scales, flags, part, part + grid * self.tokens * self.tile.rows * 4
+
+    def check(self) -> None:
+        self.tile.check()
+        if self.tile.one_token:
+            raise ValueError(f"GroupedStreamParams {self}: a chunk holds up to tile.tokens rows (tile.one_token False)")
+
+    def fits(self, p: Problem, experts: int) -> bool:
+        """``p``: one expert's problem (any rows: the kernel runs chunks of ``tokens``); ``experts``: E."""
+        return experts <= self.MAX_EXPERTS and self.smem_bytes(experts) + GROUPED_STATIC_SMEM <= SMEM_LIMIT
 
 
 BAND_MAX_K = 512 * 256

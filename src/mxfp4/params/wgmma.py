@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from .decode import GROUPED_STATIC_SMEM
 from .problem import SEGMENT_BLOCKS, SMEM_LIMIT, Problem, _with_output
+from .stream import GROUPED_STATIC_SMEM
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,6 +156,6 @@ class GroupedWgmmaParams:
             if not ok:
                 raise ValueError(f"GroupedWgmmaParams {self}: {rule}")
 
-    def fits(self, p: Problem) -> bool:
-        """``p``: one expert's problem (any rows: the kernel runs chunks of ``tile.tn``)."""
+    def fits(self, p: Problem, experts: int) -> bool:
+        """``p``: one expert's problem (any rows: the kernel runs chunks of ``tile.tn``); any number of experts."""
         return self.tile.smem_bytes() + GROUPED_STATIC_SMEM <= SMEM_LIMIT

@@ -22,14 +22,9 @@
 // loads go out first, then lane 0 of each warp issues one bulk copy of its K range (contiguous in the
 // shuffled layout) into shared memory; the main loop reads each block's fragment bytes there.
 //
-// mxfp4_gemm_grouped (mixture of experts, at the end): the same tile (decode_tile, the one body both
-// GEMMs share) on one chunk of one expert's token rows, found on the device from the offsets
-// (mx::grouped_item, grouped.cuh).
-//
 // Numerics: every block sum and every scaling is exact (inside the domain -147 <= ea + ew <= 112);
 // the K/32 block terms are added in float32 in a fixed order, then rounded to bf16.
 #include "cluster.cuh"
-#include "grouped.cuh"
 #include "hopper.cuh"
 #include "mma.cuh"
 
@@ -325,39 +320,4 @@ mxfp4_gemm_decode(const u8 *__restrict__ qa, const float *__restrict__ qs, const
     }
     mx::mbar_wait(bar, 0);
   });
-}
-
-// ---- the grouped GEMM (mixture of experts) ------------------------------------------------------
-
-// Grouped GEMM, tokens sorted by expert: C [T, N] row t = quant(A) row t times the weight of its
-// expert, the E experts' weights stacked in one prepared tensor at a fixed stride (w_stride code
-// bytes, s_stride scale bytes an expert; expert e's N rows start there). grid (items, ceil(N /
-// ROWS), S) in clusters of (1, 1, S): blockIdx.x is a work item (grouped_item: one chunk of at most
-// TOK rows of one expert; the host launches min(E, T) + T / TOK, an upper bound, and the CTAs past
-// the last chunk exit at once), blockIdx.y the N tile. A is mxfp4_quantize_tokens' layout of all T
-// rows (rows = T); the chunk's rows are gathered into the decode tile's shared layout, rows past the
-// chunk zero. The offsets are read on the device, before the wait for A (a kernel before the
-// quantizer wrote them), so nothing waits for the host and the call can be captured in a graph.
-extern "C" __global__ void __launch_bounds__(THREADS)
-mxfp4_gemm_grouped(const u8 *__restrict__ qa, const float *__restrict__ qs, int T, const void *__restrict__ offsets,
-                   int off64, int E, const u8 *__restrict__ W, const u8 *__restrict__ Wsc, int ldsc,
-                   long long w_stride, long long s_stride, out_t *__restrict__ C, int ldc, int N, int K) {
-  int r0, rows;
-  const int e = mx::grouped_item<THREADS, TOK>(offsets, off64, E, T, (int)blockIdx.x, r0, rows);
-  if (e < 0) return;  // the whole cluster: its CTAs share blockIdx.x
-  decode_tile(W + e * w_stride, Wsc + e * s_stride, ldsc, C + (long long)r0 * ldc, ldc, rows, N, K, (int)blockIdx.y,
-              [&](u8 *as8, float *sa, u64 *, int kb_begin, int nb) {
-                mx::pdl_wait();
-                const uint4 *src = (const uint4 *)qa;  // [K/32][T][2] 16-byte halves of a row's block
-                uint4 *dst = (uint4 *)as8;             // [nb][TOK][2]
-                for (int i = threadIdx.x; i < nb * TOK * 2; i += THREADS) {
-                  const int b = i / (TOK * 2), j = (i >> 1) % TOK;
-                  dst[i] = j < rows ? src[((long long)(kb_begin + b) * T + r0 + j) * 2 + (i & 1)] : make_uint4(0u, 0u, 0u, 0u);
-                }
-                for (int i = threadIdx.x; i < nb * TOK; i += THREADS) {
-                  const int b = i / TOK, j = i % TOK;
-                  sa[i] = j < rows ? qs[(long long)(kb_begin + b) * T + r0 + j] : 0.0f;
-                }
-                __syncthreads();
-              });
 }

@@ -39,6 +39,7 @@
 // Numerics: every block sum and every scaling is exact (inside the domain -147 <= ea + ew <= 112);
 // the K/32 block terms are added in float32 in a fixed order, then rounded to bf16 (OUT_F32: stored
 // as the float32 total).
+#include "grouped.cuh"
 #include "hopper.cuh"
 #include "mma.cuh"
 #include "streamk.cuh"
@@ -51,6 +52,9 @@
 #endif
 #ifndef ONE_TOKEN
 #define ONE_TOKEN 0  // 1: M = 1, so only the MMAs' even columns (tokens 0, 2, 4, 6; rows 1.. are zeros) are summed
+#endif
+#ifndef GROUPED
+#define GROUPED 0  // 1: the grouped GEMM of a mixture of experts (mxfp4_gemm_stream_grouped) instead of the dense one
 #endif
 
 namespace {
@@ -71,6 +75,7 @@ static_assert(KS % 8 == 0 && KS % (4 * KW) == 0,
 static_assert(STAGES >= INFLIGHT, "at least two stages (the units on the way)");
 static_assert((KW & (KW - 1)) == 0, "KW must be a power of 2 (a slice holds whole scale units and rounds)");
 static_assert(!ONE_TOKEN || MT == 1, "ONE_TOKEN is a one-token-tile variant");
+static_assert(!(ONE_TOKEN && GROUPED), "a grouped call's chunks hold up to TOK rows: no one-token variant");
 static_assert(THREADS <= 1024, "at most 1024 threads");
 static_assert(G + G / 2 <= 30, "the producer warp's lanes 0 .. 1.5 G - 1 issue a unit's weight copies, 30 and 31 A's");
 
@@ -197,17 +202,56 @@ __device__ __forceinline__ void store_pair(out_t *C, int ldc, int tok, int n, fl
   mx::store_out2(C + (long long)tok * ldc + n, v);
 }
 
-}  // namespace
+// What one tile reads and writes: its weight rows from n0 (codes w, scale units wsc: its expert's weight),
+// A's operand (values a8, half-scales as: block 0 of its token rows, TOK a block), its m token rows of C
+// from row c.
+struct TileRef {
+  int n0, m;
+  const u8 *w, *wsc, *a8;
+  const float *as;
+  out_t *c;
+};
 
-// grid (CTAs, 1, 1), THREADS threads, Smem::BYTES of dynamic shared memory. qa / qs: the quantizer's
-// workspace; part [grid][TOK][ROWS] float32 and flags [grid]: the split tiles' partials and their flags
-// (zeroed by the quantizer). C [M, N] with row stride ldc (even; 8-byte aligned start).
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
-mxfp4_gemm_stream(const u8 *__restrict__ qa, const float *__restrict__ qs, const u8 *__restrict__ W,
-                  const u8 *__restrict__ Wsc, int ldsc, out_t *__restrict__ C, int ldc, int M, int N, int K,
-                  float *__restrict__ part, u32 *__restrict__ flags) {
-  extern __shared__ __align__(128) u8 smem[];
-  mx::require_dynamic_smem(Smem::BYTES);
+// The dense call's tiles: ceil(N / ROWS) tiles of one weight, M token rows.
+struct DenseTiles {
+  const u8 *qa;
+  const float *qs;
+  const u8 *W, *Wsc;
+  out_t *C;
+  int M, count;
+  __device__ __forceinline__ TileRef at(int t) const { return {t * ROWS, M, W, Wsc, qa, qs, C}; }
+};
+
+#if GROUPED
+// The grouped call's tiles: tpe N tiles (of one expert's N rows) a chunk, chunk-major; the chunks of at most
+// TOK rows of one expert each (mx::GroupedChunks). Chunk j of expert e reads A's operand from slot
+// ceil(start_e / TOK) + e + j (mxfp4_quantize_grouped's layout: a slot is one TOK-row operand of nblk
+// blocks), its weight at e * w_stride and e * s_stride, and writes C's rows start_e + j TOK on.
+struct GroupedTiles {
+  const u8 *qa;
+  const float *qs;
+  const u8 *W, *Wsc;
+  out_t *C;
+  long long w_stride, s_stride;
+  int ldc, nblk, tpe, count;
+  mx::GroupedChunks chunks;
+  __device__ __forceinline__ TileRef at(int t) const {
+    const int c = t / tpe, nt = t - c * tpe;
+    int e, r0, rows;
+    const int slot = chunks.find<TOK>(c, e, r0, rows);
+    const long long a = (long long)slot * nblk * TOK;
+    return {nt * ROWS, rows, W + e * w_stride, Wsc + e * s_stride, qa + a * 32, qs + a, C + (long long)r0 * ldc};
+  }
+};
+#endif
+
+// The GEMM over `tiles` (N columns of each tile's weight, K): the producer warp streams each unit of the
+// CTA's range into the ring, the consumers fold it; split tiles are summed by their owner (streamk.cuh).
+// part [grid][TOK][ROWS] float32 and flags [grid]: the split tiles' partials and their flags (zeroed by the
+// quantizer). C's row stride ldc (even; 8-byte aligned start).
+template <class Tiles>
+__device__ __forceinline__ void stream_gemm(u8 *smem, const Tiles &tiles, int ldsc, int ldc, int N, int K,
+                                            float *__restrict__ part, u32 *__restrict__ flags) {
   u8 *ring = smem;
   float *red = (float *)(smem + Smem::RING);
   float *own = (float *)(smem + Smem::RING + Smem::RED);
@@ -215,9 +259,9 @@ mxfp4_gemm_stream(const u8 *__restrict__ qa, const float *__restrict__ qs, const
   u64 *empty = full + STAGES;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int nblk = K >> 5, tiles = (N + ROWS - 1) / ROWS, cta = blockIdx.x, grid = gridDim.x;
-  const int sl = (long long)tiles * ((nblk + KS - 1) / KS) >= 8LL * grid ? SLICE : KS, spt = (nblk + sl - 1) / sl;
-  const long long slices = (long long)tiles * spt;
+  const int nblk = K >> 5, cta = blockIdx.x, grid = gridDim.x;
+  const int sl = (long long)tiles.count * ((nblk + KS - 1) / KS) >= 8LL * grid ? SLICE : KS, spt = (nblk + sl - 1) / sl;
+  const long long slices = (long long)tiles.count * spt;
   const long long s_begin = slices * cta / grid, s_end = slices * (cta + 1) / grid;
 
   if (tid == 0) {
@@ -238,7 +282,8 @@ mxfp4_gemm_stream(const u8 *__restrict__ qa, const float *__restrict__ qs, const
     // units of 32 at 1x57344x8192).
     auto issue = [&](int i, const Unit &q, bool with_weight, bool with_a) {
       const int kb0 = q.kb0, nb = q.nb;
-      const int n0 = q.t * ROWS, groups = min(G, (N - n0) >> 4), sunits = (groups + 1) >> 1;
+      const TileRef ref = tiles.at(q.t);
+      const int n0 = ref.n0, groups = min(G, (N - n0) >> 4), sunits = (groups + 1) >> 1;
       u8 *st = ring + (i % STAGES) * Smem::STAGE;
       u64 *bar = &full[i % STAGES];
       if (with_weight) {
@@ -246,18 +291,18 @@ mxfp4_gemm_stream(const u8 *__restrict__ qa, const float *__restrict__ qs, const
           mx::mbar_arrive_expect_tx(bar, (u32)(groups * nb * 256 + sunits * ((nb + 7) >> 3) * 256 + nb * TOK * 36));
         __syncwarp();
         if (lane < groups)
-          mx::bulk_copy(st + lane * KS * 256, W + (long long)((n0 >> 4) + lane) * 8 * K + kb0 * 256, (u32)nb * 256u,
-                        bar);
+          mx::bulk_copy(st + lane * KS * 256, ref.w + (long long)((n0 >> 4) + lane) * 8 * K + kb0 * 256,
+                        (u32)nb * 256u, bar);
         else if (lane >= G && lane < G + sunits)
           mx::bulk_copy(st + Smem::W + (lane - G) * (KS / 8) * 256,
-                        Wsc + (long long)((n0 >> 5) + lane - G) * 32 * ldsc + (kb0 >> 3) * 256,
+                        ref.wsc + (long long)((n0 >> 5) + lane - G) * 32 * ldsc + (kb0 >> 3) * 256,
                         (u32)((nb + 7) >> 3) * 256u, bar);
       }
       if (with_a) {
         if (lane == 30)
-          mx::bulk_copy(st + Smem::W + Smem::SC, qa + (long long)kb0 * TOK * 32, (u32)(nb * TOK * 32), bar);
+          mx::bulk_copy(st + Smem::W + Smem::SC, ref.a8 + (long long)kb0 * TOK * 32, (u32)(nb * TOK * 32), bar);
         else if (lane == 31)
-          mx::bulk_copy(st + Smem::W + Smem::SC + Smem::A8, qs + (long long)kb0 * TOK, (u32)(nb * TOK * 4), bar);
+          mx::bulk_copy(st + Smem::W + Smem::SC + Smem::A8, ref.as + (long long)kb0 * TOK, (u32)(nb * TOK * 4), bar);
       }
     };
     // Unit i goes out once its stage is consumed and unit i - INFLIGHT has arrived: a ring issued whole
@@ -285,8 +330,9 @@ mxfp4_gemm_stream(const u8 *__restrict__ qa, const float *__restrict__ qs, const
   int i = 0;       // units consumed: the range's i-th unit sits in stage i % STAGES
   for (Walk w(s_begin, s_end, sl, spt, nblk); w.s < s_end;) {
     const int t = w.t;
+    const TileRef ref = tiles.at(t);
     const long long t0 = w.s - w.o, t1 = t0 + spt;
-    const bool live = t * ROWS + gi * 16 < N;
+    const bool live = ref.n0 + gi * 16 < N;
 #pragma unroll
     for (int j = 0; j < MT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
     for (; w.s < s_end && w.t == t; ++i) {
@@ -304,11 +350,11 @@ mxfp4_gemm_stream(const u8 *__restrict__ qa, const float *__restrict__ qs, const
       for (int e = 0; e < 4; ++e)
         red[(kw * TOK + j * 8 + 2 * tq + (e & 1)) * RP + gi * 16 + g + 8 * (e >> 1)] = acc[j][e];
     consumer_sync();
-    const int n0 = t * ROWS;
+    const int n0 = ref.n0;
     const bool whole = t0 >= s_begin && t1 <= s_end, last = t1 <= s_end;
     for (int p = tid; p < TOK * ROWS / 2; p += CTHREADS) {
       const int tok = p / (ROWS / 2), r = 2 * (p % (ROWS / 2));
-      if (tok >= M || n0 + r >= N) continue;
+      if (tok >= ref.m || n0 + r >= N) continue;
       float2 v = *(const float2 *)(red + tok * RP + r);
 #pragma unroll
       for (int q = 1; q < KW; ++q) {
@@ -317,7 +363,7 @@ mxfp4_gemm_stream(const u8 *__restrict__ qa, const float *__restrict__ qs, const
         v.y += w.y;
       }
       if (whole)
-        store_pair(C, ldc, tok, n0 + r, v);
+        store_pair(ref.c, ldc, tok, n0 + r, v);
       else if (last)
         *(float2 *)(own + tok * RP + r) = v;
       else
@@ -333,10 +379,52 @@ mxfp4_gemm_stream(const u8 *__restrict__ qa, const float *__restrict__ qs, const
     const int first = mx::streamk_cta_of(t0, slices, grid);
     if (tid == 0) mx::streamk_wait(flags, first, cta, slices, grid);
     consumer_sync();
-    const int n0 = owned * ROWS;
+    const TileRef ref = tiles.at(owned);
+    const int n0 = ref.n0;
     mx::streamk_add_partials<TOK, ROWS, float2>(
-        part, first, cta, M, N, n0, tid, CTHREADS,
+        part, first, cta, ref.m, N, n0, tid, CTHREADS,
         [&](int tok, int r) { return *(const float2 *)(own + tok * RP + r); },
-        [&](int tok, int r, float2 v) { store_pair(C, ldc, tok, n0 + r, v); });
+        [&](int tok, int r, float2 v) { store_pair(ref.c, ldc, tok, n0 + r, v); });
   }
 }
+
+}  // namespace
+
+#if !GROUPED
+// grid (CTAs, 1, 1), THREADS threads, Smem::BYTES of dynamic shared memory. qa / qs: the quantizer's
+// workspace (one TOK-row operand); part [grid][TOK][ROWS] float32 and flags [grid]: the split tiles'
+// partials and their flags (zeroed by the quantizer). C [M, N] with row stride ldc (even; 8-byte aligned
+// start).
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+mxfp4_gemm_stream(const u8 *__restrict__ qa, const float *__restrict__ qs, const u8 *__restrict__ W,
+                  const u8 *__restrict__ Wsc, int ldsc, out_t *__restrict__ C, int ldc, int M, int N, int K,
+                  float *__restrict__ part, u32 *__restrict__ flags) {
+  extern __shared__ __align__(128) u8 smem[];
+  mx::require_dynamic_smem(Smem::BYTES);
+  const DenseTiles tiles = {qa, qs, W, Wsc, C, M, (N + ROWS - 1) / ROWS};
+  stream_gemm(smem, tiles, ldsc, ldc, N, K, part, flags);
+}
+#else
+// The grouped GEMM of a mixture of experts, tokens sorted by expert: C [T, N] row t = quant(A) row t times
+// the weight of its expert (expert e's rows [offsets[e-1], offsets[e]), int32 or int64 when off64), the E
+// experts' weights stacked at a fixed stride (w_stride code bytes, s_stride scale bytes an expert). qa / qs:
+// mxfp4_quantize_grouped's operand, a slot of TOK rows a chunk. Every CTA first finds the chunks (each
+// non-empty expert's rows cut into chunks of TOK) from the offsets into its shared memory (mx::GroupedChunks,
+// after Smem::BYTES: mx::grouped_chunks_bytes(E) more), on the device: no host read, graph capturable; the
+// offsets were written before the quantizer ran, so they are read before the wait for it. Then the dense
+// GEMM's stream-K split over the chunks' tiles. grid (CTAs, 1, 1) as the host sizes it for the most chunks
+// T rows can make; CTAs without slices exit.
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+mxfp4_gemm_stream_grouped(const u8 *__restrict__ qa, const float *__restrict__ qs, int T,
+                          const void *__restrict__ offsets, int off64, int E, const u8 *__restrict__ W,
+                          const u8 *__restrict__ Wsc, int ldsc, long long w_stride, long long s_stride,
+                          out_t *__restrict__ C, int ldc, int N, int K, float *__restrict__ part,
+                          u32 *__restrict__ flags) {
+  extern __shared__ __align__(128) u8 smem[];
+  mx::require_dynamic_smem(Smem::BYTES + mx::grouped_chunks_bytes(E));
+  const mx::GroupedChunks chunks = mx::grouped_chunks<THREADS, TOK>(offsets, off64, E, T, (int *)(smem + Smem::BYTES));
+  const int tpe = (N + ROWS - 1) / ROWS;
+  const GroupedTiles tiles = {qa, qs, W, Wsc, C, w_stride, s_stride, ldc, K >> 5, tpe, chunks.count * tpe, chunks};
+  stream_gemm(smem, tiles, ldsc, ldc, N, K, part, flags);
+}
+#endif

@@ -1,16 +1,26 @@
-// The grouped GEMMs' work items (mxfp4_gemm_grouped in gemm_decode.cu; mxfp4_wgmma_prep_grouped and
-// mxfp4_gemm_cv_grouped in gemm_wgmma.cu's GROUPED build): which chunk of which expert's token rows a CTA
-// takes, found on the device from the experts' offsets.
+// The grouped GEMMs' work: which chunk of which expert's token rows a CTA takes, found on the device from
+// the experts' offsets. grouped_item (mxfp4_wgmma_prep_grouped and mxfp4_gemm_cv_grouped in gemm_wgmma.cu's
+// GROUPED build: a CTA a chunk) and grouped_chunks (mxfp4_gemm_stream_grouped in gemm_stream.cu's GROUPED
+// build: every chunk in a CTA's shared memory, for its stream-K range of their tiles).
 #pragma once
 #include "mxfp4.cuh"
 
 namespace mx {
 
-// The work item `item` of a grouped call: the experts' token rows cut into chunks of TOK, numbered
-// in expert order. Expert e takes rows [offsets[e-1], offsets[e]) (offsets int32, or int64 when
-// off64; each clamped to [start, T], so a malformed offsets array cannot send a CTA out of bounds).
-// Sets r0 and rows (rows <= TOK) and returns the expert, or -1 past the last chunk. Every thread of
-// the CTA calls it; a block-wide prefix sum of the experts' chunk counts, THREADS experts a round.
+// An expert's token rows, as every grouped GEMM reads the offsets: [offsets[e-1], offsets[e]) (offsets
+// int32, or int64 when off64; each clamped to [start, T], so a malformed array cannot send a CTA out of
+// bounds).
+__device__ __forceinline__ void grouped_rows(const void *offsets, int off64, int e, int T, int &start, int &end) {
+  const long long hi = off64 ? ((const long long *)offsets)[e] : ((const int *)offsets)[e];
+  const long long lo = e == 0 ? 0 : (off64 ? ((const long long *)offsets)[e - 1] : ((const int *)offsets)[e - 1]);
+  start = (int)min(max(lo, 0ll), (long long)T);
+  end = (int)min(max(hi, (long long)start), (long long)T);
+}
+
+// The work item `item` of a grouped call: the experts' token rows (grouped_rows) cut into chunks of
+// TOK, numbered in expert order. Sets r0 and rows (rows <= TOK) and returns the expert, or -1 past the
+// last chunk. Every thread of the CTA calls it; a block-wide prefix sum of the experts' chunk counts,
+// THREADS experts a round.
 template <int THREADS, int TOK>
 __device__ __forceinline__ int grouped_item(const void *offsets, int off64, int E, int T, int item, int &r0,
                                             int &rows) {
@@ -22,12 +32,7 @@ __device__ __forceinline__ int grouped_item(const void *offsets, int off64, int 
   for (int base = 0; base < E && carry <= item; base += THREADS) {
     const int e = base + tid;
     int start = 0, end = 0;
-    if (e < E) {
-      const long long hi = off64 ? ((const long long *)offsets)[e] : ((const int *)offsets)[e];
-      const long long lo = e == 0 ? 0 : (off64 ? ((const long long *)offsets)[e - 1] : ((const int *)offsets)[e - 1]);
-      start = (int)min(max(lo, 0ll), (long long)T);
-      end = (int)min(max(hi, (long long)start), (long long)T);
-    }
+    if (e < E) grouped_rows(offsets, off64, e, T, start, end);
     const int chunks = (end - start + TOK - 1) / TOK;
     int incl = chunks;
 #pragma unroll
@@ -52,6 +57,71 @@ __device__ __forceinline__ int grouped_item(const void *offsets, int off64, int 
   r0 = found[1];
   rows = found[2];
   return found[0];
+}
+
+// The chunks of a grouped call (each non-empty expert's rows cut into chunks of TOK, numbered in expert
+// order), as grouped_chunks leaves them in shared memory: cps[e] the chunks of the experts before e
+// (cps[E] = count), start[e] and rows[e] expert e's first row and row count.
+struct GroupedChunks {
+  const int *cps, *start, *rows;
+  int E, count;
+  // Chunk c (< count): sets its expert e, first row r0 and rows (<= TOK), and returns its operand's slot,
+  // ceil(start[e] / TOK) + e + j for the expert's chunk j (mxfp4_quantize_grouped writes it there: slots of
+  // different chunks never meet, and every slot is below ceil(T / TOK) + E).
+  template <int TOK>
+  __device__ __forceinline__ int find(int c, int &e, int &r0, int &n) const {
+    int lo = 0, hi = E - 1;  // the last expert whose chunks begin at or before c (it has chunks: cps[e + 1] > c)
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) >> 1;
+      if (cps[mid] <= c) lo = mid;
+      else hi = mid - 1;
+    }
+    e = lo;
+    const int j = c - cps[e], s = start[e];
+    r0 = s + j * TOK;
+    n = min(TOK, rows[e] - j * TOK);
+    return (s + TOK - 1) / TOK + e + j;
+  }
+};
+
+// Shared memory grouped_chunks takes for E experts: cps [E + 1], start [E], rows [E] (int).
+__host__ __device__ __forceinline__ unsigned grouped_chunks_bytes(int E) { return 4u * (3u * (unsigned)E + 1u); }
+
+// Every thread of the CTA: the chunks of TOK rows of the E experts' rows into `table` (shared memory,
+// grouped_chunks_bytes(E)), a block-wide prefix sum of the experts' chunk counts, THREADS experts a round.
+template <int THREADS, int TOK>
+__device__ __forceinline__ GroupedChunks grouped_chunks(const void *offsets, int off64, int E, int T, int *table) {
+  __shared__ int warp_sum[THREADS / 32];
+  static_assert(THREADS / 32 * 4 <= 256, "the scan's static shared memory exceeds params.GROUPED_STATIC_SMEM");
+  int *cps = table, *start = table + E + 1, *rows = start + E;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  int carry = 0;  // chunks of the experts before this round
+  for (int base = 0; base < E; base += THREADS) {
+    const int e = base + tid;
+    int s = 0, end = 0;
+    if (e < E) grouped_rows(offsets, off64, e, T, s, end);
+    const int chunks = (end - s + TOK - 1) / TOK;
+    int incl = chunks;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int v = __shfl_up_sync(0xffffffffu, incl, d);
+      if (lane >= d) incl += v;
+    }
+    if (lane == 31) warp_sum[warp] = incl;
+    __syncthreads();
+    int before = carry;
+    for (int w = 0; w < warp; ++w) before += warp_sum[w];
+    if (e < E) {
+      cps[e] = before + incl - chunks;
+      start[e] = s;
+      rows[e] = end - s;
+    }
+    for (int w = 0; w < THREADS / 32; ++w) carry += warp_sum[w];
+    __syncthreads();  // warp_sum is rewritten next round
+  }
+  if (tid == 0) cps[E] = carry;
+  __syncthreads();
+  return {cps, start, rows, E, carry};
 }
 
 }  // namespace mx

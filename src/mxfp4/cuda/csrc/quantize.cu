@@ -4,6 +4,8 @@
 //   plain layout.
 // - mxfp4_quantize_tokens: A (A_KIND 0 bf16, 1 fp16, 2 float32) into the streaming GEMM's operand
 //   (gemm_stream.cu), and its fix-up flags zeroed.
+// - mxfp4_quantize_grouped: a mixture of experts' A (the same dtypes), sorted by expert, into the grouped
+//   streaming GEMM's operand (gemm_stream.cu's GROUPED build), and its fix-up flags zeroed.
 // - mxfp4_quantize_bands: A (the same dtypes) into the banded GEMM's operand (gemm_band.cu): its bands,
 //   their half-scales and masks; and the GEMM's fix-up flags zeroed.
 #include "hopper.cuh"
@@ -51,6 +53,65 @@ mxfp4_quantize_tokens(const a_t *__restrict__ A, int lda, int M, int Ka, int K, 
         make_uint2(mx::e2m1x4_to_s8x4(codes), mx::e2m1x4_to_s8x4(codes >> 16));
     if (q == 0) sa[o + ((g >> 1) * tiles + j) * 2 + (g & 1)] = mx::half_scale(sbyte);
   }
+}
+
+// The grouped streaming GEMM's operand (gemm_stream.cu's GROUPED build): A [T, Ka] (row stride lda elements,
+// read as [T, K] with zero blocks past Ka), sorted by expert, expert e's rows [offsets[e-1], offsets[e])
+// (int32, or int64 when off64; clamped as mx::grouped_rows clamps them), each expert's rows cut into chunks
+// of TOK = 8 * tiles. Chunk j of expert e is one TOK-row operand in mxfp4_quantize_tokens' layout (tiles
+// token tiles) in slot ceil(start_e / TOK) + e + j: block b's values at as8 + (slot * K/32 + b) * TOK * 32,
+// its half-scales at sa + (slot * K/32 + b) * TOK; a chunk's rows past its expert's last are zeros (written
+// by the thread of that last row). Slots of different chunks never meet, and all lie below
+// ceil(T / TOK) + E. One thread a quarter block of A's rows, in row-major order; each CTA reads the
+// experts' clamped ends into shared memory (E ints, dynamic) and finds a row's expert by binary search.
+// Zeroes flags[0, nflags). Its first instruction lets the GEMM that depends on it launch (programmatic
+// dependent launch).
+extern "C" __global__ void __launch_bounds__(256)
+mxfp4_quantize_grouped(const a_t *__restrict__ A, int lda, int T, int Ka, int K, const void *__restrict__ offsets,
+                       int off64, int E, u8 *__restrict__ as8, float *__restrict__ sa, int tiles,
+                       u32 *__restrict__ flags, int nflags) {
+  mx::pdl_launch_dependents();
+  extern __shared__ int ends[];  // [E]: offsets[e] clamped to [0, T]
+  mx::require_dynamic_smem(4u * (u32)E);
+  for (int e = threadIdx.x; e < E; e += 256) {
+    const long long v = off64 ? ((const long long *)offsets)[e] : ((const int *)offsets)[e];
+    ends[e] = (int)min(max(v, 0ll), (long long)T);
+  }
+  __syncthreads();
+  const int nblk = K >> 5, tok = 8 * tiles;
+  const long long it = (long long)blockIdx.x * 256 + threadIdx.x;
+  if (it < nflags) flags[it] = 0u;
+  const long long items = (long long)T * nblk * 4;
+  if (it - (it & 31) >= items) return;  // whole warps past the end (the shuffles need all lanes)
+  const int t = (int)(it / (nblk * 4)), b = (int)((it >> 2) % nblk), q = (int)(it & 3);
+  int e = E, s = 0, end = 0;
+  if (it < items) {
+    int lo = 0, hi = E;  // the first expert whose end lies past row t
+    while (lo < hi) {
+      const int mid = (lo + hi) >> 1;
+      if (ends[mid] > t) hi = mid;
+      else lo = mid + 1;
+    }
+    e = lo;
+    if (e < E) {
+      s = e ? ends[e - 1] : 0;
+      end = max(ends[e], s);
+    }
+  }
+  const bool mine = e < E && t >= s && t < end;
+  u32 sbyte;
+  const u32 codes = mx::quantize_quarter<A_KIND>(A, (long long)t * lda + b * 32 + q * 8, mine && b * 32 < Ka, sbyte);
+  if (!mine) return;
+  const int j = (t - s) / tok, r = t - s - j * tok;
+  const long long o = ((long long)((s + tok - 1) / tok + e + j) * nblk + b) * tok;
+  auto put = [&](int rr, uint2 v, float h) {  // row rr of the slot, as mxfp4_quantize_tokens lays out a row
+    const int g = rr & 7, jj = rr >> 3;
+    *(uint2 *)(as8 + o * 32 + ((g * 4 + q) * tiles + jj) * 8) = v;
+    if (q == 0) sa[o + ((g >> 1) * tiles + jj) * 2 + (g & 1)] = h;
+  };
+  put(r, make_uint2(mx::e2m1x4_to_s8x4(codes), mx::e2m1x4_to_s8x4(codes >> 16)), mx::half_scale(sbyte));
+  if (t == end - 1)
+    for (int rr = r + 1; rr < tok; ++rr) put(rr, make_uint2(0u, 0u), 0.0f);
 }
 
 // The banded GEMM's operand (gemm_band.cu): A [M, Ka] (row stride lda elements) read as [M, K] with zero

@@ -1,22 +1,19 @@
-"""The launches of ``csrc/gemm_decode.cu``: the two-launch decode GEMM (``params.DecodeParams``) and the
-grouped GEMM of a mixture of experts (``params.GroupedParams``), both after the token quantizer
-(``launch.token_quantizer``) put A's rows into the call's workspace (int8 values [K/32][rows][32], then
-float32 half-scales); the GEMM is its programmatic dependent and starts streaming the weight before A is
+"""The launch of ``csrc/gemm_decode.cu``: the two-launch decode GEMM (``params.DecodeParams``), after the token
+quantizer (``launch.token_quantizer``) put A's rows into the call's workspace (int8 values [K/32][rows][32],
+then float32 half-scales); the GEMM is its programmatic dependent and starts streaming the weight before A is
 ready."""
 from __future__ import annotations
 
 import torch
 
-from ...params import GROUPED_STATIC_SMEM, SMEM_LIMIT, DecodeParams, GroupedParams
+from ...params import SMEM_LIMIT, DecodeParams
 from .. import runtime
-from . import Launch, offsets_arg, out_rows, rows, split_cluster, token_quantizer, token_quantizer_config, weight
+from . import Launch, out_rows, rows, split_cluster, token_quantizer, token_quantizer_config, weight
 
-PTR, I32, I64 = runtime.Param.PTR, runtime.Param.I32, runtime.Param.I64
+PTR, I32 = runtime.Param.PTR, runtime.Param.I32
 
 GEMM = runtime.Signature("mxfp4_gemm_decode", qa=PTR, qs=PTR, W=PTR, Wsc=PTR, ldsc=I32, C=PTR, ldc=I32, M=I32,
                          N=I32, K=I32)
-GROUPED = runtime.Signature("mxfp4_gemm_grouped", qa=PTR, qs=PTR, T=I32, offsets=PTR, off64=I32, E=I32, W=PTR,
-                            Wsc=PTR, ldsc=I32, w_stride=I64, s_stride=I64, C=PTR, ldc=I32, N=I32, K=I32)
 
 
 class DecodeLaunch(Launch):
@@ -55,51 +52,4 @@ class DecodeLaunch(Launch):
         qs = qa + self.params.tokens * k
         runtime.launch(quant, quant_config, device, pa, lda, m, ka, k, qa, qs, self.params.tokens, 1, qa, 0)  # plain rows, no flags
         runtime.launch(gemm, gemm_config, device, qa, qs, pw, ps, ldsc, pc, ldc, m, n, k)
-        return out
-
-
-class GroupedLaunch(Launch):
-    """out [T, N] bf16: row t of quant(a [T, K]) times its expert's weight, the experts' weights
-    stacked (expert e's N rows at row e * n_padded), tokens sorted by expert, ``offsets`` (int32 /
-    int64 [E], on the device) their cumulative ends, read by the kernel: A's T rows quantized into the
-    call's workspace (``params.workspace_bytes``), then ``mxfp4_gemm_grouped``, a CTA per work item (a
-    chunk of at most ``params.tokens`` rows of one expert, found on the device), N tile and part of K.
-    The grid depends on T and E, never on the offsets: no host read, graph capturable."""
-
-    __slots__ = ()
-
-    QUANTIZES_A = False
-
-    @staticmethod
-    def key(params: GroupedParams, t: int, e: int, n: int, k: int, dtype: torch.dtype, index: int) -> tuple:
-        return params, t, e, n, k, dtype, index
-
-    def __init__(self, params: GroupedParams, t: int, e: int, n: int, k: int, dtype: torch.dtype,
-                 device: torch.device) -> None:
-        tile = params.tile
-        quant = token_quantizer(dtype, device)
-        # the most dynamic shared memory any shape may ask, beside the item search's static bytes
-        gemm = runtime.kernel(params.source, GROUPED, params.defines(), device, SMEM_LIMIT - GROUPED_STATIC_SMEM)
-        if tile.split > 8:
-            runtime.allow_large_cluster(gemm)
-        gemm_config = runtime.config((params.items(t, e), -(-n // (16 * tile.g)), tile.split), params.threads,
-                                     params.smem_bytes(k), split_cluster(tile.split), dependent=True)
-        super().__init__(params, device, n, k, (quant, gemm), (token_quantizer_config(t, k), gemm_config),
-                         params.workspace_bytes(t, k))
-
-    def __call__(self, a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor,
-                 out: torch.Tensor, num_experts: int, n_padded: int) -> torch.Tensor:
-        a = self.operand(a, self.k)
-        (t, ka), n, k, device = a.shape, self.n, self.k, self.device
-        pa, lda = rows(a)
-        pw, ps, ldsc = weight(data, scales)
-        pc, ldc = out_rows(out, self.params.tile, 2, 8, "an even row stride and an 8-byte aligned start")
-        po, off64 = offsets_arg(offsets)
-        (quant, gemm), (quant_config, gemm_config) = self.kernels, self.configs
-        ws = torch.empty(self.workspace_bytes, dtype=torch.uint8, device=device)
-        qa = ws.data_ptr()
-        qs = qa + t * k
-        runtime.launch(quant, quant_config, device, pa, lda, t, ka, k, qa, qs, t, 1, qa, 0)  # plain rows, no flags
-        runtime.launch(gemm, gemm_config, device, qa, qs, t, po, off64, num_experts, pw, ps, ldsc,
-                       n_padded * (k // 2), n_padded * ldsc, pc, ldc, n, k)
         return out
