@@ -121,7 +121,7 @@ def test_grouped_gemm_bad_inputs_name_the_argument_and_rule(case):
 
 def test_grouped_gemm_refuses_a_float32_variant_as_params():
     stacked = ExpertWeights.stack(experts(2, 16, 64))
-    for params in (plan.GROUPED_WGMMA, plan.grouped_stream_tile(1, 2, 16, 64)):
+    for params in (plan.GROUPED_WGMMA, plan.grouped_stream_tile(1, 5, 2, 16, 64)):
         with pytest.raises(ValueError, match=r"params.tile.out_f32 variants write the float32 totals"):
             grouped_gemm_a4w4(torch.randn(5, 64).bfloat16(), stacked, offsets_of([2, 3]),
                               params=plan.float32_output(params))

@@ -115,6 +115,22 @@ def test_grouped_params_size_the_call():
     assert p.fits(plan.Problem(1, 4096, 7168), 256) and not p.fits(plan.Problem(1, 4096, 7168), 20000)
 
 
+def test_grouped_tile_by_the_units_a_call_gives():
+    """128-row tiles where min(E, T) experts' units give every CTA 8 or more (the sweep's faster there), 64-row
+    tiles for a token's few experts; chunks of 16 rows above 4 mean rows an expert; one variant (its ring cut
+    for plan.GROUPED_RING_EXPERTS' table) for every E up to it, a shallower ring beyond."""
+    wide, narrow = (8, 2, 32), (4, 4, 32)
+    shape = lambda p: (p.tile.g, p.tile.kw, p.tile.ks)  # noqa: E731
+    assert shape(plan.grouped_heuristic(8, 256, 4096, 7168)) == wide  # one token of DeepSeek-R1 gate_up
+    assert shape(plan.grouped_heuristic(4, 128, 2880, 2880)) == narrow  # one token of GPT-OSS down
+    assert shape(plan.grouped_heuristic(64, 128, 2880, 2880)) == wide  # 16 tokens
+    assert plan.grouped_heuristic(2048, 256, 4096, 7168).tile.mt == 2  # 8 rows an expert
+    assert len({plan.grouped_heuristic(4, e, 2880, 2880) for e in (8, 64, 128, 256, 1024)}) == 1
+    deep = plan.grouped_heuristic(4, 1024, 2880, 2880)
+    assert plan.grouped_heuristic(4, 4000, 2880, 2880).tile.stages < deep.tile.stages
+    assert deep.fits(plan.Problem(8, 2880, 2880), plan.GROUPED_RING_EXPERTS)
+
+
 def test_impossible_variants_do_not_compile():
     with pytest.raises(jit.CompileError, match="G must be even"):
         jit.compile_cubin("gemm_stream.cu", dict(MT=1, G=3, KW=1, KS=8, STAGES=2))

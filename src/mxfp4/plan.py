@@ -195,7 +195,8 @@ fit) lost to one of the others at every point."""
 
 GROUPED_TN128_MIN_ROWS = 48
 """From this many mean rows an expert the grouped large-M kernels take token tiles of 128 rows, below it of
-64 (fewer empty rows in an expert's last tile). Same runs: at 32 rows (1024 tokens) tn 64 2952, 1775, 990,
+64 (fewer empty rows in an expert's last tile). H100, L2 flushed, randn, us (DeepSeek-R1 gate_up, down, GPT-OSS
+gate_up, down; docs/experiments.md, the grouped kernels at prefill sizes): at 32 rows (1024 tokens) tn 64 2952, 1775, 990,
 548 us against tn 128's 3719, 2171, 1221, 699; at 64 rows 4218, 2526, 1377, 762 against 3809, 2231, 1249,
 718; at 128 rows 7189, 4262, 2393, 1315 against 5619, 3266, 1842, 1052."""
 
@@ -209,21 +210,44 @@ def grouped_heuristic(t: int, e: int, n: int, k: int, sm_count: int = 132) -> Gr
     (``grouped_stream_tile``: chunks of 8 rows up to 4 rows an expert, else of 16, the faster at the sweep's
     4 and 8 rows, its docstring; an expert beyond a chunk takes more chunks, each streaming its weight
     again), then the large-M kernels grouped on token tiles of 64 rows, from ``GROUPED_TN128_MIN_ROWS`` of
-    128. Up to 128 tokens the grouped streaming GEMM took 0.26-0.51x bf16 ``_grouped_mm`` and 1.04-1.22x the
+    128. Up to 128 tokens the grouped streaming GEMM took 0.26-0.30x bf16 ``_grouped_mm`` and 1.04-1.22x the
     touched experts' stream floor from 16 tokens (H100; BENCHMARKS.md)."""
     mean = -(-t // min(e, t))
     large = GROUPED_WGMMA_TN128 if mean >= GROUPED_TN128_MIN_ROWS else GROUPED_WGMMA
     if mean > GROUPED_STREAM_MAX_ROWS:
         return large
-    return grouped_stream_tile(1 if mean <= 4 else 2, e, n, k) or large
+    return grouped_stream_tile(1 if mean <= 4 else 2, t, e, n, k, sm_count) or large
 
 
-def grouped_stream_tile(mt: int, e: int, n: int, k: int) -> GroupedStreamParams | None:
-    """The streaming GEMM's grouped variant of chunks of 8 * mt rows for E experts of [n, k]: the dense
-    heuristic's tile for a large weight (128 weight rows on 16 warps by units of 32 blocks, the codes' signs
-    split); None where the experts' table does not fit beside it."""
-    params = GroupedStreamParams(stream_params(mt, 8, 2, 32, sign_split=True))
-    return params if params.fits(Problem(8 * mt, n, k), e) else None
+def grouped_stream_tile(mt: int, t: int, e: int, n: int, k: int, sm_count: int = 132) -> GroupedStreamParams | None:
+    """The streaming GEMM's grouped variant of chunks of 8 * mt rows for T rows over E experts of [n, k]: tiles of
+    128 weight rows on 16 warps by units of 32 blocks (the dense heuristic's tile for a large weight), or of 64
+    rows (four warps a group) where min(E, T) experts' units would give the CTAs fewer than 8 each (a token's few
+    experts), the codes' signs split; each with the deepest ring that fits beside the experts' table (None
+    where none does). H100, L2 flushed, randn, one run, us (chunks of 8 rows; 128-row tiles / 64-row tiles;
+    DeepSeek-R1 gate_up, down, GPT-OSS gate_up, down): one token 66.3 / 67.2, 42.3 / 41.8, 32.1 / 29.6,
+    24.0 / 21.2; 16 tokens 568 / 634, 279 / 331, 167 / 190, 95 / 103 (128 tokens likewise; 64-row tiles of 16
+    blocks, or 128-row tiles of 16, slower at every point)."""
+    wide = _grouped_ring(mt, 8, 2, 32, e)
+    if wide is not None and min(e, t) * wide.tile.units(Problem(8 * mt, n, k)) >= 8 * sm_count:
+        return wide
+    return _grouped_ring(mt, 4, 4, 32, e) or wide
+
+
+GROUPED_RING_EXPERTS = 1024
+"""The grouped streaming GEMM's rings are cut to fit beside the table of this many experts (or of E, if more), so
+that one variant serves every model up to it."""
+
+
+def _grouped_ring(mt: int, g: int, kw: int, ks: int, e: int) -> GroupedStreamParams | None:
+    """``stream_params``' tile grouped, its ring cut to the deepest that fits beside the experts' table
+    (``GROUPED_RING_EXPERTS``, or E if more)."""
+    tile = stream_params(mt, g, kw, ks, sign_split=True)
+    for stages in range(tile.stages, 1, -1):
+        params = GroupedStreamParams(dataclasses.replace(tile, stages=stages))
+        if params.fits(Problem(8 * mt, 16, 64), max(e, GROUPED_RING_EXPERTS)):
+            return params
+    return None
 
 
 KERNELS = {"small": SmallParams, "decode": DecodeParams, "stream": StreamParams, "band": BandParams,

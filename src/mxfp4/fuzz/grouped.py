@@ -10,11 +10,11 @@ from .oracle import oracle_gemm, oracle_quantize
 from .verdict import Result, case_generator, compare
 
 
-def grouped_variant(case: Case, e: int, n16: int, k64: int):
+def grouped_variant(case: Case, t: int, n16: int, k64: int):
     """The grouped kernel ``case.variant`` forces (None: the heuristic's): the streaming GEMM on chunks of 8 or
-    16 rows or the large-M kernels on token tiles of 64 or 128 rows."""
+    16 rows (its tile as the heuristic sizes it) or the large-M kernels on token tiles of 64 or 128 rows."""
     if case.variant.startswith("stream "):
-        return plan.grouped_stream_tile(int(case.variant.split()[1]) // 8, e, n16, k64)
+        return plan.grouped_stream_tile(int(case.variant.split()[1]) // 8, t, len(case.counts), n16, k64)
     return {"large-m tn 64": plan.GROUPED_WGMMA, "large-m tn 128": plan.GROUPED_WGMMA_TN128}.get(case.variant)
 
 
@@ -32,7 +32,7 @@ def run_grouped(case: Case, backend: str, device: torch.device) -> Result:
     t = int(counts.sum())
     params = None
     if backend == "cuda":
-        params = grouped_variant(case, len(case.counts), -(-case.n // 16) * 16, 2 * stacked.weight.data.shape[1])
+        params = grouped_variant(case, t, -(-case.n // 16) * 16, 2 * stacked.weight.data.shape[1])
     if device.type == "cuda":  # poison the block torch.empty will hand out next
         torch.full((t, case.n), float("nan"), dtype=torch.bfloat16, device=device)
     out = grouped_gemm_a4w4(a.to(device), stacked, offsets, backend=backend, params=params,
