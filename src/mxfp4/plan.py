@@ -196,9 +196,9 @@ fit) lost to one of the others at every point."""
 GROUPED_TN128_MIN_ROWS = 48
 """From this many mean rows an expert the grouped large-M kernels take token tiles of 128 rows, below it of
 64 (fewer empty rows in an expert's last tile). H100, L2 flushed, randn, us (DeepSeek-R1 gate_up, down, GPT-OSS
-gate_up, down; docs/experiments.md, the grouped kernels at prefill sizes): at 32 rows (1024 tokens) tn 64 2952, 1775, 990,
-548 us against tn 128's 3719, 2171, 1221, 699; at 64 rows 4218, 2526, 1377, 762 against 3809, 2231, 1249,
-718; at 128 rows 7189, 4262, 2393, 1315 against 5619, 3266, 1842, 1052."""
+gate_up, down; docs/experiments.md, the grouped kernels at prefill sizes): at 32 rows (1024 tokens) tn 64
+2952, 1775, 990, 548 us against tn 128's 3719, 2171, 1221, 699; at 64 rows 4218, 2526, 1377, 762 against
+3809, 2231, 1249, 718; at 128 rows 7189, 4262, 2393, 1315 against 5619, 3266, 1842, 1052."""
 
 GROUPED_WGMMA, GROUPED_WGMMA_TN128 = GroupedWgmmaParams(WGMMA_TN64), GroupedWgmmaParams(WGMMA_TN128)
 """The grouped large-M variants ``grouped_heuristic`` chooses between."""

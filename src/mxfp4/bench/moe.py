@@ -4,9 +4,9 @@ every call, CUDA events), on DeepSeek-R1's and GPT-OSS's expert projections at t
 128 and 4096 tokens. Per row: the touched experts' MXFP4 bytes, the stream floor (one launch that only
 reads that many bytes of the stacked weight once and writes C, ``cuda.ops.stream_floor``, fastest of
 ``FLOOR_GRIDS``, timed the same way) and our time as a multiple of it, and the outputs checked against the
-exact product (every row up to 128 tokens, the first experts' rows up to 512 above) and for determinism. ``--data`` picks the activations: randn (the
-default), the bench's model-like or heavy-tailed rows (``bench/data.py``), or all three; the experts'
-weights are randn.
+exact product (every row up to 128 tokens, the first experts' rows up to 512 above) and for determinism.
+``--data`` picks the activations: randn (the default), the bench's model-like or heavy-tailed rows
+(``bench/data.py``), or all three; the experts' weights are randn.
 """
 from __future__ import annotations
 

@@ -36,6 +36,11 @@
 // flags of those CTAs (all of lower index, so all already running) and adds the partials in CTA
 // order, its own last, then rounds once. Deterministic: a shape always cuts the same way.
 //
+// Built with GROUPED, the grouped GEMM of a mixture of experts (mxfp4_gemm_stream_grouped, after
+// quantize.cu's mxfp4_quantize_grouped): the same body (stream_gemm) over the tiles of every chunk of at
+// most TOK rows of one expert (GroupedTiles), each chunk's A one TOK-row operand (a slot) and its expert's
+// weight, found on the device from the offsets; the stream-K split shares all touched experts' units.
+//
 // Numerics: every block sum and every scaling is exact (inside the domain -147 <= ea + ew <= 112);
 // the K/32 block terms are added in float32 in a fixed order, then rounded to bf16 (OUT_F32: stored
 // as the float32 total).

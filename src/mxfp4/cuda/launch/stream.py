@@ -81,7 +81,7 @@ class GroupedStreamLaunch(Launch):
     no host read, graph capturable."""
 
     QUANTIZES_A = False
-    __slots__ = ("grid", "offsets", "experts")
+    __slots__ = ("grid", "offsets")
 
     @staticmethod
     def key(params: GroupedStreamParams, t: int, e: int, n: int, k: int, dtype: torch.dtype, index: int) -> tuple:
@@ -96,7 +96,7 @@ class GroupedStreamLaunch(Launch):
         gemm = runtime.kernel(params.source, GROUPED, params.defines(), device, SMEM_LIMIT - GROUPED_STATIC_SMEM)
         quant_config = runtime.config((-(-max(t * (k // 32) * 4, grid) // 256), 1, 1), 256, 4 * e, None)
         configs = (quant_config, runtime.config((grid, 1, 1), params.threads, smem, None, dependent=True))
-        self.grid, self.offsets, self.experts = grid, params.workspace_offsets(t, e, k, grid), e
+        self.grid, self.offsets = grid, params.workspace_offsets(t, e, k, grid)
         super().__init__(params, device, n, k, (quant, gemm), configs, self.offsets[-1])
 
     def __call__(self, a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor,
