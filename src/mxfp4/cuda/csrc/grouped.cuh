@@ -17,43 +17,52 @@ __device__ __forceinline__ void grouped_rows(const void *offsets, int off64, int
   end = (int)min(max(hi, (long long)start), (long long)T);
 }
 
+// One round of a block-wide prefix sum (every thread of the CTA, THREADS of them, one value v each): returns
+// carry plus the values of the threads before this one, and adds the round's total to carry. warp_sum:
+// THREADS / 32 ints of shared memory; two barriers, so it is free again on return.
+template <int THREADS>
+__device__ __forceinline__ int block_prefix(int v, int *warp_sum, int &carry) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int incl = v;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int u = __shfl_up_sync(0xffffffffu, incl, d);
+    if (lane >= d) incl += u;
+  }
+  if (lane == 31) warp_sum[warp] = incl;
+  __syncthreads();
+  int before = carry;
+  for (int w = 0; w < warp; ++w) before += warp_sum[w];
+  for (int w = 0; w < THREADS / 32; ++w) carry += warp_sum[w];
+  __syncthreads();
+  return before + incl - v;
+}
+
 // The work item `item` of a grouped call: the experts' token rows (grouped_rows) cut into chunks of
 // TOK, numbered in expert order. Sets r0 and rows (rows <= TOK) and returns the expert, or -1 past the
 // last chunk. Every thread of the CTA calls it; a block-wide prefix sum of the experts' chunk counts,
-// THREADS experts a round.
+// THREADS experts a round, up to the round that holds the item.
 template <int THREADS, int TOK>
 __device__ __forceinline__ int grouped_item(const void *offsets, int off64, int E, int T, int item, int &r0,
                                             int &rows) {
   __shared__ int warp_sum[THREADS / 32], found[3];
   static_assert((THREADS / 32 + 3) * 4 <= 256, "the search's static shared memory exceeds params.GROUPED_STATIC_SMEM");
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  if (tid == 0) found[0] = -1;
+  if (threadIdx.x == 0) found[0] = -1;
   int carry = 0;  // chunks of the experts before this round
   for (int base = 0; base < E && carry <= item; base += THREADS) {
-    const int e = base + tid;
+    const int e = base + threadIdx.x;
     int start = 0, end = 0;
     if (e < E) grouped_rows(offsets, off64, e, T, start, end);
     const int chunks = (end - start + TOK - 1) / TOK;
-    int incl = chunks;
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const int v = __shfl_up_sync(0xffffffffu, incl, d);
-      if (lane >= d) incl += v;
-    }
-    if (lane == 31) warp_sum[warp] = incl;
-    __syncthreads();
-    int before = carry;
-    for (int w = 0; w < warp; ++w) before += warp_sum[w];
-    incl += before;
-    if (chunks && item >= incl - chunks && item < incl) {
-      const int c = item - (incl - chunks);
+    const int first = block_prefix<THREADS>(chunks, warp_sum, carry);
+    if (chunks && item >= first && item < first + chunks) {
+      const int c = item - first;
       found[0] = e;
       found[1] = start + c * TOK;
       found[2] = min(TOK, end - (start + c * TOK));
     }
-    for (int w = 0; w < THREADS / 32; ++w) carry += warp_sum[w];
-    __syncthreads();  // warp_sum is rewritten next round; found is complete after the last
   }
+  __syncthreads();  // found is complete
   r0 = found[1];
   rows = found[2];
   return found[0];
@@ -94,32 +103,19 @@ __device__ __forceinline__ GroupedChunks grouped_chunks(const void *offsets, int
   __shared__ int warp_sum[THREADS / 32];
   static_assert(THREADS / 32 * 4 <= 256, "the scan's static shared memory exceeds params.GROUPED_STATIC_SMEM");
   int *cps = table, *start = table + E + 1, *rows = start + E;
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   int carry = 0;  // chunks of the experts before this round
   for (int base = 0; base < E; base += THREADS) {
-    const int e = base + tid;
+    const int e = base + threadIdx.x;
     int s = 0, end = 0;
     if (e < E) grouped_rows(offsets, off64, e, T, s, end);
-    const int chunks = (end - s + TOK - 1) / TOK;
-    int incl = chunks;
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const int v = __shfl_up_sync(0xffffffffu, incl, d);
-      if (lane >= d) incl += v;
-    }
-    if (lane == 31) warp_sum[warp] = incl;
-    __syncthreads();
-    int before = carry;
-    for (int w = 0; w < warp; ++w) before += warp_sum[w];
+    const int first = block_prefix<THREADS>((end - s + TOK - 1) / TOK, warp_sum, carry);
     if (e < E) {
-      cps[e] = before + incl - chunks;
+      cps[e] = first;
       start[e] = s;
       rows[e] = end - s;
     }
-    for (int w = 0; w < THREADS / 32; ++w) carry += warp_sum[w];
-    __syncthreads();  // warp_sum is rewritten next round
   }
-  if (tid == 0) cps[E] = carry;
+  if (threadIdx.x == 0) cps[E] = carry;
   __syncthreads();
   return {cps, start, rows, E, carry};
 }
