@@ -305,12 +305,3 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grouped", action="store_true",
                    help="draw every case a grouped GEMM of a mixture of experts (grouped_gemm_a4w4: experts of 0 to "
                         "140 rows, each grouped kernel forced or the heuristic's, a bias [E, N] for a quarter)")
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m mxfp4.fuzz", description=__doc__.splitlines()[0])
-    add_arguments(p)
-    args = p.parse_args(argv)
-    if args.large_m and args.grouped:
-        p.error("--large-m and --grouped draw different cases: give one")
-    return fuzz(args.cases, args.seed, args.backend, args.case, args.jobs, large_m=args.large_m, grouped=args.grouped)

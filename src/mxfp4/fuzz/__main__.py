@@ -1,6 +1,6 @@
-"""``python -m mxfp4.fuzz``: the same as ``mxfp4 fuzz``."""
+"""``python -m mxfp4.fuzz``: ``mxfp4 fuzz`` itself (the CLI's subcommand, its checks and messages)."""
 import sys
 
-from . import main
+from ..cli import main
 
-sys.exit(main())
+sys.exit(main(["fuzz", *sys.argv[1:]]))
