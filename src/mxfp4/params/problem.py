@@ -41,3 +41,10 @@ def _with_output(defines: dict[str, int], out_f32: bool) -> dict[str, int]:
     """A variant's defines with OUT_F32 for the float32-output twin (absent otherwise: the bf16
     variants keep their cached cubins)."""
     return {**defines, "OUT_F32": 1} if out_f32 else defines
+
+
+def grouped_chunks(t: int, e: int, rows: int) -> int:
+    """An upper bound on the chunks of at most ``rows`` rows that T rows over E experts make (each non-empty
+    expert's rows rounded up to whole chunks: at most min(E, T) partial ones), so a grouped kernel's grid and
+    workspace need no offsets."""
+    return min(e, t) + t // rows

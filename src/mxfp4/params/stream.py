@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .problem import SMEM_LIMIT, Problem, _with_output
+from .problem import SMEM_LIMIT, Problem, _with_output, grouped_chunks
 
 
 class _StreamK:
@@ -141,8 +141,8 @@ class GroupedStreamParams:
         return self.tile.tokens
 
     def chunks(self, t: int, e: int) -> int:
-        """An upper bound on the chunks of T rows over E experts (each non-empty expert's rows, rounded up)."""
-        return min(e, t) + t // self.tokens
+        """An upper bound on the chunks of T rows over E experts (``problem.grouped_chunks``)."""
+        return grouped_chunks(t, e, self.tokens)
 
     def slots(self, t: int, e: int) -> int:
         """The operand's slots: chunk j of expert e sits in slot ceil(start_e / tokens) + e + j, below this."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .problem import SEGMENT_BLOCKS, SMEM_LIMIT, Problem, _with_output
+from .problem import SEGMENT_BLOCKS, SMEM_LIMIT, Problem, _with_output, grouped_chunks
 from .stream import GROUPED_STATIC_SMEM
 
 
@@ -141,8 +141,8 @@ class GroupedWgmmaParams:
 
     def items(self, t: int, e: int) -> int:
         """Token tiles launched for T rows over E experts: an upper bound on the chunks of at most
-        ``tile.tn`` rows (each non-empty expert's rows, rounded up), so the grid needs no offsets."""
-        return min(e, t) + t // self.tile.tn
+        ``tile.tn`` rows (``problem.grouped_chunks``)."""
+        return grouped_chunks(t, e, self.tile.tn)
 
     def workspace_bytes(self, t: int, e: int, k: int) -> int:
         """A's tiles as the prep writes them: a blob a token tile and segment of K."""

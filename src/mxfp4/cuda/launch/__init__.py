@@ -3,11 +3,11 @@ holds the kernels (compiled and loaded once), their launch configurations and th
 bytes, and it builds each kernel's arguments in the order of the kernel's ``runtime.Signature``
 (tests/test_launch.py checks every shipped launch against its kernel's compiled prototype).
 
-``small``: ``gemm_small.cu`` (``SmallParams``); ``decode``: ``gemm_decode.cu`` (``DecodeParams``, and the
-grouped GEMM's ``GroupedParams``) and ``stream``: ``gemm_stream.cu`` (``StreamParams``), each after
-``quantize.cu``'s token quantizer (``token_quantizer``); ``band``: ``gemm_band.cu`` after ``quantize.cu``'s band
-quantizer (``BandParams``); ``wgmma``: ``gemm_wgmma.cu`` (``WgmmaParams``, and grouped over a mixture of
-experts' rows: ``GroupedWgmmaParams``). :mod:`mxfp4.cuda.ops`
+``small``: ``gemm_small.cu`` (``SmallParams``); ``decode``: ``gemm_decode.cu`` (``DecodeParams``) and ``stream``:
+``gemm_stream.cu`` (``StreamParams``), each after ``quantize.cu``'s token quantizer (``token_quantizer``), and the
+streaming GEMM grouped over a mixture of experts' rows after its grouped quantizer (``GroupedStreamParams``);
+``band``: ``gemm_band.cu`` after ``quantize.cu``'s band quantizer (``BandParams``); ``wgmma``: ``gemm_wgmma.cu``
+(``WgmmaParams``, and grouped over a mixture of experts' rows: ``GroupedWgmmaParams``). :mod:`mxfp4.cuda.ops`
 looks a launch up per shape and calls it.
 
 Every family reads A of each dtype of ``A_KINDS`` as it is: the kernel that quantizes A (the GEMM's own
@@ -88,6 +88,12 @@ class Launch:
 
     def __call__(self, a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
+
+
+def grouped_key(params, t: int, e: int, n: int, k: int, dtype: torch.dtype, index: int) -> tuple:
+    """A grouped launch's key (``Launch.key`` of both grouped families) for T rows over E experts of [n, k]: all of
+    it (the grid and the workspace depend on T and E, the kernels' builds on A's dtype)."""
+    return params, t, e, n, k, dtype, index
 
 
 def split_cluster(split: int) -> tuple[int, int, int] | None:

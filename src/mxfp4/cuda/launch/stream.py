@@ -10,7 +10,7 @@ import torch
 from ...device import sm_count
 from ...params import GROUPED_STATIC_SMEM, SMEM_LIMIT, GroupedStreamParams, Problem, StreamParams
 from .. import runtime
-from . import TOKEN_QUANT, Launch, a_defines, offsets_arg, out_rows, rows, token_quantizer_config, weight
+from . import TOKEN_QUANT, Launch, a_defines, grouped_key, offsets_arg, out_rows, rows, token_quantizer_config, weight
 
 PTR, I32, I64 = runtime.Param.PTR, runtime.Param.I32, runtime.Param.I64
 
@@ -83,9 +83,7 @@ class GroupedStreamLaunch(Launch):
     QUANTIZES_A = False
     __slots__ = ("grid", "offsets")
 
-    @staticmethod
-    def key(params: GroupedStreamParams, t: int, e: int, n: int, k: int, dtype: torch.dtype, index: int) -> tuple:
-        return params, t, e, n, k, dtype, index
+    key = staticmethod(grouped_key)
 
     def __init__(self, params: GroupedStreamParams, t: int, e: int, n: int, k: int, dtype: torch.dtype,
                  device: torch.device) -> None:

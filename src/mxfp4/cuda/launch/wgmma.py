@@ -9,7 +9,7 @@ import torch
 
 from ...params import SEGMENT_BLOCKS, GroupedWgmmaParams, WgmmaParams
 from .. import runtime
-from . import Launch, a_defines, offsets_arg, out_rows, rows, split_cluster, weight
+from . import Launch, a_defines, grouped_key, offsets_arg, out_rows, rows, split_cluster, weight
 
 PTR, I32 = runtime.Param.PTR, runtime.Param.I32
 
@@ -91,9 +91,7 @@ class GroupedWgmmaLaunch(Launch):
 
     __slots__ = ("ntile", "nwt", "a_ctas")
 
-    @staticmethod
-    def key(params: GroupedWgmmaParams, t: int, e: int, n: int, k: int, dtype: torch.dtype, index: int) -> tuple:
-        return params, t, e, n, k, dtype, index
+    key = staticmethod(grouped_key)
 
     def __init__(self, params: GroupedWgmmaParams, t: int, e: int, n: int, k: int, dtype: torch.dtype,
                  device: torch.device) -> None:
