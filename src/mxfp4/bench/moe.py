@@ -87,6 +87,10 @@ def _projection(timer: ColdTimer, name: str, e: int, n: int, k: int, top: int, t
         counts = routing(tokens, e, top, seed=tokens)
         t = int(counts.sum())
         offsets = counts.cumsum(0).to(torch.int32).to(dev)
+        live = int((counts > 0).sum())
+        nbytes = live * (n * k // 2 + n * k // 32)
+        floor = _floor_us(timer, w, live * n, torch.empty(t, n, dtype=torch.bfloat16, device=dev), kw)
+        params = plan.grouped_heuristic(t, e, n, k)
         for kind in data:
             a = activations(kind, t, k, tokens, g)
             out = grouped_gemm_a4w4(a, w, offsets)
@@ -94,10 +98,6 @@ def _projection(timer: ColdTimer, name: str, e: int, n: int, k: int, top: int, t
             same = torch.equal(out, grouped_gemm_a4w4(a, w, offsets))
             ours = timer.time(lambda: grouped_gemm_a4w4(a, w, offsets), **kw).mean_us
             bf16 = timer.time(lambda: _bf16(a, w_t, offsets), **kw).mean_us
-            live = int((counts > 0).sum())
-            nbytes = live * (n * k // 2 + n * k // 32)
-            floor = _floor_us(timer, w, live * n, out, kw)
-            params = plan.grouped_heuristic(t, e, n, k)
             rows.append(dict(shape=name, tokens=tokens, data=kind, rows=t, experts=live, us=ours, bf16_us=bf16,
                              ratio=ours / bf16, touched_bytes=nbytes, floor_us=floor,
                              path=f"{type(params).__name__} {params.tile}",
