@@ -115,8 +115,9 @@ class MXFP4Experts(nn.Module):
         up = up.clamp(min=-self.limit, max=self.limit)
         return (up + 1) * (gate * torch.sigmoid(gate * self.alpha))
 
-    def _mlp(self, x: torch.Tensor, offsets: torch.Tensor, experts: torch.Tensor) -> torch.Tensor:
-        """Rows ``x`` sorted by expert (``experts``: each row's) through their experts' MLPs, in the layer's dtype."""
+    def _mlp(self, x: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+        """Rows ``x`` sorted by expert (``offsets``: each expert's cumulative end) through their experts' MLPs, in
+        the layer's dtype."""
         h = grouped_gemm_a4w4(x, self.weights("gate_up"), offsets, bias=self.gate_up_bias).to(self.dtype)
         return grouped_gemm_a4w4(self._activate(h), self.weights("down"), offsets, bias=self.down_bias).to(self.dtype)
 
@@ -139,12 +140,14 @@ class MXFP4Experts(nn.Module):
         # left out (a capture cannot read; an index out of range then fails in the scatter's device check).
         if flat.numel() and not flat.is_meta and not torch.compiler.is_compiling() and not (
                 flat.is_cuda and torch.cuda.is_current_stream_capturing()):
-            lo, hi = torch.aminmax(flat)
-            if bool((lo < 0) | (hi >= self.num_experts)):
-                raise ValueError(f"top_k_index must hold experts in [0, {self.num_experts}), got {int(lo)}..{int(hi)}")
-        counts = flat.new_zeros(self.num_experts).scatter_add_(0, flat, torch.ones_like(flat))  # no host read
+            lo, hi = torch.stack(torch.aminmax(flat)).tolist()  # one copy to the host
+            if lo < 0 or hi >= self.num_experts:
+                raise ValueError(f"top_k_index must hold experts in [0, {self.num_experts}), got {lo}..{hi}")
         experts, order = torch.sort(flat, stable=True)  # pairs by expert, tokens in order within one
-        y = self._mlp(hidden_states[order // k], counts.cumsum(0), experts)
+        # each expert's cumulative end: the sorted pairs up to it (no host read)
+        ends = torch.searchsorted(experts, torch.arange(self.num_experts, device=flat.device, dtype=flat.dtype),
+                                  right=True)
+        y = self._mlp(hidden_states[order // k], ends)
         y = y * top_k_weights.reshape(-1)[order, None]
         pairs = torch.empty_like(y)
         pairs[order] = y  # back to token-major (token, slot) order

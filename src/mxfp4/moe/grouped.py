@@ -175,7 +175,7 @@ def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, 
         raise TypeError(f"a must be a torch.Tensor, got {type(a).__name__}")
     if a.dim() != 2:
         raise ValueError(f"a must be 2-D [T, K] (tokens sorted by expert), got shape {tuple(a.shape)}")
-    checks.validate(a, w.expert(0), None)
+    checks.validate(a, w.weight, None)  # the stacked weight: every expert's K, device, layout and scale rule
     if a.requires_grad and torch.is_grad_enabled():
         raise ValueError("grouped_gemm_a4w4 is inference only (no autograd): call it under torch.no_grad()")
     if params is not None and not isinstance(params, (plan.GroupedStreamParams, plan.GroupedWgmmaParams)):
@@ -192,7 +192,7 @@ def grouped_gemm_a4w4(a: torch.Tensor, w: ExpertWeights, offsets: torch.Tensor, 
         checks.validate_bias(bias[0], w.n, a.device)
     _check_offsets_tensor(offsets, w.num_experts, a.device)
     t = a.shape[0]
-    chosen = ops.select_backend(a, w.expert(0), backend)
+    chosen = ops.select_backend(a, w.weight, backend)
     if a.device.type == "meta":  # shapes only (a model built on the meta device)
         return a.new_empty((t, w.n), dtype=torch.bfloat16)
     if chosen == "cuda":
