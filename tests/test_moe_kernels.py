@@ -255,8 +255,8 @@ def test_grouped_prefill_of_small_experts_takes_the_grouped_large_m_kernels():
 @pytest.mark.gpu
 def test_experts_module_under_graph_capture():
     """The bench's mixture-of-experts block (bf16 router, top-k, MXFP4Experts on the grouped kernel) captured
-    once (no host read: the range check is left out under capture) and replayed on new hidden states: the
-    eager call's bits."""
+    once (no host read: under capture the range check is the device's assert) and replayed on new hidden states:
+    the eager call's bits."""
     from mxfp4.bench import llama, model
     s = llama.LlamaShape(vocab=256, hidden=256, intermediate=0, layers=1, heads=4, kv_heads=2, max_seq=64,
                          experts=16, top_k=4, expert_intermediate=128)

@@ -172,6 +172,23 @@ def test_experts_module_checks_its_inputs():
         ours(hidden, index, weights[:, :1])
     with pytest.raises(ValueError, match=r"top_k_index must hold experts in \[0, 6\), got 6"):
         ours(hidden, torch.full_like(index, 6), weights)
+    bad = index.clone()
+    bad[0] = torch.tensor([-1, 5])
+    with pytest.raises(ValueError, match=r"top_k_index must hold experts in \[0, 6\), got -1\.\.5"):
+        ours(hidden, bad, weights)
+
+
+def test_experts_module_asserts_the_range_where_it_cannot_read(monkeypatch):
+    """Under torch.compile (and CUDA graph capture) the range check reads nothing: the device asserts (on the
+    CPU the assert raises at once), so an index out of range never routes a pair silently."""
+    ours = moe.from_module(experts_module("qwen3_moe"))
+    hidden, (index, weights) = torch.randn(3, 96).bfloat16(), routing(3, 6, 2, torch.bfloat16)
+    want = ours(hidden, index, weights)
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    for bad in (6, -1):
+        with pytest.raises(RuntimeError, match=r"top_k_index must hold experts in \[0, 6\)"):
+            ours(hidden, torch.full_like(index, bad), weights)
+    assert torch.equal(ours(hidden, index, weights), want)  # indices in range pass the assert
     with pytest.raises(TypeError, match="is not an experts module mxfp4 swaps"):
         moe.from_module(torch.nn.Linear(64, 64))
 

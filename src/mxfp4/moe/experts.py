@@ -121,6 +121,19 @@ class MXFP4Experts(nn.Module):
         h = grouped_gemm_a4w4(x, self.weights("gate_up"), offsets, bias=self.gate_up_bias).to(self.dtype)
         return grouped_gemm_a4w4(self._activate(h), self.weights("down"), offsets, bias=self.down_bias).to(self.dtype)
 
+    def _check_range(self, flat: torch.Tensor) -> None:
+        """Every index in [0, E). Eager: two values read on the host (one copy), a ValueError naming them. Under
+        torch.compile or CUDA graph capture nothing can be read: the device asserts instead (on a GPU, like any
+        index out of range in a kernel, a fatal device-side assert), so no index is ever silently misrouted."""
+        lo, hi = torch.aminmax(flat)
+        if torch.compiler.is_compiling() or (flat.is_cuda and torch.cuda.is_current_stream_capturing()):
+            torch._assert_async((lo >= 0) & (hi < self.num_experts),
+                                f"top_k_index must hold experts in [0, {self.num_experts})")
+            return
+        lo, hi = torch.stack((lo, hi)).tolist()
+        if lo < 0 or hi >= self.num_experts:
+            raise ValueError(f"top_k_index must hold experts in [0, {self.num_experts}), got {lo}..{hi}")
+
     def forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
                 top_k_weights: torch.Tensor) -> torch.Tensor:
         for name, value in (("hidden_states", hidden_states), ("top_k_index", top_k_index),
@@ -136,13 +149,8 @@ class MXFP4Experts(nn.Module):
         if tuple(top_k_weights.shape) != (t, k):
             raise ValueError(f"top_k_weights must have top_k_index's shape {(t, k)}, got {tuple(top_k_weights.shape)}")
         flat = top_k_index.reshape(-1)
-        # The range check reads two values on the host; under CUDA graph capture or torch.compile it is
-        # left out (a capture cannot read; an index out of range then fails in the scatter's device check).
-        if flat.numel() and not flat.is_meta and not torch.compiler.is_compiling() and not (
-                flat.is_cuda and torch.cuda.is_current_stream_capturing()):
-            lo, hi = torch.stack(torch.aminmax(flat)).tolist()  # one copy to the host
-            if lo < 0 or hi >= self.num_experts:
-                raise ValueError(f"top_k_index must hold experts in [0, {self.num_experts}), got {lo}..{hi}")
+        if flat.numel() and not flat.is_meta:
+            self._check_range(flat)
         experts, order = torch.sort(flat, stable=True)  # pairs by expert, tokens in order within one
         # each expert's cumulative end: the sorted pairs up to it (no host read)
         ends = torch.searchsorted(experts, torch.arange(self.num_experts, device=flat.device, dtype=flat.dtype),
