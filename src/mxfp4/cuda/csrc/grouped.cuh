@@ -7,12 +7,16 @@
 
 namespace mx {
 
-// An expert's token rows, as every grouped GEMM reads the offsets: [offsets[e-1], offsets[e]) (offsets
-// int32, or int64 when off64; each clamped to [start, T], so a malformed array cannot send a CTA out of
-// bounds).
+// offsets[e], the cumulative end of expert e's rows (offsets int32, or int64 when off64).
+__device__ __forceinline__ long long grouped_end(const void *offsets, int off64, int e) {
+  return off64 ? ((const long long *)offsets)[e] : ((const int *)offsets)[e];
+}
+
+// An expert's token rows, as every grouped GEMM reads the offsets: [offsets[e-1], offsets[e]) (each
+// clamped to [start, T], so a malformed array cannot send a CTA out of bounds).
 __device__ __forceinline__ void grouped_rows(const void *offsets, int off64, int e, int T, int &start, int &end) {
-  const long long hi = off64 ? ((const long long *)offsets)[e] : ((const int *)offsets)[e];
-  const long long lo = e == 0 ? 0 : (off64 ? ((const long long *)offsets)[e - 1] : ((const int *)offsets)[e - 1]);
+  const long long hi = grouped_end(offsets, off64, e);
+  const long long lo = e == 0 ? 0 : grouped_end(offsets, off64, e - 1);
   start = (int)min(max(lo, 0ll), (long long)T);
   end = (int)min(max(hi, (long long)start), (long long)T);
 }

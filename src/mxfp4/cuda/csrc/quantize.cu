@@ -8,6 +8,7 @@
 //   streaming GEMM's operand (gemm_stream.cu's GROUPED build), and its fix-up flags zeroed.
 // - mxfp4_quantize_bands: A (the same dtypes) into the banded GEMM's operand (gemm_band.cu): its bands,
 //   their half-scales and masks; and the GEMM's fix-up flags zeroed.
+#include "grouped.cuh"
 #include "hopper.cuh"
 
 extern "C" __global__ void mxfp4_quantize(const u16 *__restrict__ A, int lda, u8 *__restrict__ codes,
@@ -73,10 +74,8 @@ mxfp4_quantize_grouped(const a_t *__restrict__ A, int lda, int T, int Ka, int K,
   mx::pdl_launch_dependents();
   extern __shared__ int ends[];  // [E]: offsets[e] clamped to [0, T]
   mx::require_dynamic_smem(4u * (u32)E);
-  for (int e = threadIdx.x; e < E; e += 256) {
-    const long long v = off64 ? ((const long long *)offsets)[e] : ((const int *)offsets)[e];
-    ends[e] = (int)min(max(v, 0ll), (long long)T);
-  }
+  for (int e = threadIdx.x; e < E; e += 256)
+    ends[e] = (int)min(max(mx::grouped_end(offsets, off64, e), 0ll), (long long)T);
   __syncthreads();
   const int nblk = K >> 5, tok = 8 * tiles;
   const long long it = (long long)blockIdx.x * 256 + threadIdx.x;
