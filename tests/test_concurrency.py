@@ -87,10 +87,12 @@ def _concurrent_work(shared):
 
 def _clear_runtime_caches():
     """Forget the loaded kernels and cached launch objects, so the first calls race to load them."""
+    from mxfp4 import ops
     from mxfp4.cuda import ops as cuda_ops, runtime
 
     runtime._kernels.clear()
     cuda_ops._launches.clear()
+    ops._launches.clear()
 
 
 @pytest.mark.parametrize("own_streams", [False, True], ids=["default_stream", "stream_per_thread"])

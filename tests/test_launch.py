@@ -236,7 +236,7 @@ def test_every_shipped_launch_matches_its_kernels_prototype(tmp_path, monkeypatc
             rec.allocated.clear()
             a, data, scales, out, names = operands(m, n, k, dtype, ka, params.out_f32)
             start = len(rec.launches)
-            cuda_ops.gemm(a, data, scales, out, params)
+            cuda_ops.launch_for(params, m, data.shape[0], 2 * data.shape[1], dtype, a.device)(a, data, scales, out)
             assert len(rec.launches) == start + (1 if isinstance(params, plan.SmallParams) else 2)
             check_launches(rec, start, [a, data, scales, out], names)
     for (params, (t, e, n, k)), dtype in itertools.product(sorted(grouped.items(), key=str), launch.A_KINDS):
@@ -298,7 +298,11 @@ def test_one_launch_a_family_and_shape(monkeypatch):
     assert len(rec.kernels) == 2 + 2 * 2 + 1  # each launch built once: its kernels asked for once
     assert rec.builds[("gemm_small.cu", tuple(sorted({**small.defines(), "A_KIND": 1}.items())))]
     a = torch.empty(3, 96, dtype=torch.float16)
-    assert cuda_ops.FAMILIES[plan.StreamParams].operand(a, 128) is a  # as given: dtype and K
-    b = cuda_ops.FAMILIES[plan.SmallParams].operand(a, 128)  # its dtype, K padded to the weight's
-    assert b.dtype is torch.float16 and b.shape == (3, 128) and launch.rows_ok(b)
-    assert cuda_ops.FAMILIES[plan.SmallParams].operand(b, 128) is b
+    same, pa, lda = cuda_ops.FAMILIES[plan.StreamParams].operand(a, 128)
+    assert same is a and (pa, lda) == (a.data_ptr(), 96)  # as given: dtype and K
+    b, pb, ldb = cuda_ops.FAMILIES[plan.SmallParams].operand(a, 128)  # its dtype, K padded to the weight's
+    assert b.dtype is torch.float16 and b.shape == (3, 128) and launch.rows_ok(b) and (pb, ldb) == (b.data_ptr(), 128)
+    assert cuda_ops.FAMILIES[plan.SmallParams].operand(b, 128)[0] is b
+    c = torch.randn(3, 200).half()[:, 1:97]  # a start 2 bytes past 16: a copy the kernels can read
+    d, pd, ldd = cuda_ops.FAMILIES[plan.StreamParams].operand(c, 128)
+    assert d is not c and torch.equal(d, c) and launch.rows_ok(d) and (pd, ldd) == (d.data_ptr(), 96)

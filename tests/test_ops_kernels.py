@@ -50,12 +50,13 @@ def test_kernel_path_logic_on_the_cpu(monkeypatch, n, k, dtype):
     g = torch.Generator().manual_seed(n + k)
     plain = mxfp4.quantize(torch.randn(n, k, generator=g).bfloat16())
     w = mxfp4.prepare(plain)
-    def launch_for(params, m, n16, k64, dtype, device):  # cuda_ops.gemm's: A as the family reads it, the reference
+    def launch_for(params, m, n16, k64, dtype, device):  # A as the family reads it, the reference
         fake = stream if isinstance(params, plan.StreamParams) else kernel
         operand = cuda_ops.FAMILIES[type(params)].operand
-        return lambda a, data, scales, out: fake(operand(a, k64), data, scales, out, params)
+        return lambda a, data, scales, out: fake(operand(a, k64)[0], data, scales, out, params)
 
     monkeypatch.setattr(cuda_ops, "launch_for", launch_for)
+    monkeypatch.setattr(ops, "_launches", {})  # the launches remembered per shape: none of another test's
     monkeypatch.setattr(ops, "cuda_supported", lambda device: True)
     monkeypatch.setattr(ops, "_params", lambda m, n, k, index, out_f32=False: dataclasses.replace(
         plan.heuristic(plan.Problem(m, n, k)), out_f32=out_f32))

@@ -87,6 +87,11 @@ _chosen: dict[tuple[int, int, int, int, bool], plan.KernelParams] = {}
 """plan.choose's answer per (m, n, k, device index, float32 output): a pure function of the shipped
 table and the device, remembered so an eager call does not rebuild it (3.7 us of Python per call)."""
 
+_launches: dict[tuple[int, int, int, torch.dtype, int, bool], object] = {}
+"""The launch (``mxfp4.cuda.launch``) of :func:`_params`' answer per (m, N16, K64, A's dtype, device index, float32
+output): an eager call's one lookup from its shape to its launch (``cuda.ops.launch_for`` and ``_params`` took 1 us
+of Python a call on the CPU)."""
+
 
 def gemm_a4w4(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None = None, *,
               out_dtype: torch.dtype | None = None, backend: str = "auto",
@@ -196,7 +201,6 @@ def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_d
     ``unrounded``, for :func:`gemm_a4w4_partial` (the float32 total; ``out`` and ``params`` None)."""
     n16, k2 = w.data.shape  # the weight as the kernels read it: N16 rows, K64 / 2 bytes
     k64 = 2 * k2
-    user_params = params is not None
     two_d = a.dim() == 2
     bf16_out = out is not None and n16 == n and out.dtype is torch.bfloat16  # the kernel writes out itself
     if not bf16_out:
@@ -206,8 +210,12 @@ def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_d
     if m and n:
         cuda_ops = _cuda_ops()
         if params is None:
-            params = _params(m, n16, k64, a.get_device(), unrounded)
-        if user_params:
+            key = (m, n16, k64, a.dtype, a.get_device(), unrounded)
+            launch = _launches.get(key)
+            if launch is None:
+                launch = _launches[key] = cuda_ops.launch_for(_params(m, n16, k64, key[4], unrounded), m, n16, k64,
+                                                              a.dtype, a.device)
+        else:
             params.check()
             if not params.fits(plan.Problem(m, n16, k64)):
                 raise ValueError(f"params {params} do not fit the problem {m}x{n16}x{k64} (split at most "
@@ -215,7 +223,8 @@ def _on_kernels(a: torch.Tensor, w: MXFP4Tensor, out: torch.Tensor | None, out_d
                                  f"SmallParams: kb = K / 32, M at most {plan.MAX_GRID_Y} tiles of 8 * mt rows; "
                                  f"StreamParams: M at most 8 * mt; BandParams: M at most 8 * mt, K at most "
                                  f"{plan.BAND_MAX_K})")
-        cuda_ops.gemm(a if two_d else a.reshape(m, k), w.data, w.scales, buf, params)
+            launch = cuda_ops.launch_for(params, m, n16, k64, a.dtype, a.device)
+        launch(a if two_d else a.reshape(m, k), w.data, w.scales, buf)
     if out is not None:
         if not bf16_out:
             out.view(m, n).copy_(buf[:, :n])

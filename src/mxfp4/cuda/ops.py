@@ -31,7 +31,10 @@ the device index."""
 
 def launch_for(params: plan.KernelParams, m: int, n: int, k: int, dtype: torch.dtype, device: torch.device) -> Launch:
     """The launch of ``params`` for A [m, K] of ``dtype`` and a weight of n rows and k columns on
-    ``device``, built once a ``key``."""
+    ``device``, built once a ``key``: the one way down from :mod:`mxfp4.ops` to a dense GEMM's kernels. Called
+    with (a [m, K], data [n, k / 2], scales, out [m, n]) in aiter's shuffled layouts, it makes A what its kernels
+    read (its family's ``operand``) and writes out (bf16, float32 for ``params.out_f32``); the caller has
+    validated shapes, dtypes and devices, the launch checks what its kernels' loads need."""
     family = FAMILIES[type(params)]
     key = family.key(params, m, n, k, dtype, device.index)
     launch = _launches.get(key)
@@ -47,17 +50,6 @@ def builds(params: plan.KernelParams | plan.GroupedKernelParams) -> list[tuple[s
     if family.QUANTIZES_A:
         return [(params.source, a_defines(params.defines(), dtype)) for dtype in A_KINDS]
     return [(params.source, params.defines())] + [("quantize.cu", a_defines(None, dtype)) for dtype in A_KINDS]
-
-
-def gemm(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor,
-         params: plan.KernelParams) -> torch.Tensor:
-    """out [M, N16] (bf16, float32 for ``params.out_f32``) = quant(a [M, K]) x W^T by the kernel family of
-    ``params``, the weight (data, scales) in aiter's shuffled layouts at K64 = 2 * data.shape[1]: the
-    one way down from :mod:`mxfp4.ops` to a launch, which makes A what its kernels read (its family's
-    ``operand``). The caller has validated shapes, dtypes and devices; the launch checks what its
-    kernels' loads need."""
-    n, k2 = data.shape
-    return launch_for(params, a.shape[0], n, 2 * k2, a.dtype, a.device)(a, data, scales, out)
 
 
 def grouped_gemm_a4w4(a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor,

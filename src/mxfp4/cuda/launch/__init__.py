@@ -78,13 +78,18 @@ class Launch:
         raise NotImplementedError
 
     @classmethod
-    def operand(cls, a: torch.Tensor, k64: int) -> torch.Tensor:
-        """2-D ``a`` [M, K] as the kernel that quantizes A takes it: its dtype, rows it can load (else a copy);
-        for a kernel in the GEMM's module, K padded with zero blocks to the weight's K64 (quantize.cu's
-        quantizers read A's K and write those zero blocks themselves)."""
+    def operand(cls, a: torch.Tensor, k64: int) -> tuple[torch.Tensor, int, int]:
+        """(A, its address, its row stride): 2-D ``a`` [M, K] as the kernel that quantizes A takes it, its dtype,
+        rows it can load (else a copy); for a kernel in the GEMM's module, K padded with zero blocks to the
+        weight's K64 (quantize.cu's quantizers read A's K and write those zero blocks themselves). The tensor is
+        kept by the caller until its launch is queued."""
         if cls.QUANTIZES_A and k64 != a.shape[1]:  # zero blocks, as the weight's padding (one copy of A)
-            return torch.nn.functional.pad(a, (0, k64 - a.shape[1]))
-        return rows_for_kernel(a)
+            a = torch.nn.functional.pad(a, (0, k64 - a.shape[1]))
+        ptr, lda, ok = row_layout(a)
+        if not ok:
+            a = a.clone(memory_format=torch.contiguous_format)
+            ptr, lda, _ = row_layout(a)
+        return a, ptr, lda
 
     def __call__(self, a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError

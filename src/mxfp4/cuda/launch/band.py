@@ -7,7 +7,7 @@ import torch
 
 from ...params import BandParams
 from .. import runtime
-from . import out_rows, rows, weight
+from . import out_rows, weight
 from .stream import StreamLaunch
 
 PTR, I32 = runtime.Param.PTR, runtime.Param.I32
@@ -36,9 +36,8 @@ class BandLaunch(StreamLaunch):
         return runtime.config((segments, 1, 1), 32 * params.tokens, 0, None)
 
     def __call__(self, a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        a = self.operand(a, self.k)
+        a, pa, lda = self.operand(a, self.k)
         (m, ka), n, k, device = a.shape, self.n, self.k, self.device
-        pa, lda = rows(a)
         pw, ps, ldsc = weight(data, scales)
         pc, ldc = out_rows(out, self.params, 1, 1, "")
         (quant, gemm), (quant_config, gemm_config) = self.kernels, self.configs

@@ -8,7 +8,7 @@ import torch
 
 from ...params import SMEM_LIMIT, DecodeParams
 from .. import runtime
-from . import Launch, out_rows, rows, split_cluster, token_quantizer, token_quantizer_config, weight
+from . import Launch, out_rows, split_cluster, token_quantizer, token_quantizer_config, weight
 
 PTR, I32 = runtime.Param.PTR, runtime.Param.I32
 
@@ -41,9 +41,8 @@ class DecodeLaunch(Launch):
                          params.workspace_bytes(k))
 
     def __call__(self, a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        a = self.operand(a, self.k)
+        a, pa, lda = self.operand(a, self.k)
         (m, ka), n, k, device = a.shape, self.n, self.k, self.device
-        pa, lda = rows(a)
         pw, ps, ldsc = weight(data, scales)
         pc, ldc = out_rows(out, self.params, 2, 8, "an even row stride and an 8-byte aligned start")
         (quant, gemm), (quant_config, gemm_config) = self.kernels, self.configs

@@ -6,7 +6,7 @@ import torch
 
 from ...params import SmallParams
 from .. import runtime
-from . import Launch, a_defines, out_rows, rows, weight
+from . import Launch, a_defines, out_rows, weight
 
 PTR, I32 = runtime.Param.PTR, runtime.Param.I32
 
@@ -34,8 +34,7 @@ class SmallLaunch(Launch):
                          (runtime.config((params.grid(n), params.m_tiles(m), 1), params.threads, smem, cluster),), 0)
 
     def __call__(self, a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        a = self.operand(a, self.k)
-        pa, lda = rows(a)
+        a, pa, lda = self.operand(a, self.k)
         pw, ps, ldsc = weight(data, scales)
         pc, ldc = out_rows(out, self.params, 1, 1, "")
         runtime.launch(self.kernels[0], self.configs[0], self.device, pa, lda, pw, ps, ldsc, pc, ldc, a.shape[0],

@@ -10,7 +10,7 @@ import torch
 from ...device import sm_count
 from ...params import GROUPED_STATIC_SMEM, SMEM_LIMIT, GroupedStreamParams, Problem, StreamParams
 from .. import runtime
-from . import TOKEN_QUANT, Launch, a_defines, grouped_key, offsets_arg, out_rows, rows, token_quantizer_config, weight
+from . import TOKEN_QUANT, Launch, a_defines, grouped_key, offsets_arg, out_rows, token_quantizer_config, weight
 
 PTR, I32, I64 = runtime.Param.PTR, runtime.Param.I32, runtime.Param.I64
 
@@ -50,9 +50,8 @@ class StreamLaunch(Launch):
         return token_quantizer_config(params.tokens, k, grid)  # every CTA's flag zeroed
 
     def __call__(self, a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        a = self.operand(a, self.k)
+        a, pa, lda = self.operand(a, self.k)
         (m, ka), n, k, device = a.shape, self.n, self.k, self.device
-        pa, lda = rows(a)
         pw, ps, ldsc = weight(data, scales)
         pc, ldc = out_rows(out, self.params, 2, 8, "an even row stride and an 8-byte aligned start")
         (quant, gemm), (quant_config, gemm_config) = self.kernels, self.configs
@@ -99,9 +98,8 @@ class GroupedStreamLaunch(Launch):
 
     def __call__(self, a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor,
                  out: torch.Tensor, num_experts: int, n_padded: int) -> torch.Tensor:
-        a = self.operand(a, self.k)
+        a, pa, lda = self.operand(a, self.k)
         (t, ka), n, k, device = a.shape, self.n, self.k, self.device
-        pa, lda = rows(a)
         pw, ps, ldsc = weight(data, scales)
         pc, ldc = out_rows(out, self.params.tile, 2, 8, "an even row stride and an 8-byte aligned start")
         po, off64 = offsets_arg(offsets)

@@ -9,7 +9,7 @@ import torch
 
 from ...params import SEGMENT_BLOCKS, GroupedWgmmaParams, WgmmaParams
 from .. import runtime
-from . import Launch, a_defines, grouped_key, offsets_arg, out_rows, rows, split_cluster, weight
+from . import Launch, a_defines, grouped_key, offsets_arg, out_rows, split_cluster, weight
 
 PTR, I32 = runtime.Param.PTR, runtime.Param.I32
 
@@ -66,9 +66,8 @@ class WgmmaLaunch(Launch):
                                          split_cluster(params.split), dependent=True)), g["ablob"] + g["wblob"])
 
     def __call__(self, a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        a = self.operand(a, self.k)
+        a, pa, lda = self.operand(a, self.k)
         m, n, k, device, g = a.shape[0], self.n, self.k, self.device, self.geometry
-        pa, lda = rows(a)
         pw, ps, ldsc = weight(data, scales)
         pc, ldc = out_rows(out, self.params, 8, 16, "a row stride that is a multiple of 8 and a 16-byte aligned start")
         (prep, gemm), (prep_config, gemm_config) = self.kernels, self.configs
@@ -109,9 +108,8 @@ class GroupedWgmmaLaunch(Launch):
 
     def __call__(self, a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor,
                  out: torch.Tensor, num_experts: int, n_padded: int) -> torch.Tensor:
-        a = self.operand(a, self.k)
+        a, pa, lda = self.operand(a, self.k)
         t, n, k, device = a.shape[0], self.n, self.k, self.device
-        pa, lda = rows(a)
         pw, ps, ldsc = weight(data, scales)
         pc, ldc = out_rows(out, self.params.tile, 8, 16,
                            "a row stride that is a multiple of 8 and a 16-byte aligned start")
