@@ -225,6 +225,7 @@ def test_every_shipped_launch_matches_its_kernels_prototype(tmp_path, monkeypatc
     quantizer, the stream floor and the int8 wgmma peak."""
     monkeypatch.setenv("MXFP4_CACHE_DIR", str(tmp_path))
     rec = Recorder(monkeypatch)
+    monkeypatch.setattr(cuda_ops, "_launches", {})  # launches of the recorder's kernels: none kept after the test
     dense, grouped = shipped_cases()
     assert set(dense) | set(grouped) == set(plan.shipped_variants([(s.m, s.n, s.k) for s in shape_set("all")]))
     for params, (m, n, k) in sorted(dense.items(), key=str):
@@ -306,3 +307,5 @@ def test_one_launch_a_family_and_shape(monkeypatch):
     c = torch.randn(3, 200).half()[:, 1:97]  # a start 2 bytes past 16: a copy the kernels can read
     d, pd, ldd = cuda_ops.FAMILIES[plan.StreamParams].operand(c, 128)
     assert d is not c and torch.equal(d, c) and launch.rows_ok(d) and (pd, ldd) == (d.data_ptr(), 96)
+    with pytest.raises(ValueError, match="multiple of 8"):  # a copy's rows no kernel loads (K % 8 != 0): refused
+        cuda_ops.FAMILIES[plan.StreamParams].operand(torch.randn(3, 100).half(), 128)

@@ -91,6 +91,38 @@ def test_kernel_path_logic_on_the_cpu(monkeypatch, n, k, dtype):
         assert torch.equal(got, reference.gemm_a4w4(a, plain)) and len(launched) == 15
 
 
+def test_an_eager_call_builds_its_launch_once(monkeypatch):
+    """The launch of a call's shape (M, N16, K64), A's dtype, device and output (bf16 or the float32 total) is
+    chosen and built once (``ops._launches``); another M, dtype or output kind gets its own."""
+    import dataclasses
+
+    from mxfp4.cuda import ops as cuda_ops
+
+    built = []
+
+    def launch_for(params, m, n16, k64, dtype, device):
+        built.append((params, m, dtype))
+        return lambda a, data, scales, out: out.zero_()
+
+    monkeypatch.setattr(cuda_ops, "launch_for", launch_for)
+    monkeypatch.setattr(ops, "_launches", {})
+    monkeypatch.setattr(ops, "cuda_supported", lambda device: True)
+    monkeypatch.setattr(ops, "_params", lambda m, n, k, index, out_f32=False: dataclasses.replace(
+        plan.heuristic(plan.Problem(m, n, k)), out_f32=out_f32))
+    w = mxfp4.prepare(mxfp4.quantize(torch.randn(64, 256).bfloat16()))
+    a = torch.randn(4, 256)
+    for _ in range(3):
+        assert torch.equal(mxfp4.gemm_a4w4(a.bfloat16(), w), torch.zeros(4, 64, dtype=torch.bfloat16))
+    assert [(m, dtype) for _, m, dtype in built] == [(4, torch.bfloat16)]
+    for _ in range(2):
+        mxfp4.gemm_a4w4(a.half(), w)
+        ops.gemm_a4w4_partial(a.bfloat16(), w)
+        mxfp4.gemm_a4w4(a[:3].bfloat16(), w)
+    assert [(m, dtype) for _, m, dtype in built] == [(4, torch.bfloat16), (4, torch.float16), (4, torch.bfloat16),
+                                                     (3, torch.bfloat16)]
+    assert [p.out_f32 for p, _, _ in built] == [False, False, True, False]
+
+
 # ---- on a Hopper GPU ----------------------------------------------------------------------------
 
 @pytest.mark.gpu

@@ -88,7 +88,7 @@ class Launch:
         ptr, lda, ok = row_layout(a)
         if not ok:
             a = a.clone(memory_format=torch.contiguous_format)
-            ptr, lda, _ = row_layout(a)
+            ptr, lda = rows(a)  # the copy's rows, checked: K a multiple of 8
         return a, ptr, lda
 
     def __call__(self, a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
