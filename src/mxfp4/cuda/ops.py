@@ -6,7 +6,7 @@ import torch
 
 from .. import plan
 from . import runtime
-from .launch import A_KINDS, Launch, a_defines, rows, rows_for_kernel, weight
+from .launch import A_KINDS, Launch, a_defines, rows_for_kernel, weight
 from .launch.band import BandLaunch
 from .launch.decode import DecodeLaunch
 from .launch.small import SmallLaunch
@@ -127,9 +127,8 @@ _quant_configs: dict[int, runtime.LaunchConfig] = {}  # grid -> the quantize ker
 def quantize(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Packed codes [M, K/2] and e8m0 scales [M, K/32] of bf16 a [M, K] (plain layout; a's rows copied
     first where the kernel cannot read them)."""
-    a = rows_for_kernel(a)  # kept until the launch is queued
+    a, pa, lda = rows_for_kernel(a)  # kept until the launch is queued
     m, k = a.shape
-    pa, lda = rows(a)
     codes = torch.empty((m, k // 2), dtype=torch.uint8, device=a.device)
     scales = torch.empty((m, k // 32), dtype=torch.uint8, device=a.device)
     if m:

@@ -81,15 +81,11 @@ class Launch:
     def operand(cls, a: torch.Tensor, k64: int) -> tuple[torch.Tensor, int, int]:
         """(A, its address, its row stride): 2-D ``a`` [M, K] as the kernel that quantizes A takes it, its dtype,
         rows it can load (else a copy); for a kernel in the GEMM's module, K padded with zero blocks to the
-        weight's K64 (quantize.cu's quantizers read A's K and write those zero blocks themselves). The tensor is
-        kept by the caller until its launch is queued."""
+        weight's K64 (quantize.cu's quantizers read A's K and write those zero blocks themselves); as
+        :func:`rows_for_kernel`."""
         if cls.QUANTIZES_A and k64 != a.shape[1]:  # zero blocks, as the weight's padding (one copy of A)
             a = torch.nn.functional.pad(a, (0, k64 - a.shape[1]))
-        ptr, lda, ok = row_layout(a)
-        if not ok:
-            a = a.clone(memory_format=torch.contiguous_format)
-            ptr, lda = rows(a)  # the copy's rows, checked: K a multiple of 8
-        return a, ptr, lda
+        return rows_for_kernel(a)
 
     def __call__(self, a: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -121,10 +117,14 @@ def rows_ok(a: torch.Tensor) -> bool:
     return row_layout(a)[2]
 
 
-def rows_for_kernel(a: torch.Tensor) -> torch.Tensor:
-    """``a`` [M, K] itself when the kernels can read its rows, else a copy in new storage (unit
-    stride, aligned)."""
-    return a if rows_ok(a) else a.clone(memory_format=torch.contiguous_format)
+def rows_for_kernel(a: torch.Tensor) -> tuple[torch.Tensor, int, int]:
+    """(``a`` [M, K] itself when the kernels can read its rows, else a copy in new storage (unit stride, aligned);
+    its address; its row stride), its layout read once. The caller keeps the tensor until its launch is queued."""
+    ptr, lda, ok = row_layout(a)
+    if ok:
+        return a, ptr, lda
+    a = a.clone(memory_format=torch.contiguous_format)
+    return (a, *rows(a))  # the copy's rows, checked: K a multiple of 8
 
 
 def rows(a: torch.Tensor) -> tuple[int, int]:
