@@ -3,6 +3,8 @@ memory as the kernel states it, its conversions checked exactly (its stream-K sp
 streaming GEMM's: tests/test_stream.py), its algorithm emulated on the CPU (tests/band_emulation.py) against
 the exact oracle, its heuristic; on a Hopper GPU (marker gpu) the kernel against the emulation, bit for bit,
 and the exact oracle."""
+import functools
+
 import pytest
 import torch
 
@@ -81,6 +83,7 @@ def _overflow_operands(m: int, n: int, k: int):
     return a.to(torch.bfloat16), mxfp4.prepare(mxfp4.quantize(b.to(torch.bfloat16)))
 
 
+@functools.cache  # the GPU cases draw each one for every variant; nothing here writes into them
 def _operands(kind: str, m: int, n: int, k: int):
     if kind == "overflow":
         return _overflow_operands(m, n, k)
