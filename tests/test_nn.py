@@ -1,6 +1,8 @@
 """MXFP4Linear on the CPU: construction errors, forward equals the reference, bytes kept; on a Hopper GPU
 (marker gpu) no memory kept between calls, graphs and torch.compile of the layer, a model following
 half() and float()."""
+import gc
+
 import pytest
 import torch
 from torch import nn
@@ -178,12 +180,20 @@ def test_nothing_kept_between_calls(m, n, k):
     layer = MXFP4Linear.from_mxfp4(MXFP4Tensor(data[3], data[4], (n, k), Layout.AITER_SHUFFLED))
     outs = [task.custom_kernel(data), layer(data[0])]
     torch.cuda.synchronize()
-    for fn in (lambda: task.custom_kernel(data), lambda: layer(data[0])):
-        for _ in range(3):
-            before = torch.cuda.memory_allocated()
-            outs.append(fn())
-            torch.cuda.synchronize()
-            assert torch.cuda.memory_allocated() - before == m * n * 2  # the output alone
+    # An earlier test's cyclic garbage (a captured graph, a compiled module) freed by the collector inside the
+    # loop would move memory_allocated by its own bytes: collect it first, and let no collection run between
+    # the two readings.
+    gc.collect()
+    gc.disable()
+    try:
+        for fn in (lambda: task.custom_kernel(data), lambda: layer(data[0])):
+            for _ in range(3):
+                before = torch.cuda.memory_allocated()
+                outs.append(fn())
+                torch.cuda.synchronize()
+                assert torch.cuda.memory_allocated() - before == m * n * 2  # the output alone
+    finally:
+        gc.enable()
     assert layer.kept_bytes() == data[3].numel() + data[4].numel()
 
 
