@@ -85,7 +85,8 @@ def _params(m: int, n: int, k: int, index: int, out_f32: bool = False) -> plan.K
 
 _chosen: dict[tuple[int, int, int, int, bool], plan.KernelParams] = {}
 """plan.choose's answer per (m, n, k, device index, float32 output): a pure function of the shipped
-table and the device, remembered so an eager call does not rebuild it (3.7 us of Python per call)."""
+table and the device (3.7 us of Python to rebuild), remembered for :func:`params_for` (a tensor-parallel layer
+asks it every forward) and for ``_launches``' misses (a shape's first call, or another A dtype)."""
 
 _launches: dict[tuple[int, int, int, torch.dtype, int, bool], object] = {}
 """The launch (``mxfp4.cuda.launch``) of :func:`_params`' answer per (m, N16, K64, A's dtype, device index, float32
